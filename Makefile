@@ -1,0 +1,33 @@
+# mvengine: `make run` sets up and runs the example project, `make test` sets up and runs the tests.
+# Both create .venv on first use (Python 3.11+) and install Java 17 when no Java 17+ is found.
+.DEFAULT_GOAL := help
+PYTHON ?= python3.11
+VENV   := .venv
+STAMP  := $(VENV)/.installed
+
+help:  ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@bash scripts/ensure-java.sh
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+setup: $(STAMP)  ## Create .venv and install mvengine with its test tools
+
+run: $(STAMP)  ## Run the main job on the example project (views/, conf/)
+	$(VENV)/bin/mv --project . sources --create
+	$(VENV)/bin/mv --project . describe --all
+
+test: $(STAMP)  ## Run the test suite (a real local Spark and real Delta tables)
+	$(VENV)/bin/python -m pytest -q
+
+bench: $(STAMP)  ## Measure read/write throughput of the Delta data source (1M rows, local[2])
+	$(VENV)/bin/python benchmarks/storage_throughput.py --rows 1000000
+
+clean:  ## Remove the example warehouse and caches (keeps .venv)
+	rm -rf warehouse .pytest_cache .hypothesis
+
+.PHONY: help setup run test bench clean

@@ -1,0 +1,1 @@
+"""A project on disk: conf/mvengine.toml and views/*.sql."""

@@ -1,0 +1,168 @@
+"""Loading conf/mvengine.toml into a typed, validated Config.
+
+Unknown keys are errors (a typo must not silently fall back to a default), reported with file and line.
+Storage options may reference environment variables as `${NAME}` so secrets stay out of the file; their
+values are never printed (see `Config.redacted_storage_options`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mvengine.errors import ConfigError
+
+CONFIG_PATH = Path("conf") / "mvengine.toml"
+DEFAULT_SPARK_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.python.filterPushdown.enabled": "true",
+}
+_KNOWN = {
+    "project": {"warehouse"},
+    "spark": {"master", "conf", "log_level"},
+    "storage": {"options"},
+    "refresh": {"interval"},
+}
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SECRET_HINTS = ("secret", "key", "token", "password", "credential", "sas", "signature")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What conf/mvengine.toml says, with defaults filled in. Paths are absolute."""
+
+    project_dir: Path
+    warehouse: str
+    spark_master: str = "local[*]"
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    spark_log_level: str = "ERROR"
+    storage_options: dict[str, str] = field(default_factory=dict)
+    refresh_interval_s: float = 1.0
+
+    @property
+    def views_dir(self) -> Path:
+        return self.project_dir / "views"
+
+    def sources_dir(self) -> str:
+        return join_uri(self.warehouse, "sources")
+
+    def resolve_path(self, path: str) -> str:
+        return resolve_path(self.project_dir, path)
+
+    def redacted_storage_options(self) -> dict[str, str]:
+        return redact_options(self.storage_options)
+
+
+def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
+    """Read `<project_dir>/conf/mvengine.toml`; a missing file means all defaults."""
+    root = Path(project_dir).resolve()
+    if not root.is_dir():
+        raise ConfigError(f"project folder {root} does not exist",
+                          hint="pass --project DIR with a folder that holds conf/ and views/")
+    path = root / CONFIG_PATH
+    data: dict[str, Any] = {}
+    text = ""
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"not valid TOML: {e}", file=str(path),
+                              hint="fix the syntax; see README 'Configuration'") from None
+        _check_keys(data, text, str(path))
+    project = data.get("project", {})
+    spark = data.get("spark", {})
+    storage = data.get("storage", {})
+    refresh = data.get("refresh", {})
+    conf = dict(DEFAULT_SPARK_CONF)
+    conf.update({str(k): _scalar(v, f"spark.conf.{k}", text, str(path)) for k, v in spark.get("conf", {}).items()})
+    options = {str(k): _expand_env(_scalar(v, f"storage.options.{k}", text, str(path)), str(k), str(path), text)
+               for k, v in storage.get("options", {}).items()}
+    return Config(
+        project_dir=root,
+        warehouse=resolve_path(root, str(project.get("warehouse", "warehouse"))),
+        spark_master=str(spark.get("master", "local[*]")),
+        spark_conf=conf,
+        spark_log_level=str(spark.get("log_level", "ERROR")).upper(),
+        storage_options=options,
+        refresh_interval_s=parse_duration(str(refresh.get("interval", "1s")), file=str(path),
+                                          line=_line_of(text, "interval")),
+    )
+
+
+def resolve_path(project_dir: Path, path: str) -> str:
+    """A table path from the project: URIs stay as they are, relative paths are under the project dir."""
+    if "://" in path or os.path.isabs(path):
+        return path
+    return str((project_dir / path).resolve())
+
+
+def parse_duration(text: str, *, file: str | None = None, line: int | None = None) -> float:
+    """'500ms', '1s', '2m', '1h' -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*", text)
+    if not m:
+        raise ConfigError(f"invalid duration {text!r}", file=file, line=line,
+                          hint="write a number with a unit: 500ms, 1s, 2m or 1h")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def join_uri(base: str, *parts: str) -> str:
+    """Join path segments onto a local path or a URI (s3://bucket/x) without normalising the scheme."""
+    out = base.rstrip("/")
+    for p in parts:
+        out += "/" + p.strip("/")
+    return out
+
+
+def redact_options(options: dict[str, str]) -> dict[str, str]:
+    """Storage options with every value that may be a secret replaced by '***'."""
+    return {k: ("***" if any(h in k.lower() for h in _SECRET_HINTS) else v) for k, v in options.items()}
+
+
+def _check_keys(data: dict[str, Any], text: str, file: str) -> None:
+    for section, value in data.items():
+        if section not in _KNOWN:
+            raise ConfigError(f"unknown section [{section}]", file=file, line=_line_of(text, section),
+                              hint=f"known sections: {', '.join('[' + s + ']' for s in _KNOWN)}")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{section} must be a table ([{section}])", file=file, line=_line_of(text, section))
+        for key in value:
+            if key not in _KNOWN[section]:
+                raise ConfigError(f"unknown key {key!r} in [{section}]", file=file, line=_line_of(text, key),
+                                  hint=f"known keys: {', '.join(sorted(_KNOWN[section]))}")
+
+
+def _scalar(value: Any, key: str, text: str, file: str) -> str:
+    if isinstance(value, (dict, list)):
+        raise ConfigError(f"{key} must be a string, number or boolean", file=file,
+                          line=_line_of(text, key.rsplit('.', 1)[-1]))
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _expand_env(value: str, key: str, file: str, text: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        if m.group(1) not in os.environ:
+            raise ConfigError(f"storage option {key!r} refers to ${{{m.group(1)}}}, which is not set",
+                              file=file, line=_line_of(text, key),
+                              hint=f"export {m.group(1)}=... before running mv")
+        return os.environ[m.group(1)]
+
+    return _ENV_REF.sub(repl, value)
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pattern = re.compile(r'^\s*(\[\s*)?"?' + re.escape(key) + r'"?\s*(=|\]|\.)', re.MULTILINE)
+    m = pattern.search(text)
+    return text.count("\n", 0, m.start()) + 1 if m else None

@@ -1,0 +1,1 @@
+"""Spark: the session factory and, later, the drivers that run views."""

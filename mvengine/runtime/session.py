@@ -1,0 +1,69 @@
+"""The one place a SparkSession is made: config from conf/mvengine.toml, sane local defaults, the project's
+Python for the workers, and mvengine's Delta data source registered."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from mvengine.errors import MvError
+from mvengine.project.config import DEFAULT_SPARK_CONF, Config
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+JAVA_HINT = ("install Java 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; "
+             "macOS: brew install openjdk@17) or set JAVA_HOME, or run `bash scripts/ensure-java.sh`")
+
+
+def java_version() -> int | None:
+    """Major version of the Java Spark would start, or None when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    binary = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not binary or not os.path.exists(binary):
+        return None
+    out = subprocess.run([binary, "-version"], capture_output=True, text=True).stderr
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major
+
+
+def spark_session(config: Config | None = None, *, master: str | None = None,
+                  conf: dict[str, str] | None = None) -> "SparkSession":
+    """Get (or create) the process's SparkSession, configured for mvengine.
+
+    Precedence: explicit `master`/`conf` arguments, then conf/mvengine.toml, then mvengine's defaults
+    (local[*], few shuffle partitions, UI off, UTC session time zone, Arrow on).
+    """
+    version = java_version()
+    if version is None or version < 17:
+        found = "no Java was found" if version is None else f"Java {version} was found"
+        raise MvError(f"Spark needs Java 17 or 21, but {found}", hint=JAVA_HINT)
+    # Workers must run this interpreter, which has mvengine and its dependencies installed.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    from pyspark.sql import SparkSession
+
+    settings = dict(config.spark_conf if config else DEFAULT_SPARK_CONF)
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master or (config.spark_master if config else "local[*]"))
+    builder = builder.appName("mvengine")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(config.spark_log_level if config else "ERROR")
+    register_data_sources(spark)
+    return spark
+
+
+def register_data_sources(spark: "SparkSession") -> None:
+    from mvengine.storage.datasource import DeltaDataSource
+
+    spark.dataSource.register(DeltaDataSource)

@@ -1,0 +1,168 @@
+"""The storage API the rest of mvengine uses: reads, change reads, streams, writes and merges of Delta tables
+through the `mvdelta` data source. Each function validates on the driver first, so mistakes surface as
+MvErrors naming the table and path rather than as exceptions from inside Spark."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from mvengine.errors import StorageError
+from mvengine.names import validate_name
+from mvengine.project.config import join_uri
+from mvengine.storage.datasource import FORMAT
+from mvengine.storage.files import table_filesystem
+from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
+from mvengine.storage.tables import TableRef, is_committed, require_cdf, require_readable
+from mvengine.storage.writer import check_compatible, WriteOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamReader
+
+STAGING_DIR = "_mvengine_staging"  # under a table's root; Delta ignores folders starting with '_'
+
+
+def _storage(reader_or_writer: Any, ref: TableRef) -> Any:
+    for key, value in ref.storage_options.items():
+        reader_or_writer = reader_or_writer.option(f"storage.{key}", value)
+    return reader_or_writer
+
+
+def read_table(spark: "SparkSession", ref: TableRef, *, version: int | None = None,
+               timestamp: str | datetime | None = None, columns: Sequence[str] | None = None) -> "DataFrame":
+    """The table at its latest version, at `version` or as of `timestamp`; only `columns` are read if given."""
+    dt = ref.open(version=version, timestamp=timestamp)
+    require_readable(ref, dt)
+    reader = _storage(spark.read.format(FORMAT), ref).option("versionAsOf", dt.version())
+    reader = reader.option("minPartitions", spark.sparkContext.defaultParallelism)
+    if columns is not None:
+        from mvengine.storage.types import delta_to_spark_schema
+        from pyspark.sql.types import StructType
+
+        schema = delta_to_spark_schema(dt.schema().to_json())
+        missing = [c for c in columns if c not in schema.names]
+        if missing:
+            raise StorageError(f"{ref.label} has no column(s) {missing}; its columns are {schema.names}")
+        reader = reader.schema(StructType([schema[c] for c in columns]))
+    return reader.load(ref.uri)
+
+
+def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None) -> "DataFrame":
+    """The change data feed of versions `first..last` (both included; `last` defaults to the latest)."""
+    dt = ref.open()
+    require_cdf(ref, dt)
+    last = dt.version() if last is None else last
+    if not 0 <= first <= last <= dt.version():
+        raise StorageError(f"invalid change range {first}..{last} for {ref.label}: versions are 0..{dt.version()}")
+    reader = _storage(spark.read.format(FORMAT), ref).option("readChangeFeed", "true")
+    return reader.option("startingVersion", first).option("endingVersion", last).load(ref.uri)
+
+
+def stream_changes(spark: "SparkSession", refs: dict[str, TableRef],
+                   starting_versions: dict[str, int] | None = None) -> "DataFrame":
+    """A streaming DataFrame of the changes of several tables (see stream_reader for its shape).
+
+    `starting_versions` gives, per input, the last version already processed; the default is each table's
+    current version (only changes committed from now on).
+    """
+    for name, ref in refs.items():
+        validate_name(name, "input name")
+        require_cdf(ref, ref.open())
+    options = {"storage." + k: v for ref in refs.values() for k, v in ref.storage_options.items()}
+    reader: DataStreamReader = spark.readStream.format(FORMAT).options(**options)
+    reader = reader.option("tables", json.dumps({n: r.uri for n, r in refs.items()}))
+    if starting_versions:
+        reader = reader.option("startingVersions", json.dumps(starting_versions))
+    return reader.load()
+
+
+def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partition_by: Sequence[str] = (),
+                metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
+                target_file_rows: int | None = None) -> bool:
+    """Append to or overwrite a table (created with the change data feed on when missing) in one commit.
+
+    Returns False, writing nothing, when the application transaction `txn` is already committed.
+    """
+    if mode not in ("append", "overwrite"):
+        raise StorageError(f"write mode must be 'append' or 'overwrite', not {mode!r}")
+    if txn is not None and is_committed(ref, *txn):
+        return False
+    if ref.exists():
+        from mvengine.storage.types import spark_to_arrow_schema
+
+        check_compatible(ref, spark_to_arrow_schema(df.schema), list(partition_by))
+    writer = _storage(df.write.format(FORMAT).mode(mode), ref)
+    if ref.name:
+        writer = writer.option("name", ref.name)
+    if partition_by:
+        writer = writer.option("partitionBy", ",".join(partition_by))
+    if metadata:
+        writer = writer.option("commitMetadata", json.dumps(metadata))
+    if txn is not None:
+        writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+    if target_file_rows:
+        writer = writer.option("targetFileRows", target_file_rows)
+    writer.save(ref.uri)
+    return True
+
+
+def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_column: str | None = None,
+               metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None) -> dict[str, Any] | None:
+    """Upsert `df` into the table by `keys` (NULL keys match NULL keys) in one commit.
+
+    Rows whose `delete_column` is true delete the matching target row instead. The delta is staged as Parquet
+    by the executors and streamed from there into delta-rs's MERGE, so it never passes through Python objects
+    and its size is bounded by disk, not by the driver's memory. Returns the merge metrics, or None when
+    `txn` is already committed.
+    """
+    if txn is not None and is_committed(ref, *txn):
+        return None
+    dt = ref.open()
+    table_columns = [f.name for f in dt.schema().fields]
+    data_columns = [c for c in df.columns if c != delete_column]
+    if sorted(data_columns) != sorted(table_columns) or not keys or set(keys) - set(table_columns):
+        raise StorageError(f"cannot merge into {ref.label}: the data's columns {data_columns} must be the "
+                           f"table's {table_columns}, and the keys {list(keys)} some of them")
+    staging = TableRef(join_uri(ref.uri, STAGING_DIR, uuid.uuid4().hex), ref.storage_options)
+    write_table(df, staging)
+    try:
+        source = staging.open().to_pyarrow_dataset().scanner(batch_size=65_536).to_reader()
+        q = _datafusion_identifier
+        on = " AND ".join(f"t.{q(k)} IS NOT DISTINCT FROM s.{q(k)}" for k in keys)
+        values = {q(c): f"s.{q(c)}" for c in table_columns}
+        is_delete = f"s.{q(delete_column)}" if delete_column else "false"
+        options = WriteOptions(metadata=tuple(sorted((metadata or {}).items())), txn=txn)
+        merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
+                          commit_properties=options.commit_properties())
+        if delete_column:
+            merger = merger.when_matched_delete(predicate=f"{is_delete} IS TRUE")
+        merger = merger.when_matched_update(values, predicate=f"{is_delete} IS NOT TRUE")
+        merger = merger.when_not_matched_insert(values, predicate=f"{is_delete} IS NOT TRUE")
+        try:
+            return merger.execute()
+        except Exception as e:
+            raise StorageError(f"cannot merge into {ref.label}: {ref.redact(str(e))}",
+                               hint="each key must appear at most once in the merged data") from None
+    finally:
+        remove_folder(staging)
+
+
+def remove_folder(ref: TableRef) -> None:
+    """Delete a table's whole folder (used for staging tables only)."""
+    fs, root = table_filesystem(ref)
+    if root:
+        fs.delete_dir(root)
+    else:
+        fs.delete_dir_contents("", missing_dir_ok=True)
+
+
+def _datafusion_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+__all__ = ["STAGING_DIR", "batch_ranges", "merge_into", "read_changes", "read_table", "stream_changes",
+           "write_table"]

@@ -1,0 +1,109 @@
+"""Spark filters pushed into the delta-rs scan.
+
+A filter is taken over from Spark only when pyarrow evaluates it with exactly Spark's semantics: top-level
+columns of integer, string, date, timestamp, boolean or decimal type, with `=`, `<`, `<=`, `>`, `>=`, `IN`
+(without NULL in the list), `IS [NOT] NULL` and `NOT` of those. Float columns stay with Spark (NaN orders
+differently). Taken filters skip files twice over: on partition values and on per-file min/max statistics
+(`file_pruning_predicate`), then drop rows while the Parquet is read. Statistics of timestamps are truncated to
+milliseconds by some writers, so timestamps prune files only on partition columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+)
+
+_COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """One pushed filter, in a picklable form: (op, column, value); `child` for NOT."""
+
+    op: str
+    column: str
+    value: Any = None
+    child: "Predicate | None" = None
+
+    def expression(self) -> pc.Expression:
+        if self.op == "not":
+            assert self.child is not None
+            return ~self.child.expression()
+        field = pc.field(self.column)
+        if self.op == "is_null":
+            return field.is_null()
+        if self.op == "is_not_null":
+            return field.is_valid()
+        if self.op == "in":
+            return field.isin(list(self.value))
+        return {"=": field == self.value, ">": field > self.value, ">=": field >= self.value,
+                "<": field < self.value, "<=": field <= self.value}[self.op]
+
+    def pruning_tuple(self, column_type: pa.DataType, is_partition: bool) -> tuple[str, str, Any] | None:
+        """The delta-rs file-pruning form, when the filter can safely skip files."""
+        if self.op not in ("=", ">", ">=", "<", "<=", "in"):
+            return None
+        prunable = (pa.types.is_integer(column_type) or pa.types.is_string(column_type)
+                    or pa.types.is_date(column_type))
+        if not (is_partition or prunable):
+            return None
+        return (self.column, self.op, list(self.value) if self.op == "in" else self.value)
+
+
+def _exact_type(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+            or pa.types.is_boolean(t) or pa.types.is_decimal(t))
+
+
+def to_predicate(f: Filter, types: dict[str, pa.DataType]) -> Predicate | None:
+    """The pyarrow-exact form of a Spark filter, or None when Spark must evaluate it."""
+    if isinstance(f, Not):
+        child = to_predicate(f.child, types)
+        return Predicate("not", child.column, child=child) if child else None
+    attribute = getattr(f, "attribute", ())
+    if len(attribute) != 1 or attribute[0] not in types or not _exact_type(types[attribute[0]]):
+        return None
+    column = attribute[0]
+    if isinstance(f, IsNull):
+        return Predicate("is_null", column)
+    if isinstance(f, IsNotNull):
+        return Predicate("is_not_null", column)
+    if isinstance(f, In):
+        values = list(f.value)
+        return Predicate("in", column, tuple(values)) if values and None not in values else None
+    op = _COMPARISONS.get(type(f))
+    if op is None or f.value is None:
+        return None
+    return Predicate(op, column, f.value)
+
+
+def row_filter(predicates: list[Predicate]) -> pc.Expression | None:
+    expression = None
+    for p in predicates:
+        expression = p.expression() if expression is None else expression & p.expression()
+    return expression
+
+
+def pruning_filters(predicates: list[Predicate], types: dict[str, pa.DataType],
+                    partition_columns: list[str]) -> list[tuple[str, str, Any]]:
+    tuples = []
+    for p in predicates:
+        t = p.pruning_tuple(types[p.column], p.column in partition_columns)
+        if t is not None:
+            tuples.append(t)
+    return tuples

@@ -1,0 +1,127 @@
+"""Opening, creating and checking Delta tables with delta-rs; every failure becomes a StorageError that names
+the table and its path (with secrets redacted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable, Schema
+from deltalake.exceptions import TableNotFoundError
+
+from mvengine.errors import CdfDisabledError, StorageError
+from mvengine.project.config import redact_options
+
+CDF_PROPERTY = "delta.enableChangeDataFeed"
+# Reader features that the pyarrow-dataset read path of delta-rs cannot apply.
+UNSUPPORTED_READER_FEATURES = {"deletionVectors", "columnMapping"}
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Where a table lives; small and picklable, so it travels to executors in read/write plans."""
+
+    uri: str
+    storage_options: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"table {self.name!r} at {self.uri}" if self.name else f"table at {self.uri}"
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret storage-option value replaced by '***'."""
+        for key, value in self.storage_options.items():
+            if value and redact_options({key: value})[key] == "***":
+                text = text.replace(value, "***")
+        return text
+
+    def exists(self) -> bool:
+        return DeltaTable.is_deltatable(self.uri, self.storage_options or None)
+
+    def open(self, *, version: int | None = None, timestamp: str | datetime | None = None) -> DeltaTable:
+        """The table at its latest version, at `version`, or as of `timestamp` (latest commit at or before)."""
+        try:
+            dt = DeltaTable(self.uri, storage_options=self.storage_options or None)
+        except TableNotFoundError:
+            raise StorageError(f"no Delta table at {self.uri}" + (f" (for {self.name!r})" if self.name else ""),
+                               hint="check the path, or create the table first") from None
+        except Exception as e:  # delta-rs raises plain OSError/DeltaError for I/O problems
+            raise StorageError(f"cannot open {self.label}: {self.redact(str(e))}") from None
+        if version is not None:
+            if not 0 <= version <= dt.version():
+                raise StorageError(f"{self.label} has no version {version}; versions are 0..{dt.version()}")
+            dt.load_as_version(int(version))
+        elif timestamp is not None:
+            when = parse_timestamp(timestamp)
+            try:
+                dt.load_as_version(when)
+            except Exception as e:
+                raise StorageError(f"{self.label} has no version as of {when.isoformat()}: "
+                                   f"{self.redact(str(e))}",
+                                   hint="use a timestamp at or after the table's first commit") from None
+        return dt
+
+
+def parse_timestamp(value: str | datetime) -> datetime:
+    """A timestamp given as text ('2026-11-21 12:03:00', ISO 8601) or datetime; naive means UTC."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise StorageError(f"invalid timestamp {value!r}",
+                               hint="write it as 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]' (UTC when no offset)") from None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def create_table(ref: TableRef, schema: pa.Schema, *, partition_by: list[str] | None = None) -> DeltaTable:
+    """Create an empty table with the change data feed on (downstream views read it)."""
+    try:
+        return DeltaTable.create(ref.uri, Schema.from_arrow(schema), mode="error", partition_by=partition_by,
+                                 name=ref.name, configuration={CDF_PROPERTY: "true"},
+                                 storage_options=ref.storage_options or None)
+    except Exception as e:
+        raise StorageError(f"cannot create {ref.label}: {ref.redact(str(e))}") from None
+
+
+def require_cdf(ref: TableRef, dt: DeltaTable) -> None:
+    """Raise CdfDisabledError, with the one-line fix, unless the table records its change data feed."""
+    if dt.metadata().configuration.get(CDF_PROPERTY, "false").lower() != "true":
+        raise CdfDisabledError(
+            f"{ref.label} does not have the change data feed enabled, which mvengine needs to read its changes",
+            hint=("enable it (changes from then on are recorded): python -c \"from deltalake import DeltaTable; "
+                  f"DeltaTable('{ref.uri}').alter.set_table_properties({{'{CDF_PROPERTY}': 'true'}})\"  "
+                  f"-- or in Spark SQL: ALTER TABLE delta.`{ref.uri}` SET TBLPROPERTIES ({CDF_PROPERTY} = true)"))
+
+
+def require_readable(ref: TableRef, dt: DeltaTable) -> None:
+    features = set(dt.protocol().reader_features or [])
+    if features & UNSUPPORTED_READER_FEATURES:
+        from mvengine.errors import UnsupportedError
+
+        raise UnsupportedError(
+            f"{ref.label} uses Delta reader features {sorted(features & UNSUPPORTED_READER_FEATURES)}, "
+            "which mvengine's reader does not support yet",
+            hint="rewrite the table without them (e.g. REORG TABLE ... APPLY (PURGE) and disable the feature)")
+
+
+def is_committed(ref: TableRef, app_id: str, version: int) -> bool:
+    """Whether a commit with application transaction (app_id, >= version) is in the table.
+
+    delta-rs records `txn` actions but does not skip duplicates itself; writers ask this first.
+    """
+    if not ref.exists():
+        return False
+    latest = ref.open().transaction_version(app_id)
+    return latest is not None and latest >= version
+
+
+def commit_metadata(dt: DeltaTable, version: int) -> dict[str, Any]:
+    """The commitInfo of one version (operation, timestamp and any custom metadata such as mvengine.*)."""
+    for entry in dt.history():
+        if entry.get("version") == version:
+            return entry
+    raise StorageError(f"version {version} of table at {dt.table_uri} is not in its history "
+                       "(it may have been cleaned up by log retention)")
