@@ -87,7 +87,10 @@ def _stat_value(value: Any, t: pa.DataType, upper: bool) -> Any:
         # Delta stores timestamps with millisecond precision: round the bounds outwards.
         micros = value.microsecond
         if upper and micros % 1000:
-            value = value.replace(microsecond=0) + timedelta(microseconds=math.ceil(micros / 1000) * 1000)
+            try:
+                value = value.replace(microsecond=0) + timedelta(microseconds=math.ceil(micros / 1000) * 1000)
+            except OverflowError:  # within a millisecond of datetime.max: no upper bound to give
+                return None
         else:
             value = value.replace(microsecond=(micros // 1000) * 1000)
         text = value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"

@@ -50,7 +50,11 @@ class Predicate:
         if self.op == "is_not_null":
             return field.is_valid()
         if self.op == "in":
-            return field.isin(list(self.value))
+            # An OR of equalities, not isin(): isin() is false for NULL, but SQL's IN is NULL, so NOT IN differs.
+            expression = None
+            for v in self.value:
+                expression = (field == v) if expression is None else expression | (field == v)
+            return expression
         return {"=": field == self.value, ">": field > self.value, ">=": field >= self.value,
                 "<": field < self.value, "<=": field <= self.value}[self.op]
 

@@ -57,11 +57,16 @@ class TableRef:
         elif timestamp is not None:
             when = parse_timestamp(timestamp)
             try:
+                history = dt.history()  # read before time travel: history() of an older version mislabels
                 dt.load_as_version(when)
+                committed_ms = next(h["timestamp"] for h in history if h.get("version") == dt.version())
             except Exception as e:
-                raise StorageError(f"{self.label} has no version as of {when.isoformat()}: "
-                                   f"{self.redact(str(e))}",
-                                   hint="use a timestamp at or after the table's first commit") from None
+                committed_ms, reason = None, self.redact(str(e))
+            else:
+                reason = "it is before the table's first commit"
+            if committed_ms is None or committed_ms > when.timestamp() * 1000:
+                raise StorageError(f"{self.label} has no version as of {when.isoformat()}: {reason}",
+                                   hint="use a timestamp at or after the table's first commit")
         return dt
 
 
@@ -119,7 +124,10 @@ def is_committed(ref: TableRef, app_id: str, version: int) -> bool:
 
 
 def commit_metadata(dt: DeltaTable, version: int) -> dict[str, Any]:
-    """The commitInfo of one version (operation, timestamp and any custom metadata such as mvengine.*)."""
+    """The commitInfo of one version (operation, timestamp and any custom metadata such as mvengine.*).
+
+    `dt` must be loaded at its latest version: delta-rs mislabels the history of a time-travelled table.
+    """
     for entry in dt.history():
         if entry.get("version") == version:
             return entry

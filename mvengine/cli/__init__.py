@@ -1,0 +1,1 @@
+"""The `mvengine` and `mv` commands: thin wrappers that turn MvErrors into one `Error:` line."""

@@ -1,0 +1,114 @@
+"""mvengine's command line. Every command is a function over the project; MvErrors print as one red
+`Error:` line with a hint and exit 1 (the traceback only with --debug)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+
+from mvengine import __version__
+from mvengine.cli.console import Console
+from mvengine.errors import MvError
+
+DESCRIPTION = """\
+mvengine keeps SQL materialized views fresh, incrementally, on Delta Lake with Apache Spark.
+A project is a folder with conf/mvengine.toml (settings) and views/*.sql (sources and views)."""
+
+EPILOG = """\
+The `mv` command is the same as `mvengine`, except that a call whose first word is not one of
+mvengine's commands or options goes to the system's file-move command: `mv a.txt b.txt` still moves.
+
+examples:
+  mv sources                 list the source tables declared in views/ and whether they exist
+  mv sources --create        create the missing ones (Delta tables with the change data feed on)
+"""
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--project", default=".", metavar="DIR",
+                        help="project folder holding conf/mvengine.toml and views/ (default: current folder)")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
+    parser.add_argument("--version", action="version", version=f"mvengine {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sources = commands.add_parser(
+        "sources", help="list (and create) the source tables declared in views/",
+        description="List the source tables declared with CREATE TABLE in views/*.sql: path, key, mode, "
+                    "and the Delta version when the table exists. With --create, missing tables are created "
+                    "empty with delta.enableChangeDataFeed = true; existing ones are checked (CDF on, "
+                    "columns as declared).")
+    sources.add_argument("--create", action="store_true", help="create the source tables that are missing")
+    sources.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
+    return parser
+
+
+COMMANDS = ("sources",)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    console = Console()
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return _run(args, console)
+    except MvError as e:
+        if args.debug:
+            traceback.print_exc()
+        console.error(e)
+        return 1
+    except KeyboardInterrupt:
+        console.error("interrupted")
+        return 130
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    from mvengine.project.config import load_config
+
+    config = load_config(args.project)
+    if args.command == "sources":
+        return _sources(config, console, create=args.create, as_json=args.json)
+    raise AssertionError(args.command)
+
+
+def _sources(config, console: Console, *, create: bool, as_json: bool) -> int:
+    from mvengine.project.catalog import load_sources
+    from mvengine.storage.sources import ensure_source_table
+    from mvengine.storage.tables import TableRef
+
+    rows = []
+    for source in load_sources(config).values():
+        ref = TableRef(source.path, config.storage_options, source.name)
+        created = ensure_source_table(ref, source.schema) if create else False
+        version = ref.open().version() if ref.exists() else None
+        rows.append({
+            "name": source.name, "kind": "source", "path": source.path, "file": source.file, "line": source.line,
+            "key": list(source.key) if source.key else None, "append_only": source.append_only,
+            "watermark": (f"{source.watermark.column} AS {source.watermark.expression}"
+                          if source.watermark else None),
+            "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in source.schema],
+            "exists": version is not None, "created": created, "version": version,
+        })
+    if as_json:
+        console.out(json.dumps({"sources": rows}, indent=2))
+        return 0
+    if not rows:
+        console.out("no sources declared in views/ (write CREATE TABLE statements there)")
+        return 0
+    console.table(["source", "key", "mode", "version", "path"], [
+        [r["name"], ", ".join(r["key"]) if r["key"] else "-", "append" if r["append_only"] else "update",
+         ("created at v0" if r["created"] else f"v{r['version']}") if r["exists"] else "missing", r["path"]]
+        for r in rows])
+    if not create and any(not r["exists"] for r in rows):
+        console.out("create the missing tables with: mv sources --create")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

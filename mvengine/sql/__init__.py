@@ -1,0 +1,1 @@
+"""SQL: parsing the project's view files with sqlglot (Spark dialect)."""

@@ -1,0 +1,111 @@
+"""Reading views/*.sql into statements that remember their file and line.
+
+sqlglot's Spark dialect does not know Flink's `WATERMARK FOR col AS expr` clause of CREATE TABLE, so it is
+cut out of the text (blanked, so line numbers stay right) and kept beside the statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from mvengine.errors import SqlError
+
+DIALECT = "spark"
+
+
+@dataclass(frozen=True)
+class Watermark:
+    column: str
+    expression: str  # e.g. "ts - INTERVAL '5' SECOND"
+    line: int
+
+
+@dataclass(frozen=True)
+class Statement:
+    file: str
+    line: int
+    text: str
+    tree: exp.Expression
+    watermark: Watermark | None = None
+
+
+def read_sql_files(views_dir: Path) -> list[Statement]:
+    """All statements of every *.sql file under `views_dir` (recursively), in path order."""
+    statements: list[Statement] = []
+    for path in sorted(views_dir.rglob("*.sql")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise SqlError(f"not UTF-8 text (byte {e.start} cannot be decoded)", file=str(path),
+                           hint="save the file as UTF-8") from None
+        statements.extend(split_statements(text, str(path)))
+    return statements
+
+
+def split_statements(text: str, file: str) -> list[Statement]:
+    try:
+        tokens = sqlglot.tokenize(text, read=DIALECT)
+    except TokenError as e:
+        raise SqlError(f"cannot read SQL: {e}", file=file) from None
+    chunks: list[list[Token]] = [[]]
+    for tok in tokens:
+        if tok.token_type == TokenType.SEMICOLON:
+            chunks.append([])
+        else:
+            chunks[-1].append(tok)
+    statements = []
+    for chunk in (c for c in chunks if c):
+        start, end = chunk[0].start, chunk[-1].end + 1
+        body = text[start:end]
+        first_line = chunk[0].line
+        body, watermark = _cut_watermark(body, chunk, start, file)
+        try:
+            tree = sqlglot.parse_one(body, read=DIALECT)
+        except ParseError as e:
+            err = e.errors[0] if e.errors else {}
+            line = first_line + int(err.get("line", 1)) - 1
+            raise SqlError(f"syntax error: {err.get('description', str(e))}", file=file, line=line,
+                           col=err.get("col"), snippet=_snippet(text, line)) from None
+        statements.append(Statement(file, first_line, text[start:end], tree, watermark))
+    return statements
+
+
+def _cut_watermark(body: str, chunk: list[Token], offset: int, file: str) -> tuple[str, Watermark | None]:
+    depth = 0
+    for i, tok in enumerate(chunk):
+        if tok.token_type == TokenType.L_PAREN:
+            depth += 1
+        elif tok.token_type == TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 1 and tok.text.upper() == "WATERMARK" and i > 0 and chunk[i - 1].token_type == TokenType.COMMA:
+            j, level = i, 1
+            while j + 1 < len(chunk):
+                nxt = chunk[j + 1]
+                level += nxt.token_type == TokenType.L_PAREN
+                level -= nxt.token_type == TokenType.R_PAREN
+                if level == 0 or (level == 1 and nxt.token_type == TokenType.COMMA):
+                    break
+                j += 1
+            clause = chunk[i:j + 1]
+            if (len(clause) < 4 or clause[1].token_type != TokenType.FOR
+                    or clause[3].token_type != TokenType.ALIAS):
+                raise SqlError("WATERMARK must read: WATERMARK FOR <column> AS <column> - INTERVAL 'n' <unit>",
+                               file=file, line=tok.line, col=tok.col)
+            cut_from = chunk[i - 1].start - offset
+            cut_to = clause[-1].end + 1 - offset
+            expression = body[clause[4].start - offset:cut_to] if len(clause) > 4 else ""
+            blank = "".join(c if c == "\n" else " " for c in body[cut_from:cut_to])
+            return (body[:cut_from] + blank + body[cut_to:],
+                    Watermark(clause[2].text, expression.strip(), tok.line))
+    return body, None
+
+
+def _snippet(text: str, line: int) -> str:
+    lines = text.splitlines()
+    return f"  {line} | {lines[line - 1]}" if 0 < line <= len(lines) else ""

@@ -1,0 +1,102 @@
+"""Source tables declared in SQL (DESIGN.md §3):
+
+    CREATE TABLE user_scores (name STRING, ..., PRIMARY KEY (name) NOT ENFORCED,
+                              WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+    WITH ('path' = 'warehouse/sources/user_scores', 'append_only' = 'false');
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+import pyarrow as pa
+from sqlglot import exp
+
+from mvengine.errors import InvalidNameError, SqlError
+from mvengine.names import validate_name
+from mvengine.project.config import Config, join_uri
+from mvengine.sql.files import Statement, Watermark
+from mvengine.sql.types import arrow_type
+
+SOURCE_OPTIONS = {"path", "append_only"}
+
+
+@dataclass(frozen=True)
+class SourceDef:
+    name: str
+    file: str
+    line: int
+    schema: pa.Schema
+    path: str
+    key: tuple[str, ...] | None
+    append_only: bool
+    watermark: Watermark | None
+
+
+def is_source(statement: Statement) -> bool:
+    tree = statement.tree
+    return isinstance(tree, exp.Create) and tree.kind == "TABLE"
+
+
+def parse_source(statement: Statement, config: Config) -> SourceDef:
+    tree = statement.tree
+    assert isinstance(tree, exp.Create) and isinstance(tree.this, exp.Schema)
+    name = tree.this.this.name
+    where = {"file": statement.file, "line": statement.line, "obj": f"source {name}"}
+    try:
+        validate_name(name, "source name")
+    except InvalidNameError as e:
+        raise SqlError(e.message, **where, hint=e.hint) from None
+    fields: list[pa.Field] = []
+    key: tuple[str, ...] | None = None
+    for item in tree.this.expressions:
+        if isinstance(item, exp.ColumnDef):
+            t = arrow_type(item.args["kind"]) if item.args.get("kind") else None
+            if t is None:
+                raise SqlError(f"column {item.name!r} has unsupported type {item.args.get('kind')}", **where,
+                               hint="use STRING, INT, BIGINT, DOUBLE, DECIMAL(p,s), BOOLEAN, DATE, TIMESTAMP, "
+                                    "BINARY, ARRAY<...>, MAP<...> or STRUCT<...>")
+            not_null = any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint)
+                           for c in item.args.get("constraints") or [])
+            if item.name in (f.name for f in fields):
+                raise SqlError(f"column {item.name!r} is declared twice", **where)
+            fields.append(pa.field(item.name, t, nullable=not not_null))
+        elif isinstance(item, exp.PrimaryKey):
+            key = tuple(e.name for e in item.expressions)
+        else:
+            raise SqlError(f"unsupported table element: {item.sql('spark')}", **where)
+    columns = [f.name for f in fields]
+    for col in (key or ()):
+        _require_column(col, columns, where, "PRIMARY KEY")
+    if statement.watermark:
+        _require_column(statement.watermark.column, columns, where, "WATERMARK FOR")
+    options = _options(tree, where)
+    unknown = set(options) - SOURCE_OPTIONS
+    if unknown:
+        raise SqlError(f"unknown WITH option(s) {sorted(unknown)}", **where,
+                       hint=f"known options: {', '.join(sorted(SOURCE_OPTIONS))}")
+    append_only = options.get("append_only", "false").lower()
+    if append_only not in ("true", "false"):
+        raise SqlError(f"'append_only' must be 'true' or 'false', not {append_only!r}", **where)
+    path = config.resolve_path(options["path"]) if "path" in options else join_uri(config.sources_dir(), name)
+    return SourceDef(name, statement.file, statement.line, pa.schema(fields), path, key,
+                     append_only == "true", statement.watermark)
+
+
+def _options(tree: exp.Create, where: dict) -> dict[str, str]:
+    props = tree.args.get("properties")
+    options: dict[str, str] = {}
+    for p in props.expressions if props else []:
+        if not isinstance(p, exp.Property):
+            raise SqlError(f"unsupported table property {p.sql('spark')}", **where,
+                           hint="write options as WITH ('path' = '...', 'append_only' = 'true')")
+        options[p.name.lower() if p.this is not None else ""] = p.args["value"].name
+    return options
+
+
+def _require_column(col: str, columns: list[str], where: dict, clause: str) -> None:
+    if col not in columns:
+        close = difflib.get_close_matches(col, columns, n=1)
+        raise SqlError(f"{clause} names unknown column {col!r}", **where,
+                       hint=f"did you mean {close[0]!r}?" if close else f"columns are {', '.join(columns)}")

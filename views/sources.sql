@@ -1,0 +1,19 @@
+-- The example project's inputs, modelled on the running example of "Streaming SQL" (seed 002):
+-- scores that users earn for their team, as append-only events, and the users themselves.
+
+-- Append-only events: every row is a new score; `ts` is event time (rowtime), up to 5 s out of order.
+CREATE TABLE user_scores (
+  name  STRING NOT NULL,
+  team  STRING,
+  score INT,
+  ts    TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+) WITH ('append_only' = 'true');
+
+-- Keyed by name: a row per user, updated in place (update / upsert mode).
+CREATE TABLE users (
+  name    STRING NOT NULL,
+  team    STRING,
+  country STRING,
+  PRIMARY KEY (name) NOT ENFORCED
+);
