@@ -68,7 +68,8 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         if pa.types.is_dictionary(column.type):
             column = column.dictionary_decode()
         if column.type != field.type:
-            column = column.cast(field.type)
+            # Nanosecond timestamps are truncated to Spark's microseconds; every other cast must be exact.
+            column = column.cast(field.type, safe=not pa.types.is_timestamp(field.type))
         columns.append(column)
     return pa.RecordBatch.from_arrays(columns, schema=target)
 

@@ -1,0 +1,66 @@
+"""Application transactions make writes idempotent; merges upsert and delete by key."""
+
+from __future__ import annotations
+
+import pytest
+from deltalake import DeltaTable
+
+from conftest import rows
+from mvengine.errors import StorageError
+from mvengine.storage.api import merge_into, read_table, write_table
+from mvengine.storage.tables import is_committed
+
+
+def test_a_committed_transaction_is_not_written_again(spark, table):
+    ref = table()
+    assert not is_committed(ref, "view-1", 0)
+    assert write_table(spark.range(3), ref, txn=("view-1", 0))
+    assert is_committed(ref, "view-1", 0) and not is_committed(ref, "view-1", 1)
+    assert not write_table(spark.range(3), ref, txn=("view-1", 0))
+    assert write_table(spark.range(3, 4), ref, txn=("view-1", 1))
+    assert DeltaTable(ref.uri).version() == 1
+    assert read_table(spark, ref).count() == 4
+
+
+def test_the_data_source_itself_skips_a_committed_transaction(spark, table):
+    ref = table()
+    write_table(spark.range(3), ref, txn=("v", 5))
+    files_before = set(DeltaTable(ref.uri).file_uris())
+    # A replayed batch that bypasses write_table's check: the data source skips the commit on its own.
+    (spark.range(10).write.format("mvdelta").mode("append")
+     .option("txnAppId", "v").option("txnVersion", 5).save(ref.uri))
+    assert DeltaTable(ref.uri).version() == 0
+    assert set(DeltaTable(ref.uri).file_uris()) == files_before
+    import os
+    assert sorted(f for f in os.listdir(ref.uri) if f.endswith(".parquet")) == \
+        sorted(os.path.basename(f) for f in files_before)
+
+
+def test_merge_upserts_and_deletes_by_key_with_null_keys(spark, table):
+    ref = table()
+    write_table(spark.createDataFrame([(1, "a"), (2, "b"), (None, "n")], "k long, v string"), ref)
+    delta = spark.createDataFrame([(1, "A", False), (2, None, True), (3, "C", False), (None, "N", False),
+                                   (4, "gone", True)], "k long, v string, deleted boolean")
+    metrics = merge_into(delta, ref, ["k"], delete_column="deleted", metadata={"mvengine.batch_id": "1"},
+                         txn=("m", 1))
+    assert metrics["num_target_rows_updated"] == 2 and metrics["num_target_rows_deleted"] == 1
+    assert rows(read_table(spark, ref)) == [(1, "A"), (3, "C"), (None, "N")]
+    assert merge_into(delta, ref, ["k"], delete_column="deleted", txn=("m", 1)) is None
+    assert DeltaTable(ref.uri).version() == 1
+    assert not [p for p in __import__("os").listdir(ref.uri) if p == "_mvengine_staging" and
+                __import__("os").listdir(f"{ref.uri}/_mvengine_staging")]
+
+
+def test_merge_with_duplicate_keys_is_refused_and_writes_nothing(spark, table):
+    ref = table()
+    write_table(spark.createDataFrame([(1, "a")], "k long, v string"), ref)
+    with pytest.raises(StorageError, match="cannot merge into"):
+        merge_into(spark.createDataFrame([(1, "x"), (1, "y")], "k long, v string"), ref, ["k"])
+    assert DeltaTable(ref.uri).version() == 0
+
+
+def test_merge_of_wrong_columns_is_refused(spark, table):
+    ref = table()
+    write_table(spark.createDataFrame([(1, "a")], "k long, v string"), ref)
+    with pytest.raises(StorageError, match=r"the data's columns \['k'\] must be the table's"):
+        merge_into(spark.createDataFrame([(1,)], "k long"), ref, ["k"])
