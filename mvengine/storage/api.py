@@ -17,7 +17,8 @@ from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import table_filesystem
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
 from mvengine.storage.tables import TableRef, is_committed, require_cdf, require_readable
-from mvengine.storage.writer import check_compatible, WriteOptions
+from mvengine.storage.types import delta_to_spark_schema, spark_to_arrow_schema
+from mvengine.storage.writer import WriteOptions, check_compatible
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,7 +41,6 @@ def read_table(spark: "SparkSession", ref: TableRef, *, version: int | None = No
     reader = _storage(spark.read.format(FORMAT), ref).option("versionAsOf", dt.version())
     reader = reader.option("minPartitions", spark.sparkContext.defaultParallelism)
     if columns is not None:
-        from mvengine.storage.types import delta_to_spark_schema
         from pyspark.sql.types import StructType
 
         schema = delta_to_spark_schema(dt.schema().to_json())
@@ -92,8 +92,6 @@ def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partiti
     if txn is not None and is_committed(ref, *txn):
         return False
     if ref.exists():
-        from mvengine.storage.types import spark_to_arrow_schema
-
         check_compatible(ref, spark_to_arrow_schema(df.schema), list(partition_by))
     writer = _storage(df.write.format(FORMAT).mode(mode), ref)
     if ref.name:

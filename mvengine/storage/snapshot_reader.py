@@ -7,6 +7,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.dataset as pads
+from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
@@ -29,13 +31,14 @@ class ScanPlan:
     predicates: tuple[Predicate, ...]
     pruning: tuple[tuple, ...]
 
-    def dataset(self):  # -> pyarrow.dataset.FileSystemDataset
-        dt = self.ref.open(version=self.version)
+    def dataset(self, dt: DeltaTable | None = None) -> pads.FileSystemDataset:
+        """The files left after pruning, as a pyarrow dataset."""
+        dt = dt or self.ref.open(version=self.version)
         return dt.to_pyarrow_dataset(file_pruning_predicate=list(self.pruning) or None)
 
     def file_groups(self, *, target_bytes: int, min_groups: int) -> list[FileGroup]:
         dt = self.ref.open(version=self.version)
-        dataset = dt.to_pyarrow_dataset(file_pruning_predicate=list(self.pruning) or None)
+        dataset = self.dataset(dt)
         actions = dt.get_add_actions(flatten=True)
         all_sizes = dict(zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist()))
         sizes = {f.path: all_sizes.get(f.path, 0) for f in dataset.get_fragments()}

@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 from mvengine.errors import StorageError
 from mvengine.storage.files import FileWriter, WrittenFile, delete_files
 from mvengine.storage.tables import CDF_PROPERTY, TableRef, is_committed
-from mvengine.storage.types import spark_to_arrow_schema
+from mvengine.storage.types import spark_compatible_type, spark_to_arrow_schema
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def check_compatible(ref: TableRef, schema: pa.Schema, partition_by: list[str]) 
     dt = ref.open()
     table_schema = pa.schema(dt.schema().to_arrow())
     have = [(f.name, str(f.type)) for f in schema]
-    want = [(f.name, str(_normalise(f.type))) for f in table_schema]
+    want = [(f.name, str(spark_compatible_type(f.type))) for f in table_schema]
     if have != want:
         raise StorageError(
             f"the data written to {ref.label} does not match its schema: table has "
@@ -123,9 +123,3 @@ def check_compatible(ref: TableRef, schema: pa.Schema, partition_by: list[str]) 
     if partition_by and list(partition_by) != existing:
         raise StorageError(f"{ref.label} is partitioned by {existing or 'nothing'}, not by {list(partition_by)}",
                            hint="drop the partitionBy option, or write to a new table")
-
-
-def _normalise(t: pa.DataType) -> pa.DataType:
-    from mvengine.storage.types import spark_compatible_type
-
-    return spark_compatible_type(t)
