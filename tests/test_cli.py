@@ -74,3 +74,14 @@ def test_existing_source_without_cdf_is_reported_with_the_fix(tmp_path):
     result = run("--project", str(root), "sources", "--create")
     assert result.returncode == 1
     assert "does not have the change data feed enabled" in result.stderr and "hint:" in result.stderr
+
+
+def test_the_mv_shim_knows_every_word_of_the_parser():
+    """The shim decides by its own word list; it must not drift from the parser's commands and options."""
+    from mvengine.cli.main import COMMANDS, build_parser
+    from mvengine.cli.mv_shim import OWN_OPTIONS
+
+    parser = build_parser("mv")
+    (subparsers,) = [a for a in parser._actions if a.choices and a.dest == "command"]
+    assert set(subparsers.choices) == set(COMMANDS)
+    assert set(parser._option_string_actions) == set(OWN_OPTIONS)

@@ -1,4 +1,4 @@
-"""All output of the CLI goes through here: plain text when not a terminal, rich when it is."""
+"""All output of the CLI goes through here (errors in red on a terminal)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,6 @@ import sys
 
 
 class Console:
-    def __init__(self) -> None:
-        self.tty = sys.stdout.isatty()
-
     def out(self, text: str) -> None:
         print(text, flush=True)
 

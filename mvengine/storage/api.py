@@ -16,7 +16,14 @@ from mvengine.project.config import join_uri
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import table_filesystem
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
-from mvengine.storage.tables import TableRef, is_committed, require_cdf, require_readable
+from mvengine.storage.tables import (
+    TableRef,
+    is_committed,
+    require_cdf,
+    require_columns,
+    require_readable,
+    require_version_range,
+)
 from mvengine.storage.types import delta_to_spark_schema, spark_to_arrow_schema
 from mvengine.storage.writer import WriteOptions, check_compatible
 
@@ -44,9 +51,7 @@ def read_table(spark: "SparkSession", ref: TableRef, *, version: int | None = No
         from pyspark.sql.types import StructType
 
         schema = delta_to_spark_schema(dt.schema().to_json())
-        missing = [c for c in columns if c not in schema.names]
-        if missing:
-            raise StorageError(f"{ref.label} has no column(s) {missing}; its columns are {schema.names}")
+        require_columns(ref, schema.names, list(columns))
         reader = reader.schema(StructType([schema[c] for c in columns]))
     return reader.load(ref.uri)
 
@@ -56,8 +61,7 @@ def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | N
     dt = ref.open()
     require_cdf(ref, dt)
     last = dt.version() if last is None else last
-    if not 0 <= first <= last <= dt.version():
-        raise StorageError(f"invalid change range {first}..{last} for {ref.label}: versions are 0..{dt.version()}")
+    require_version_range(ref, dt, first, last)
     reader = _storage(spark.read.format(FORMAT), ref).option("readChangeFeed", "true")
     return reader.option("startingVersion", first).option("endingVersion", last).load(ref.uri)
 
@@ -72,8 +76,9 @@ def stream_changes(spark: "SparkSession", refs: dict[str, TableRef],
     for name, ref in refs.items():
         validate_name(name, "input name")
         require_cdf(ref, ref.open())
-    options = {"storage." + k: v for ref in refs.values() for k, v in ref.storage_options.items()}
-    reader: DataStreamReader = spark.readStream.format(FORMAT).options(**options)
+    reader: DataStreamReader = spark.readStream.format(FORMAT)
+    for ref in refs.values():
+        reader = _storage(reader, ref)
     reader = reader.option("tables", json.dumps({n: r.uri for n, r in refs.items()}))
     if starting_versions:
         reader = reader.option("startingVersions", json.dumps(starting_versions))
@@ -126,25 +131,25 @@ def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_co
         raise StorageError(f"cannot merge into {ref.label}: the data's columns {data_columns} must be the "
                            f"table's {table_columns}, and the keys {list(keys)} some of them")
     staging = TableRef(join_uri(ref.uri, STAGING_DIR, uuid.uuid4().hex), ref.storage_options)
-    write_table(df, staging)
     try:
+        write_table(df, staging)
         source = staging.open().to_pyarrow_dataset().scanner(batch_size=65_536).to_reader()
         q = _datafusion_identifier
         on = " AND ".join(f"t.{q(k)} IS NOT DISTINCT FROM s.{q(k)}" for k in keys)
         values = {q(c): f"s.{q(c)}" for c in table_columns}
-        is_delete = f"s.{q(delete_column)}" if delete_column else "false"
+        keep = f"s.{q(delete_column)} IS NOT TRUE" if delete_column else None
         options = WriteOptions(metadata=tuple(sorted((metadata or {}).items())), txn=txn)
         merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
                           commit_properties=options.commit_properties())
         if delete_column:
-            merger = merger.when_matched_delete(predicate=f"{is_delete} IS TRUE")
-        merger = merger.when_matched_update(values, predicate=f"{is_delete} IS NOT TRUE")
-        merger = merger.when_not_matched_insert(values, predicate=f"{is_delete} IS NOT TRUE")
+            merger = merger.when_matched_delete(predicate=f"s.{q(delete_column)} IS TRUE")
+        merger = merger.when_matched_update(values, predicate=keep)
+        merger = merger.when_not_matched_insert(values, predicate=keep)
         try:
             return merger.execute()
         except Exception as e:
             raise StorageError(f"cannot merge into {ref.label}: {ref.redact(str(e))}",
-                               hint="each key must appear at most once in the merged data") from None
+                               hint="a common cause is a key that appears more than once in the merged data") from None
     finally:
         remove_folder(staging)
 

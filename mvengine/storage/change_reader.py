@@ -12,7 +12,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from mvengine.errors import StorageError
-from mvengine.storage.tables import TableRef, require_cdf
+from mvengine.storage.tables import TableRef, require_cdf, require_version_range
 from mvengine.storage.types import conform_batch, spark_to_arrow_schema
 
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -38,7 +38,8 @@ def split_versions(ref: TableRef, first: int, last: int, files_per_partition: in
     if first > last:
         return []
     weights = {v: 1 for v in range(first, last + 1)}
-    for entry in ref.open().history():
+    dt = ref.open()
+    for entry in dt.history(limit=dt.version() - first + 1):
         version = entry.get("version")
         if version in weights:
             metrics = entry.get("operationMetrics") or {}
@@ -82,9 +83,7 @@ class ChangeReader(DataSourceReader):
                  files_per_partition: int = DEFAULT_FILES_PER_PARTITION) -> None:
         dt = ref.open()
         require_cdf(ref, dt)
-        if not 0 <= first <= last <= dt.version():
-            raise StorageError(f"invalid change range {first}..{last} for {ref.label}: versions are "
-                               f"0..{dt.version()} and the start must not be after the end")
+        require_version_range(ref, dt, first, last)
         self.ref, self.first, self.last = ref, first, last
         self.output_schema = spark_to_arrow_schema(schema)
         self.files_per_partition = files_per_partition

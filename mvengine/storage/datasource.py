@@ -27,7 +27,7 @@ from mvengine.names import RESERVED_COLUMNS, validate_name
 from mvengine.storage.change_reader import DEFAULT_FILES_PER_PARTITION, ChangeReader, change_fields
 from mvengine.storage.snapshot_reader import DEFAULT_PARTITION_BYTES, SnapshotReader
 from mvengine.storage.stream_reader import ChangeStreamReader, stream_schema
-from mvengine.storage.tables import TableRef, require_cdf, require_readable
+from mvengine.storage.tables import TableRef, require_cdf, require_columns, require_readable
 from mvengine.storage.types import delta_to_spark_schema
 from mvengine.storage.writer import DeltaWriter, WriteOptions
 
@@ -89,9 +89,7 @@ class DeltaDataSource(DataSource):
         dt = ref.open(version=version, timestamp=timestamp)
         require_readable(ref, dt)
         table_arrow = pa.schema(dt.schema().to_arrow())
-        unknown = [f.name for f in schema.fields if f.name not in table_arrow.names]
-        if unknown:
-            raise StorageError(f"{ref.label} has no column(s) {unknown}; its columns are {table_arrow.names}")
+        require_columns(ref, table_arrow.names, schema.names)
         return SnapshotReader(ref, dt.version(), schema, table_arrow, dt.metadata().partition_columns,
                               target_bytes=self._int("maxPartitionBytes", DEFAULT_PARTITION_BYTES),
                               min_partitions=self._int("minPartitions", 1))

@@ -12,7 +12,7 @@ import math
 import os
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -38,7 +38,6 @@ class WrittenFile:
     path: str
     size: int
     partition_values: dict[str, str | None]
-    num_records: int
     stats: str
 
 
@@ -185,7 +184,7 @@ class FileWriter:
         handle.writer.close()
         handle.stream.close()
         size = self.fs.get_file_info(handle.full_path).size
-        self.written.append(WrittenFile(handle.rel_path, size, handle.partition_values, handle.rows,
+        self.written.append(WrittenFile(handle.rel_path, size, handle.partition_values,
                                         json.dumps(handle.delta_stats(self.data_schema))))
 
 
@@ -228,8 +227,7 @@ def delete_files(ref: TableRef, paths: list[str]) -> None:
 class FileGroup:
     """The files one Spark partition reads."""
 
-    paths: tuple[str, ...] = field(default_factory=tuple)
-    size: int = 0
+    paths: tuple[str, ...] = ()
 
 
 def group_files(sizes: dict[str, int], *, target_bytes: int, min_groups: int) -> list[FileGroup]:
@@ -245,7 +243,7 @@ def group_files(sizes: dict[str, int], *, target_bytes: int, min_groups: int) ->
         i = loads.index(min(loads))
         groups[i].append(path)
         loads[i] += size
-    return [FileGroup(tuple(sorted(g)), load) for g, load in zip(groups, loads) if g]
+    return [FileGroup(tuple(sorted(g))) for g in groups if g]
 
 
 def group_dataset(dataset: pads.FileSystemDataset, paths: tuple[str, ...]) -> pads.FileSystemDataset:

@@ -11,7 +11,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, Schema
 from deltalake.exceptions import TableNotFoundError
 
-from mvengine.errors import CdfDisabledError, StorageError
+from mvengine.errors import CdfDisabledError, StorageError, UnsupportedError
 from mvengine.project.config import redact_options
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
@@ -104,12 +104,22 @@ def require_cdf(ref: TableRef, dt: DeltaTable) -> None:
 def require_readable(ref: TableRef, dt: DeltaTable) -> None:
     features = set(dt.protocol().reader_features or [])
     if features & UNSUPPORTED_READER_FEATURES:
-        from mvengine.errors import UnsupportedError
-
         raise UnsupportedError(
             f"{ref.label} uses Delta reader features {sorted(features & UNSUPPORTED_READER_FEATURES)}, "
             "which mvengine's reader does not support yet",
             hint="rewrite the table without them (e.g. REORG TABLE ... APPLY (PURGE) and disable the feature)")
+
+
+def require_version_range(ref: TableRef, dt: DeltaTable, first: int, last: int) -> None:
+    if not 0 <= first <= last <= dt.version():
+        raise StorageError(f"invalid change range {first}..{last} for {ref.label}: versions are "
+                           f"0..{dt.version()} and the start must not be after the end")
+
+
+def require_columns(ref: TableRef, have: list[str], wanted: list[str]) -> None:
+    missing = [c for c in wanted if c not in have]
+    if missing:
+        raise StorageError(f"{ref.label} has no column(s) {missing}; its columns are {have}")
 
 
 def is_committed(ref: TableRef, app_id: str, version: int) -> bool:

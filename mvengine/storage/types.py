@@ -74,12 +74,6 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=target)
 
 
-def arrow_to_spark_schema(schema: pa.Schema) -> "StructType":
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(spark_compatible_schema(schema))
-
-
 def spark_to_arrow_schema(schema: "StructType") -> pa.Schema:
     """The Arrow schema of batches that Spark accepts for a Spark schema (timestamps as UTC microseconds)."""
     from pyspark.sql.pandas.types import to_arrow_schema

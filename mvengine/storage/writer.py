@@ -51,8 +51,7 @@ class DeltaWriter(DataSourceArrowWriter):
         self.arrow_schema = spark_to_arrow_schema(schema)
         self.partition_by = list(options.partition_by)
         self.prefix = f"{uuid.uuid4().hex[:8]}-"
-        self.exists = ref.exists()
-        if self.exists:
+        if ref.exists():
             check_compatible(ref, self.arrow_schema, self.partition_by)
             self.partition_by = ref.open().metadata().partition_columns
         self.skip = bool(options.txn) and is_committed(ref, *options.txn)
