@@ -7,13 +7,18 @@ warehouse folder or a quoted identifier. Column names are not restricted; they a
 
 from __future__ import annotations
 
+import difflib
 import re
+import unicodedata
 
 from mvengine.errors import InvalidNameError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Columns the engine adds to the rows it produces; user names must not collide with them.
 RESERVED_COLUMNS = frozenset({"_change_type", "_commit_version", "_commit_timestamp", "_table"})
+# The changelog's own columns (DESIGN.md §5) and the weight of a change row: no view column may take them.
+CHANGELOG_COLUMNS = ("_op", "_undo", "_mtime", "_version", "_batch_id", "_emit_index", "_emit_timing")
+RESERVED_VIEW_COLUMNS = RESERVED_COLUMNS | frozenset(CHANGELOG_COLUMNS) | {"_w"}
 
 
 def validate_name(name: str, kind: str = "name") -> str:
@@ -32,8 +37,21 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def did_you_mean(name: str, candidates: list[str], what: str) -> str:
+    """A hint naming the closest candidate (names compare case-insensitively), or listing them all."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {by_lower[close[0]]}?"
+    if not candidates:
+        return f"there are no {what}"
+    shown = ", ".join(candidates[:12]) + (", ..." if len(candidates) > 12 else "")
+    return f"{what} are: {shown}"
+
+
 def _suggest(name: object) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", str(name)).strip("_") or "my_table"
+    ascii_name = unicodedata.normalize("NFKD", str(name)).encode("ascii", "ignore").decode()
+    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", ascii_name).strip("_") or "my_table"
     if cleaned[0].isdigit():
         cleaned = "t_" + cleaned
     return cleaned[:128]

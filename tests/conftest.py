@@ -10,6 +10,11 @@ import pytest
 from mvengine.storage.tables import TableRef
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite the expected files of golden tests (tests/plans/expected) from current output")
+
+
 @pytest.fixture(scope="session")
 def spark():
     from mvengine.runtime.session import spark_session

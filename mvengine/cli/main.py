@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from mvengine import __version__
 from mvengine.cli.console import Console
+from mvengine.cli.graph import FORMATS
 from mvengine.errors import MvError
 
 DESCRIPTION = """\
@@ -24,6 +25,9 @@ mvengine's commands or options goes to the system's file-move command: `mv a.txt
 examples:
   mv sources                 list the source tables declared in views/ and whether they exist
   mv sources --create        create the missing ones (Delta tables with the change data feed on)
+  mv plan                    how every view will be maintained: columns, key, changelog, strategy, state
+  mv plan team_totals --json the same for one view, as JSON
+  mv graph > dag.mmd         the DAG of sources and views as a Mermaid flowchart
 """
 
 
@@ -43,10 +47,35 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                     "columns as declared).")
     sources.add_argument("--create", action="store_true", help="create the source tables that are missing")
     sources.add_argument("--json", action="store_true", help="print a JSON document instead of a table")
+    plan = commands.add_parser(
+        "plan", help="show how each view will be maintained (no Spark needed)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Parse and resolve every source and view in views/, then print the DAG in dependency order "
+                    "and, per view: its inputs, output columns with types, unique key (or bag), changelog kind "
+                    "(append-only / upsert / retract), maintenance strategy (incremental, or full with the "
+                    "reason), the state the incremental rule keeps and whether it stays bounded, and the "
+                    "operator tree. Mistakes in the SQL are reported with file, line and a suggestion.",
+        epilog="changelog kinds:\n"
+               "  append-only  inputs are append-only and no operator retracts: only +I rows\n"
+               "  upsert       the view has a unique key: changes are -U/+U pairs and -D by key\n"
+               "  retract      the view is a bag (no key): changes are whole-row +I and -D\n"
+               "\nWith [plan] require_bounded_state = true in conf/mvengine.toml, a view whose state grows\n"
+               "without bound is an error.")
+    plan.add_argument("views", nargs="*", metavar="VIEW", help="views to show (default: all)")
+    plan.add_argument("--json", action="store_true", help="print a stable JSON document instead of text")
+    graph = commands.add_parser(
+        "graph", help="draw the DAG of sources and views (Mermaid, DOT, SVG, PNG)",
+        description="Print the dependency DAG of sources and views: as a Mermaid flowchart (default; paste it "
+                    "into Markdown), as Graphviz DOT, or draw it to an SVG or PNG file with Graphviz's `dot`. "
+                    "Sources are cylinders, incremental views green rounded boxes, full-refresh views dashed "
+                    "red boxes.")
+    graph.add_argument("--format", choices=FORMATS, default="mermaid", help="output format (default: mermaid)")
+    graph.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output "
+                                                      "(required for svg and png)")
     return parser
 
 
-COMMANDS = ("sources",)
+COMMANDS = ("sources", "plan", "graph")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
@@ -74,10 +103,39 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     config = load_config(args.project)
     if args.command == "sources":
         return _sources(config, console, create=args.create, as_json=args.json)
+    if args.command == "plan":
+        from mvengine.cli.plan import print_plan
+        return print_plan(config, console, args.views, as_json=args.json)
+    if args.command == "graph":
+        return _graph(config, console, args.format, args.out)
     raise AssertionError(args.command)
 
 
+def _graph(config, console: Console, fmt: str, out: str | None) -> int:
+    from pathlib import Path
+
+    from mvengine.cli.graph import render_image, to_dot, to_mermaid
+    from mvengine.project.catalog import load_catalog
+
+    if fmt in ("svg", "png") and not out:
+        raise MvError(f"--format {fmt} draws an image file: give it a name with --out FILE",
+                      hint=f"e.g. mv graph --format {fmt} --out dag.{fmt}")
+    catalog = load_catalog(config)
+    if fmt in ("svg", "png"):
+        render_image(to_dot(catalog), fmt, Path(out))
+        console.out(f"wrote {out}")
+        return 0
+    text = to_mermaid(catalog) if fmt == "mermaid" else to_dot(catalog)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        console.out(f"wrote {out}")
+    else:
+        console.out(text.rstrip("\n"))
+    return 0
+
+
 def _sources(config, console: Console, *, create: bool, as_json: bool) -> int:
+    from mvengine.plan.types import type_name
     from mvengine.project.catalog import load_sources
     from mvengine.storage.sources import ensure_source_table
     from mvengine.storage.tables import TableRef
@@ -92,7 +150,8 @@ def _sources(config, console: Console, *, create: bool, as_json: bool) -> int:
             "key": list(source.key) if source.key else None, "append_only": source.append_only,
             "watermark": (f"{source.watermark.column} AS {source.watermark.expression}"
                           if source.watermark else None),
-            "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in source.schema],
+            "columns": [{"name": f.name, "type": type_name(t), "nullable": f.nullable}
+                        for f, t in zip(source.schema, source.sql_types)],
             "exists": version is not None, "created": created, "version": version,
         })
     if as_json:

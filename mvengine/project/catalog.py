@@ -1,27 +1,121 @@
-"""The project's declarations: every source in views/*.sql (views come with the SQL/plan issue)."""
+"""The project's declarations: every source and view in views/*.sql, their DAG, and a plan for every view."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import networkx as nx
+from sqlglot import exp
+
 from mvengine.errors import ConfigError, SqlError
+from mvengine.names import did_you_mean
+from mvengine.plan.binder import Relation
+from mvengine.plan.nodes import Field
+from mvengine.plan.view_plan import ViewPlan, plan_view
 from mvengine.project.config import Config
-from mvengine.sql.files import read_sql_files
+from mvengine.project.dag import build_dag, check_acyclic, topological_order
+from mvengine.sql.files import Statement, read_sql_files
 from mvengine.sql.sources import SourceDef, is_source, parse_source
+from mvengine.sql.views import ViewDef, is_view, parse_view
+
+
+@dataclass(frozen=True)
+class Catalog:
+    sources: dict[str, SourceDef]
+    views: dict[str, ViewDef]
+    graph: nx.DiGraph
+    order: list[str]  # sources and views, every one after what it reads
+    plans: dict[str, ViewPlan]
+
+    def find(self, name: str) -> str | None:
+        """The declared spelling of a source or view name (names are case-insensitive), or None."""
+        return next((n for n in self.graph.nodes if n.lower() == name.lower()), None)
+
+    def require(self, names: list[str]) -> list[str]:
+        """The declared names of `names`, or an error with a suggestion for the first unknown one."""
+        found = []
+        for name in names:
+            hit = self.find(name)
+            if hit is None:
+                raise ConfigError(f"no source or view named {name!r} in views/",
+                                  hint=did_you_mean(name, list(self.graph.nodes), "sources and views"))
+            found.append(hit)
+        return found
 
 
 def load_sources(config: Config) -> dict[str, SourceDef]:
-    """Sources by name, in declaration order; a name declared twice is an error naming both places."""
+    """Sources by name, in declaration order (views are parsed and checked too, but not planned)."""
+    sources, _ = _declarations(config)
+    return sources
+
+
+def load_catalog(config: Config) -> Catalog:
+    """Parse, resolve and plan everything in views/; the first mistake found is raised as a SqlError."""
+    sources, views = _declarations(config)
+    graph = build_dag(list(sources), list(views.values()))
+    check_acyclic(graph, views)
+    order = topological_order(graph)
+    relations = {name.lower(): source_relation(source) for name, source in sources.items()}
+    known = list(graph.nodes)
+    plans: dict[str, ViewPlan] = {}
+    for name in order:
+        if name not in views:
+            continue
+        plan = plan_view(views[name], lambda n: relations.get(n.lower()), known)
+        if config.require_bounded_state and not plan.bounded_state:
+            view = views[name]
+            raise SqlError(f"its state grows without bound ({plan.state})", file=view.file, line=view.line,
+                           obj=f"view {name}",
+                           hint="bound it (e.g. a time predicate on an event-time column), or set "
+                                "[plan] require_bounded_state = false in conf/mvengine.toml")
+        plans[name] = plan
+        relations[name.lower()] = plan.relation()
+    return Catalog(sources, views, graph, order, plans)
+
+
+def source_relation(source: SourceDef) -> Relation:
+    time_attr = source.watermark.column if source.watermark else None
+    fields = tuple(Field(f.name, t, f.nullable, source.name, f.name == time_attr)
+                   for f, t in zip(source.schema, source.sql_types))
+    key = None if source.key is None else tuple(source.schema.names.index(k) for k in source.key)
+    return Relation(source.name, "source", fields, key, source.append_only)
+
+
+def _declarations(config: Config) -> tuple[dict[str, SourceDef], dict[str, ViewDef]]:
     if not config.views_dir.is_dir():
         raise ConfigError(f"no views/ folder in {config.project_dir}",
                           hint="run mv from a project folder (one holding conf/ and views/) or pass --project DIR")
     sources: dict[str, SourceDef] = {}
-    for statement in read_sql_files(config.views_dir):
-        if not is_source(statement):
-            continue
-        source = parse_source(statement, config)
-        if source.name in sources:
-            first = sources[source.name]
-            raise SqlError(f"{source.name!r} is already declared at {first.file}:{first.line}",
-                           file=source.file, line=source.line, obj=f"source {source.name}",
-                           hint="give one of them another name")
-        sources[source.name] = source
-    return sources
+    views: dict[str, ViewDef] = {}
+    places: dict[str, tuple[str, int]] = {}
+    for statement in read_sql_files(config.views_dir, config.project_dir):
+        if is_source(statement):
+            declared: SourceDef | ViewDef = parse_source(statement, config)
+            kind = "source"
+        elif is_view(statement):
+            declared = parse_view(statement, config)
+            kind = "view"
+        else:
+            raise _unsupported(statement)
+        first = places.get(declared.name.lower())
+        if first is not None:
+            raise SqlError(f"{declared.name!r} is already declared at {first[0]}:{first[1]}",
+                           file=declared.file, line=declared.line, obj=f"{kind} {declared.name}",
+                           hint="sources and views share one namespace (case-insensitive): rename one of them")
+        places[declared.name.lower()] = (declared.file, declared.line)
+        if kind == "source":
+            sources[declared.name] = declared  # type: ignore[assignment]
+        else:
+            views[declared.name] = declared  # type: ignore[assignment]
+    return sources, views
+
+
+def _unsupported(statement: Statement) -> SqlError:
+    tree = statement.tree
+    words = " ".join(statement.text.split()[:3])
+    hint = "views/ holds CREATE TABLE (sources) and CREATE MATERIALIZED VIEW statements only"
+    if isinstance(tree, exp.Create) and tree.kind == "VIEW":
+        hint = "write CREATE MATERIALIZED VIEW: mvengine keeps materialized views"
+    elif isinstance(tree, exp.Query):
+        hint = "wrap the query in CREATE MATERIALIZED VIEW name AS ...; use `mv query` for ad-hoc queries"
+    return SqlError(f"unsupported statement {words} ...", file=statement.file, line=statement.line, hint=hint)

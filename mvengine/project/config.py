@@ -34,6 +34,7 @@ _KNOWN = {
     "spark": {"master", "conf", "log_level"},
     "storage": {"options"},
     "refresh": {"interval"},
+    "plan": {"require_bounded_state"},
 }
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECRET_HINTS = ("secret", "key", "token", "password", "credential", "sas", "signature")
@@ -50,6 +51,7 @@ class Config:
     spark_log_level: str = "ERROR"
     storage_options: dict[str, str] = field(default_factory=dict)
     refresh_interval_s: float = 1.0
+    require_bounded_state: bool = False  # [plan]: views whose state grows without bound are errors
 
     @property
     def views_dir(self) -> Path:
@@ -86,6 +88,11 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
     spark = data.get("spark", {})
     storage = data.get("storage", {})
     refresh = data.get("refresh", {})
+    plan = data.get("plan", {})
+    require_bounded = plan.get("require_bounded_state", False)
+    if not isinstance(require_bounded, bool):
+        raise ConfigError("require_bounded_state must be true or false", file=str(path),
+                          line=_line_of(text, "require_bounded_state"))
     conf = dict(DEFAULT_SPARK_CONF)
     conf.update({str(k): _scalar(v, f"spark.conf.{k}", text, str(path)) for k, v in spark.get("conf", {}).items()})
     options = {str(k): _expand_env(_scalar(v, f"storage.options.{k}", text, str(path)), str(k), str(path), text)
@@ -99,6 +106,7 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         storage_options=options,
         refresh_interval_s=parse_duration(str(refresh.get("interval", "1s")), file=str(path),
                                           line=_line_of(text, "interval")),
+        require_bounded_state=require_bounded,
     )
 
 

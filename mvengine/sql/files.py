@@ -1,11 +1,13 @@
 """Reading views/*.sql into statements that remember their file and line.
 
 sqlglot's Spark dialect does not know Flink's `WATERMARK FOR col AS expr` clause of CREATE TABLE, so it is
-cut out of the text (blanked, so line numbers stay right) and kept beside the statement.
+cut out of the text (blanked, so line numbers stay right) and kept beside the statement. Each statement is parsed padded to its place in the
+file, so the line and column sqlglot records on identifiers are the file's own.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,16 +37,22 @@ class Statement:
     watermark: Watermark | None = None
 
 
-def read_sql_files(views_dir: Path) -> list[Statement]:
-    """All statements of every *.sql file under `views_dir` (recursively), in path order."""
+def read_sql_files(views_dir: Path, root: Path | None = None) -> list[Statement]:
+    """All statements of every *.sql file under `views_dir` (recursively), in path order.
+
+    Files are named relative to `root` (the project folder) in statements and errors, when they are inside it.
+    """
     statements: list[Statement] = []
     for path in sorted(views_dir.rglob("*.sql")):
+        name = str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+        data = path.read_bytes()
         try:
-            text = path.read_text(encoding="utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise SqlError(f"not UTF-8 text (byte {e.start} cannot be decoded)", file=str(path),
+            line = data.count(b"\n", 0, e.start) + 1
+            raise SqlError(f"not UTF-8 text (byte {e.start} cannot be decoded)", file=name, line=line,
                            hint="save the file as UTF-8") from None
-        statements.extend(split_statements(text, str(path)))
+        statements.extend(split_statements(text, name))
     return statements
 
 
@@ -65,12 +73,14 @@ def split_statements(text: str, file: str) -> list[Statement]:
         body = text[start:end]
         first_line = chunk[0].line
         body, watermark = _cut_watermark(body, chunk, start, file)
+        # Pad to the statement's place in the file, so positions in the tree and in errors are the file's.
+        padding = "\n" * (first_line - 1) + " " * (start - (text.rfind("\n", 0, start) + 1))
         try:
-            tree = sqlglot.parse_one(body, read=DIALECT)
+            tree = sqlglot.parse_one(padding + body, read=DIALECT)
         except ParseError as e:
             err = e.errors[0] if e.errors else {}
-            line = first_line + int(err.get("line", 1)) - 1
-            raise SqlError(f"syntax error: {err.get('description', str(e))}", file=file, line=line,
+            line = int(err.get("line", first_line))
+            raise SqlError(f"syntax error: {_describe(err.get('description', str(e)))}", file=file, line=line,
                            col=err.get("col"), snippet=_snippet(text, line)) from None
         statements.append(Statement(file, first_line, text[start:end], tree, watermark))
     return statements
@@ -104,6 +114,13 @@ def _cut_watermark(body: str, chunk: list[Token], offset: int, file: str) -> tup
             return (body[:cut_from] + blank + body[cut_to:],
                     Watermark(clause[2].text, expression.strip(), tok.line))
     return body, None
+
+
+def _describe(description: str) -> str:
+    """sqlglot's parser messages, in SQL terms: "Required keyword: 'this' missing for <class '...Where'>"
+    becomes "WHERE is incomplete"."""
+    m = re.match(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>", description)
+    return f"{m.group(1).upper()} is incomplete" if m else description
 
 
 def _snippet(text: str, line: int) -> str:

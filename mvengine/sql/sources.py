@@ -7,14 +7,13 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 import pyarrow as pa
 from sqlglot import exp
 
 from mvengine.errors import InvalidNameError, SqlError
-from mvengine.names import validate_name
+from mvengine.names import did_you_mean, validate_name
 from mvengine.project.config import Config, join_uri
 from mvengine.sql.files import Statement, Watermark
 from mvengine.sql.types import arrow_type
@@ -28,6 +27,7 @@ class SourceDef:
     file: str
     line: int
     schema: pa.Schema
+    sql_types: tuple[exp.DataType, ...]  # the declared type of each column of `schema`, for planning
     path: str
     key: tuple[str, ...] | None
     append_only: bool
@@ -49,6 +49,7 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     except InvalidNameError as e:
         raise SqlError(e.message, **where, hint=e.hint) from None
     fields: list[pa.Field] = []
+    sql_types: list[exp.DataType] = []
     key: tuple[str, ...] | None = None
     for item in tree.this.expressions:
         if isinstance(item, exp.ColumnDef):
@@ -59,18 +60,21 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
                                     "BINARY, ARRAY<...>, MAP<...> or STRUCT<...>")
             not_null = any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint)
                            for c in item.args.get("constraints") or [])
-            if item.name in (f.name for f in fields):
+            if item.name.lower() in (f.name.lower() for f in fields):
                 raise SqlError(f"column {item.name!r} is declared twice", **where)
             fields.append(pa.field(item.name, t, nullable=not not_null))
+            sql_types.append(item.args["kind"])
         elif isinstance(item, exp.PrimaryKey):
             key = tuple(e.name for e in item.expressions)
         else:
             raise SqlError(f"unsupported table element: {item.sql('spark')}", **where)
     columns = [f.name for f in fields]
-    for col in (key or ()):
-        _require_column(col, columns, where, "PRIMARY KEY")
-    if statement.watermark:
-        _require_column(statement.watermark.column, columns, where, "WATERMARK FOR")
+    if key:
+        key = tuple(_require_column(col, columns, where, "PRIMARY KEY") for col in key)
+    watermark = statement.watermark
+    if watermark:
+        column = _require_column(watermark.column, columns, where, "WATERMARK FOR")
+        watermark = Watermark(column, watermark.expression, watermark.line)
     options = _options(tree, where)
     unknown = set(options) - SOURCE_OPTIONS
     if unknown:
@@ -80,8 +84,8 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     if append_only not in ("true", "false"):
         raise SqlError(f"'append_only' must be 'true' or 'false', not {append_only!r}", **where)
     path = config.resolve_path(options["path"]) if "path" in options else join_uri(config.sources_dir(), name)
-    return SourceDef(name, statement.file, statement.line, pa.schema(fields), path, key,
-                     append_only == "true", statement.watermark)
+    return SourceDef(name, statement.file, statement.line, pa.schema(fields), tuple(sql_types), path, key,
+                     append_only == "true", watermark)
 
 
 def _options(tree: exp.Create, where: dict) -> dict[str, str]:
@@ -95,8 +99,9 @@ def _options(tree: exp.Create, where: dict) -> dict[str, str]:
     return options
 
 
-def _require_column(col: str, columns: list[str], where: dict, clause: str) -> None:
-    if col not in columns:
-        close = difflib.get_close_matches(col, columns, n=1)
-        raise SqlError(f"{clause} names unknown column {col!r}", **where,
-                       hint=f"did you mean {close[0]!r}?" if close else f"columns are {', '.join(columns)}")
+def _require_column(col: str, columns: list[str], where: dict, clause: str) -> str:
+    """The declared spelling of `col` (names are case-insensitive, as in Spark), or an error."""
+    for declared in columns:
+        if declared.lower() == col.lower():
+            return declared
+    raise SqlError(f"{clause} names unknown column {col!r}", **where, hint=did_you_mean(col, columns, "columns"))

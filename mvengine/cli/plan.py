@@ -1,0 +1,81 @@
+"""`mv plan`: the DAG in dependency order and, per view, how it will be maintained."""
+
+from __future__ import annotations
+
+import json
+
+from mvengine.cli.console import Console
+from mvengine.errors import ConfigError
+from mvengine.plan.nodes import Node, show_name
+from mvengine.plan.types import type_name
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.catalog import Catalog, load_catalog
+from mvengine.project.config import Config
+
+
+def plan_document(catalog: Catalog, views: list[str]) -> dict:
+    """The stable JSON form of `mv plan --json`."""
+    return {
+        "order": catalog.order,
+        "sources": [{
+            "name": s.name, "path": s.path, "key": list(s.key) if s.key else None, "append_only": s.append_only,
+            "watermark": f"{s.watermark.column} AS {s.watermark.expression}" if s.watermark else None,
+        } for s in catalog.sources.values()],
+        "views": [dict(catalog.plans[name].to_json(), notes=list(catalog.plans[name].notes),
+                       plan=tree_lines(catalog.plans[name].root)) for name in views],
+    }
+
+
+def print_plan(config: Config, console: Console, names: list[str], *, as_json: bool) -> int:
+    catalog = load_catalog(config)
+    views = catalog.require(names) if names else [n for n in catalog.order if n in catalog.plans]
+    for name in views:
+        if name not in catalog.plans:
+            raise ConfigError(f"{name} is a source, not a view", hint="`mv sources` lists the sources")
+    if as_json:
+        console.out(json.dumps(plan_document(catalog, views), indent=2))
+        return 0
+    console.out("order: " + " -> ".join(catalog.order))
+    if not names and catalog.sources:
+        console.out("")
+        console.out("sources")
+        for s in catalog.sources.values():
+            mode = "append-only" if s.append_only else (f"key {', '.join(s.key)}" if s.key else "bag")
+            watermark = f", watermark {s.watermark.column} AS {s.watermark.expression}" if s.watermark else ""
+            console.out(f"  {s.name}  {mode}{watermark}  ({s.file}:{s.line})")
+    for name in views:
+        console.out("")
+        for line in describe(catalog.plans[name]):
+            console.out(line)
+    if not views:
+        console.out("no views declared (write CREATE MATERIALIZED VIEW statements in views/)")
+    return 0
+
+
+def describe(plan: ViewPlan) -> list[str]:
+    """The text form of one view's plan."""
+    columns = ", ".join(f"{show_name(f.name)} {type_name(f.type)}{'' if f.nullable else ' not null'}"
+                        for f in plan.columns)
+    key = ", ".join(show_name(k) for k in plan.key) if plan.key else ("() (one row)" if plan.key == () else
+                                                                        "none (bag)")
+    strategy = plan.strategy if plan.strategy == "incremental" else f"full: {plan.reason}"
+    bounded = "bounded" if plan.bounded_state else "unbounded: grows with the number of groups or rows"
+    rows = [
+        ("inputs", ", ".join(plan.inputs) or "-"), ("columns", columns), ("key", key),
+        ("event time", ", ".join(show_name(f.name) for f in plan.columns if f.time_attr) or "-"),
+        ("changelog", plan.changelog), ("strategy", strategy), ("state", f"{plan.state} [{bounded}]"),
+    ]
+    lines = [f"view {plan.name}  ({plan.view.file}:{plan.view.line})"]
+    lines += [f"  {label:<10} {value}" for label, value in rows]
+    tree = tree_lines(plan.root)
+    lines.append(f"  {'plan':<10} {tree[0]}")
+    lines += [f"  {'':<10} {t}" for t in tree[1:]]
+    lines += [f"  {'note':<10} {n}" for n in plan.notes]
+    return lines
+
+
+def tree_lines(root: Node, depth: int = 0) -> list[str]:
+    lines = ["  " * depth + root.describe()]
+    for child in root.children:
+        lines += tree_lines(child, depth + 1)
+    return lines

@@ -1,0 +1,145 @@
+"""What a plan means for maintenance: full-refresh reasons, changelog kind, and the state a view keeps.
+
+Changelog kinds follow the dynamic-tables paper: a view is append-only when its inputs are append-only and none of
+its operators ever retracts a row it emitted; otherwise its changes are upserts when it has a unique key, and
+retractions (+I/-D of whole rows) when it is a bag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Opaque, Project, Scan, UnionAll, show
+
+# Functions whose result changes from one run to the next: a view using them can only be recomputed.
+NON_DETERMINISTIC = frozenset({
+    "rand", "randn", "random", "uuid", "shuffle", "current_timestamp", "current_date", "now", "localtimestamp",
+    "unix_timestamp", "monotonically_increasing_id", "spark_partition_id", "input_file_name",
+    "input_file_block_start", "input_file_block_length", "randstr", "uniform", "current_user", "user",
+    "session_user", "current_time",
+})
+# Aggregates maintained incrementally (with or without DISTINCT for COUNT and SUM).
+INCREMENTAL_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+
+
+@dataclass(frozen=True)
+class State:
+    description: str
+    bounded: bool
+
+
+def full_refresh_reasons(root: Node) -> list[str]:
+    """Why the incremental compiler cannot maintain this plan; empty when it can."""
+    reasons: list[str] = []
+
+    def add(reason: str) -> None:
+        if reason not in reasons:
+            reasons.append(reason)
+
+    for node in root.walk():
+        if isinstance(node, Opaque):
+            add(node.reason)
+        if isinstance(node, Join) and not node.equi:
+            add("a join without an equality condition (cross join)")
+        if isinstance(node, Aggregate):
+            for agg in node.aggregates:
+                reason = _aggregate_reason(agg, node.child.fields)
+                if reason:
+                    add(reason)
+        for e in node.expressions():
+            for f in e.find_all(exp.Func):
+                if _function_name(f) in NON_DETERMINISTIC:
+                    add(f"non-deterministic function {_function_name(f)}()")
+    return reasons
+
+
+def _aggregate_reason(agg: exp.Expression, inputs) -> str | None:
+    if isinstance(agg, exp.Filter):
+        return f"aggregate with a FILTER clause ({show(agg, inputs)})"
+    if not isinstance(agg, INCREMENTAL_AGGREGATES):
+        return f"aggregate {_function_name(agg)}() is not maintained incrementally"
+    if isinstance(agg.this, exp.Distinct):
+        if not isinstance(agg, (exp.Count, exp.Sum)):
+            return f"{_function_name(agg).upper()}(DISTINCT ...) is not maintained incrementally"
+        if len(agg.this.expressions) != 1:
+            return "COUNT(DISTINCT ...) of several columns is not maintained incrementally"
+    return None
+
+
+def _function_name(f: exp.Expression) -> str:
+    """The function's name as Spark SQL spells it (sqlglot's own class names differ, e.g. for
+    percentile_approx)."""
+    if isinstance(f, exp.Anonymous):
+        return str(f.this).lower()
+    return f.sql("spark").split("(", 1)[0].strip().lower()
+
+
+def is_append_only(node: Node) -> bool:
+    """True when the node, fed append-only changes, never emits a retraction."""
+    if isinstance(node, Scan):
+        return node.append_only
+    if isinstance(node, (Filter, Project, Distinct)):
+        return is_append_only(node.children[0])
+    if isinstance(node, UnionAll):
+        return all(is_append_only(c) for c in node.inputs)
+    if isinstance(node, Join):
+        return node.kind in ("inner", "cross", "semi") and all(is_append_only(c) for c in node.children)
+    return False  # aggregates update their rows; outer and anti joins retract; opaque nodes are recomputed
+
+
+def changelog_kind(root: Node, strategy: str) -> str:
+    if strategy == "incremental" and is_append_only(root):
+        return "append-only"
+    return "upsert" if root.key is not None else "retract"
+
+
+def state_of(root: Node, strategy: str) -> State:
+    """The state the view's incremental rule keeps, in words, and whether it stays bounded."""
+    if strategy == "full":
+        return State("none (recomputed in full on every refresh)", True)
+    parts: list[str] = []
+    bounded = True
+    for node in root.walk():
+        if isinstance(node, Aggregate):
+            text, node_bounded = _aggregate_state(node)
+            parts.append(text)
+            bounded = bounded and node_bounded
+        elif isinstance(node, Distinct):
+            parts.append("per distinct row: count")
+            bounded = False
+    if any(isinstance(node, Join) for node in root.walk()):
+        parts.append("joins keep none (the other side is read from its Delta table at the batch's input version)")
+    return State("; ".join(parts) if parts else "none", bounded)
+
+
+def _aggregate_state(node: Aggregate) -> tuple[str, bool]:
+    append_only = is_append_only(node.child)
+    items: list[str] = ["count"]
+    bounded = not node.groups
+    for agg in node.aggregates:
+        inner = agg.this if isinstance(agg, exp.Filter) else agg
+        arg = inner.this
+        distinct = isinstance(arg, exp.Distinct)
+        inputs = node.child.fields
+        value = show(arg.expressions[0], inputs) if distinct and arg.expressions else (
+            show(arg, inputs) if isinstance(arg, exp.Expression) else "*")
+        if distinct:
+            new = [f"count per distinct {value}"]
+            bounded = False
+        elif isinstance(inner, exp.Count):
+            new = [] if value == "*" or isinstance(arg, exp.Star) else [f"count({value})"]
+        elif isinstance(inner, (exp.Sum, exp.Avg)):
+            new = [f"sum({value})", f"count({value})"]
+        elif isinstance(inner, (exp.Min, exp.Max)):
+            if append_only:
+                new = [f"{_function_name(inner)}({value})"]
+            else:
+                new = [f"min/max multiset of {value}"]
+                bounded = False
+        else:
+            new = [show(inner, inputs)]
+        items.extend(i for i in new if i not in items)
+    where = f"per group ({', '.join(show(g, node.child.fields) for g in node.groups)})" if node.groups else "one row"
+    return f"{where}: {', '.join(items)}", bounded

@@ -1,0 +1,861 @@
+"""From a view's SELECT (a sqlglot tree) to a tree of mvengine operators, resolving every name on the way.
+
+Names are resolved the way Spark resolves them (case-insensitively, innermost scope first, SELECT aliases allowed
+in GROUP BY, HAVING and ORDER BY), and every mistake becomes a SqlError naming the file, the line and column of
+the offending name, the view, and a "did you mean" hint. Constructs the incremental compiler does not understand
+become `Opaque` nodes or full-refresh reasons; they are planned, never rejected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from sqlglot import exp
+
+from mvengine.errors import SqlError
+from mvengine.names import did_you_mean
+from mvengine.plan.nodes import (Aggregate, Distinct, Field, Filter, Join, Node, Opaque, Project, Scan, UnionAll,
+                                 requalify, show, show_name)
+from mvengine.plan.types import aggregate_type, build, infer_nullable, infer_type
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A source or view, as a name in FROM sees it."""
+
+    name: str
+    kind: str  # "source" or "view"
+    fields: tuple[Field, ...]
+    key: tuple[int, ...] | None
+    append_only: bool
+
+
+@dataclass
+class Scope:
+    """The relations visible in one SELECT, by alias; `outer` for correlated subqueries."""
+
+    relations: list[tuple[str, Node]] = field(default_factory=list)
+    using: dict[str, exp.Expression] = field(default_factory=dict)  # USING column (lower-case) → merged value
+    outer: Scope | None = None
+
+    def find(self, alias: str) -> Node | None:
+        return next((node for a, node in self.relations if a.lower() == alias.lower()), None)
+
+    def columns(self) -> list[str]:
+        return [f.name for _, node in self.relations for f in node.fields]
+
+
+@dataclass
+class _JoinStep:
+    kind: str
+    alias: str
+    node: Node
+    equi: list[tuple[exp.Expression, exp.Expression]]
+    residual: list[exp.Expression]
+
+
+class Binder:
+    """Binds the SELECT of one view. `lookup` finds sources and views by name (case-insensitively)."""
+
+    def __init__(self, lookup: Callable[[str], Relation | None], known: list[str], file: str, obj: str) -> None:
+        self.lookup = lookup
+        self.known = known
+        self.file = file
+        self.obj = obj
+        self.inputs: list[str] = []  # sources and views read, in order of first appearance
+        self.full_reasons: list[str] = []  # constructs that force a full refresh, found while binding
+        self.notes: list[str] = []
+
+    # -- errors -----------------------------------------------------------------------------------------------
+
+    def error(self, message: str, at: exp.Expression | None = None, hint: str | None = None) -> SqlError:
+        line, col = _position(at)
+        return SqlError(message, file=self.file, line=line, col=col, obj=self.obj, hint=hint)
+
+    def full(self, reason: str) -> None:
+        if reason not in self.full_reasons:
+            self.full_reasons.append(reason)
+
+    # -- queries ----------------------------------------------------------------------------------------------
+
+    def query(self, q: exp.Expression, outer: Scope | None = None, ctes: dict[str, Node] | None = None,
+              names_required: bool = True) -> Node:
+        ctes = dict(ctes or {})
+        with_ = q.args.get("with_") or q.args.get("with")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise self.error("recursive WITH is not supported", with_)
+            for cte in with_.expressions:
+                node = self.query(cte.this, outer, ctes)
+                if cte.alias_column_names:
+                    node = self._rename(node, cte.alias_column_names, cte)
+                ctes[cte.alias.lower()] = node
+        if isinstance(q, exp.Subquery):
+            node = self.query(q.this, outer, ctes, names_required)
+        elif isinstance(q, exp.Union):
+            node = self._union(q, outer, ctes, names_required)
+        elif isinstance(q, (exp.Intersect, exp.Except)):
+            word = "INTERSECT" if isinstance(q, exp.Intersect) else "EXCEPT"
+            left = self.query(q.this, outer, ctes, names_required)
+            right = self.query(q.expression, outer, ctes, names_required)
+            self._check_arity(left, right, word, q)
+            node = Opaque(fields=left.fields, inputs=(left, right), what=word,
+                          reason=f"{word} is recomputed in full")
+        elif isinstance(q, exp.Select):
+            return self._select(q, outer, ctes, names_required)
+        else:
+            raise self.error(f"unsupported query: {_first_words(q)}", q,
+                             hint="a view is a SELECT, possibly with UNION ALL, JOIN, GROUP BY, DISTINCT")
+        return self._order_limit(q, node, None)
+
+    def _union(self, q: exp.Union, outer, ctes, names_required) -> Node:
+        branches: list[Node] = []
+
+        def collect(part: exp.Expression) -> None:
+            # UNION ALL chains flatten into one n-ary union; a UNION (distinct) inside is its own node.
+            if isinstance(part, exp.Union) and not part.args.get("distinct") and not _has_modifiers(part):
+                collect(part.this)
+                collect(part.expression)
+            else:
+                branches.append(self.query(part, outer, ctes, names_required))
+
+        if q.args.get("distinct"):
+            branches = [self.query(q.this, outer, ctes, names_required),
+                        self.query(q.expression, outer, ctes, names_required)]
+        else:
+            collect(q.this)
+            collect(q.expression)
+        first = branches[0]
+        for other in branches[1:]:
+            self._check_arity(first, other, "UNION", q)
+        fields = tuple(
+            Field(f.name, f.type, any(b.fields[i].nullable for b in branches), None,
+                  all(b.fields[i].time_attr for b in branches))
+            for i, f in enumerate(first.fields))
+        union = UnionAll(fields=fields, inputs=tuple(branches))
+        return Distinct(fields=fields, child=union) if q.args.get("distinct") else union
+
+    def _check_arity(self, left: Node, right: Node, word: str, at: exp.Expression) -> None:
+        if len(left.fields) != len(right.fields):
+            raise self.error(f"the branches of {word} have {len(left.fields)} and {len(right.fields)} columns", at,
+                             hint=f"every branch of {word} must select the same number of columns")
+
+    # -- SELECT -----------------------------------------------------------------------------------------------
+
+    def _select(self, q: exp.Select, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
+        scope = Scope(outer=outer)
+        from_ = q.args.get("from_") or q.args.get("from")
+        if from_ is None:
+            node: Node = Opaque(fields=(), what="SELECT without FROM", reason="a SELECT without FROM is a constant")
+            self.full("a SELECT without FROM is a constant")
+        else:
+            first, steps = self._from(q, from_, scope, ctes)
+            laterals = [self._lateral(lateral, scope) for lateral in q.args.get("laterals") or []]
+            where = q.args.get("where")
+            node = self._where(where.this if where is not None else None, first, steps, laterals, scope, ctes)
+        projections = self._expand_stars(q, scope)
+        group = q.args.get("group")
+        has_aggregates = any(_aggregates_in(p) for p in projections) or (
+            q.args.get("having") is not None)
+        grouping_sets = group is not None and any(
+            isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group.expressions)
+        if group is not None or has_aggregates:
+            node, projections, having = self._aggregate(q, node, projections, scope)
+            if having is not None:
+                node = Filter(fields=node.fields, child=node, predicate=having)
+            bound = projections
+        else:
+            bound = [self.bind(p, scope) for p in projections]
+        fields = self._output_fields(projections, bound, names_required, q)
+        node = Project(fields=fields, child=node, projections=tuple(_unalias(b) for b in bound))
+        if grouping_sets:
+            reason = "GROUP BY ROLLUP, CUBE or GROUPING SETS is recomputed in full"
+            self.full(reason)
+            node = Opaque(fields=tuple(replace(f, nullable=True) for f in fields), inputs=(node,),
+                          what="GROUPING SETS", reason=reason)
+        if any(isinstance(n, exp.Window) for b in bound for n in b.walk()):
+            window = next(n for b in bound for n in b.walk() if isinstance(n, exp.Window))
+            self.full(f"window function {show(window, _scope_fields(scope))}")
+        if q.args.get("distinct") is not None:
+            if q.args["distinct"].args.get("on"):
+                raise self.error("DISTINCT ON is not Spark SQL", q.args["distinct"])
+            node = Distinct(fields=node.fields, child=node)
+        return self._order_limit(q, node, (projections, scope))
+
+    def _from(self, q: exp.Select, from_: exp.From, scope: Scope,
+              ctes: dict[str, Node]) -> tuple[Node, list[_JoinStep]]:
+        """The first FROM item and the join steps after it; the WHERE clause may still add join conditions."""
+        alias, first = self._from_item(from_.this, scope, ctes)
+        scope.relations.append((alias, first))
+        steps: list[_JoinStep] = []
+        for j in q.args.get("joins") or []:
+            kind = _join_kind(j)
+            if kind is None:
+                raise self.error(f"unsupported join: {_first_words(j)}", j,
+                                 hint="use [INNER | LEFT | RIGHT | FULL] [OUTER] JOIN ... ON, CROSS JOIN, "
+                                      "LEFT SEMI JOIN or LEFT ANTI JOIN")
+            alias, right = self._from_item(j.this, scope, ctes)
+            if scope.find(alias) is not None:
+                raise self.error(f"the alias {alias} is used twice in FROM", j.this,
+                                 hint="give each table in FROM its own alias, e.g. FROM orders a JOIN orders b")
+            left_aliases = [a for a, _ in scope.relations]
+            scope.relations.append((alias, right))
+            step = _JoinStep(kind, alias, right, [], [])
+            if j.args.get("using"):
+                self._using(j, step, scope, left_aliases)
+            elif j.args.get("on") is not None:
+                for conjunct in _conjuncts(j.args["on"]):
+                    bound = self.bind(conjunct, scope)
+                    pair = _equality(bound, set(a.lower() for a in left_aliases), alias.lower())
+                    if pair:
+                        step.equi.append(pair)
+                    else:
+                        step.residual.append(bound)
+            elif kind not in ("cross", "inner"):
+                raise self.error(f"{kind.upper()} JOIN needs an ON or USING condition", j)
+            if kind in ("semi", "anti"):
+                scope.relations.pop()  # the right side of a semi/anti join is not visible after it
+            # After an outer join, the NULL-padded side's columns can be NULL (for the expressions above it).
+            if kind in ("left", "full"):
+                scope.relations[-1] = (alias, _nullable(right))
+            if kind in ("right", "full"):
+                scope.relations[:-1] = [(a, _nullable(n)) for a, n in scope.relations[:-1]]
+            steps.append(step)
+        return first, steps
+
+    def _lateral(self, lateral: exp.Lateral, scope: Scope) -> tuple[Field, ...]:
+        """`LATERAL VIEW [OUTER] explode(...) alias AS col, ...`: its columns join the scope under the alias."""
+        function = lateral.this
+        alias_node = lateral.args.get("alias")
+        alias = alias_node.name if alias_node is not None and alias_node.name else "_lateral"
+        if not isinstance(function, (exp.Explode, exp.Posexplode, exp.Inline)) or not lateral.args.get("view"):
+            raise self.error(f"unsupported LATERAL: {_first_words(lateral)}", lateral,
+                             hint="use LATERAL VIEW [OUTER] explode(...), posexplode(...) or inline(...)")
+        argument = self.bind(function.this, scope)
+        element = infer_type(argument)
+        params = element.expressions
+        if element.this == exp.DataType.Type.MAP and len(params) == 2:
+            produced = [("key", params[0]), ("value", params[1])]
+        elif element.this == exp.DataType.Type.ARRAY and params:
+            item = params[0]
+            if isinstance(function, exp.Inline) and item.this == exp.DataType.Type.STRUCT:
+                produced = [(p.name, p.args["kind"]) for p in item.expressions if isinstance(p, exp.ColumnDef)]
+            else:
+                produced = [("col", item)]
+        else:
+            produced = [("col", build("UNKNOWN"))]
+        if isinstance(function, exp.Posexplode):
+            produced.insert(0, ("pos", build("INT")))
+        names = [c.name for c in alias_node.columns] if alias_node is not None and alias_node.columns else []
+        if names and len(names) != len(produced):
+            raise self.error(f"{show(function)} produces {len(produced)} columns but {len(names)} names are given",
+                             lateral)
+        fields = tuple(Field(name, dtype, True, alias) for name, (_, dtype) in
+                       zip(names or [n for n, _ in produced], produced))
+        scope.relations.append((alias, Opaque(fields=fields, what="LATERAL VIEW")))
+        return fields
+
+    def _using(self, j: exp.Join, step: _JoinStep, scope: Scope, left_aliases: list[str]) -> None:
+        for ident in j.args["using"]:
+            name = ident.name
+            left = self._resolve_in(name, None, Scope(relations=[r for r in scope.relations
+                                                                 if r[0] in left_aliases], using=scope.using),
+                                    ident)
+            right_node = scope.relations[-1][1]
+            right_field = _field_named(right_node, name)
+            if right_field is None:
+                raise self.error(f"USING column {name!r} is not a column of {step.alias}", ident,
+                                 hint=did_you_mean(name, [f.name for f in right_node.fields], "its columns"))
+            right = right_field.ref()
+            step.equi.append((left, right))
+            if step.kind == "right":
+                merged: exp.Expression = right
+            elif step.kind == "full":
+                merged = exp.Coalesce(this=left.copy(), expressions=[right.copy()])
+                merged.type = left.type
+            else:
+                merged = left
+            scope.using[name.lower()] = merged
+
+    def _from_item(self, item: exp.Expression, scope: Scope, ctes: dict[str, Node]) -> tuple[str, Node]:
+        if isinstance(item, exp.Table):
+            if not isinstance(item.this, exp.Identifier):
+                raise self.error(f"unsupported FROM item {_first_words(item)}", item,
+                                 hint="read sources and views by name, or a subquery in parentheses")
+            if item.args.get("db") or item.args.get("catalog"):
+                raise self.error(f"table names cannot have a database or catalog prefix ({show(item)})", item,
+                                 hint="a view reads the project's own sources and views, by name")
+            alias = item.alias_or_name
+            name = item.name
+            if item.args.get("sample") is not None:
+                self.full("TABLESAMPLE picks random rows")
+            if name.lower() in ctes:
+                return alias, requalify(ctes[name.lower()], alias)
+            relation = self.lookup(name)
+            if relation is None:
+                raise self.error(f"unknown table or view {name!r}", item,
+                                 hint=did_you_mean(name, self.known + list(ctes), "sources and views"))
+            if relation.name not in self.inputs:
+                self.inputs.append(relation.name)
+            fields = tuple(replace(f, qualifier=alias) for f in relation.fields)
+            return alias, Scan(fields=fields, input=relation.name, input_kind=relation.kind,
+                               input_key=relation.key, append_only=relation.append_only)
+        if isinstance(item, exp.Subquery):
+            alias = item.alias
+            if not alias:
+                raise self.error("a subquery in FROM needs an alias", item, hint="write (SELECT ...) AS name")
+            node = self.query(item.this, scope.outer, ctes)
+            if item.args.get("alias") is not None and item.args["alias"].columns:
+                node = self._rename(node, [c.name for c in item.args["alias"].columns], item)
+            return alias, requalify(node, alias)
+        raise self.error(f"unsupported FROM item {_first_words(item)}", item,
+                         hint="read sources and views by name, or a subquery in parentheses")
+
+    def _rename(self, node: Node, names: list[str], at: exp.Expression) -> Node:
+        if len(names) != len(node.fields):
+            raise self.error(f"{len(names)} column names given for {len(node.fields)} columns", at)
+        return replace(node, fields=tuple(replace(f, name=n) for f, n in zip(node.fields, names)))
+
+    # -- WHERE ------------------------------------------------------------------------------------------------
+
+    def _where(self, predicate: exp.Expression | None, first: Node, steps: list[_JoinStep],
+               laterals: list[tuple[Field, ...]], scope: Scope, ctes: dict[str, Node]) -> Node:
+        semi_joins: list[Join] = []
+        rest: list[exp.Expression] = []
+        for conjunct in _conjuncts(predicate) if predicate is not None else []:
+            semi = self._semi_join(conjunct, scope, ctes)
+            if semi is not None:
+                semi_joins.append(semi)
+            else:
+                rest.append(self.bind(conjunct, scope))
+        # An equality in WHERE between two relations of an inner or cross join is that join's condition,
+        # unless a later RIGHT or FULL join could NULL-pad those relations (then the WHERE must stay above it).
+        preserved = max((i for i, step in enumerate(steps) if step.kind in ("right", "full")), default=-1)
+        remaining = []
+        for conjunct in rest:
+            left = {scope.relations[0][0].lower()}
+            for i, step in enumerate(steps):
+                pushable = i > preserved and step.kind in ("inner", "cross")
+                pair = _equality(conjunct, left, step.alias.lower()) if pushable else None
+                if pair:
+                    step.equi.append(pair)
+                    break
+                left.add(step.alias.lower())
+            else:
+                remaining.append(conjunct)
+        node = _build_joins(first, steps)
+        for lateral_fields in laterals:
+            reason = "LATERAL VIEW is recomputed in full"
+            self.full(reason)
+            node = Opaque(fields=node.fields + lateral_fields, inputs=(node,), what="LATERAL VIEW", reason=reason)
+        for semi in semi_joins:
+            node = replace(semi, fields=node.fields, left=node)
+        if remaining:
+            node = Filter(fields=node.fields, child=node, predicate=_and(remaining))
+        return node
+
+    def _semi_join(self, conjunct: exp.Expression, scope: Scope, ctes) -> Join | None:
+        """`[NOT] EXISTS (...)` and `x [NOT] IN (SELECT ...)` as semi/anti joins; None for other conjuncts."""
+        negated = isinstance(conjunct, exp.Not)
+        inner = conjunct.this if negated else conjunct
+        if isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(inner, exp.Exists):
+            query, probe = inner.this, None
+        elif isinstance(inner, exp.In) and inner.args.get("query") is not None:
+            query, probe = inner.args["query"], inner.this
+        else:
+            return None
+        sub = self.query(query, scope, ctes, names_required=False)
+        equi: list[tuple[exp.Expression, exp.Expression]] = []
+        right = sub
+        if probe is not None:
+            if len(sub.fields) != 1:
+                raise self.error(f"the subquery of IN must select one column, not {len(sub.fields)}", query)
+            bound_probe = self.bind(probe, scope)
+        kind = "anti" if negated else "semi"
+        split = _split_correlation(sub)
+        if split is None:
+            self.full("a correlated subquery other than WHERE inner = outer equalities")
+            right, pairs = sub, []
+        else:
+            right, pairs = split
+        equi.extend(pairs)
+        if probe is not None:
+            inner_expr = sub.projections[0] if isinstance(sub, Project) and split and right is not sub \
+                else sub.fields[0].ref()
+            equi.insert(0, (bound_probe, inner_expr))
+        null_aware = negated and probe is not None
+        if null_aware:
+            self.full("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
+        # The left side is the node the WHERE clause filters; the caller puts it in.
+        return Join(fields=(), left=None, right=right, kind=kind, equi=tuple(equi), null_aware=null_aware)
+
+    # -- GROUP BY ---------------------------------------------------------------------------------------------
+
+    def _aggregate(self, q: exp.Select, child: Node, projections: list[exp.Expression], scope: Scope):
+        aliases = {p.alias.lower(): p.this for p in projections if isinstance(p, exp.Alias)}
+        groups: list[exp.Expression] = []
+        group = q.args.get("group")
+        for g in _flatten_grouping(group.expressions if group is not None else []):
+            if isinstance(g, exp.Literal) and not g.is_string:
+                position = int(g.name)
+                if not 1 <= position <= len(projections):
+                    raise self.error(f"GROUP BY {position} is not a column position (1..{len(projections)})", g)
+                g = _unalias(projections[position - 1])
+            elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
+                    and g.name not in [c for c in scope.columns()]:
+                g = aliases[g.name.lower()]
+            bound = self.bind(g, scope)
+            if _aggregates_in(bound):
+                raise self.error(f"GROUP BY cannot hold an aggregate ({show(bound)})", g)
+            if not any(bound == existing for existing in groups):
+                groups.append(bound)
+        aggregates: list[exp.Expression] = []
+        bound_projections = [self.bind(p, scope, aggregates=True) for p in projections]
+        having = q.args.get("having")
+        bound_having = None
+        if having is not None:
+            bound_having = self.bind(_resolve_aliases(having.this, aliases, scope), scope, aggregates=True)
+        group_names = _group_names(groups)
+        group_fields = [Field(n, infer_type(g), infer_nullable(g), None, False) for n, g in zip(group_names, groups)]
+
+        def over(e: exp.Expression) -> exp.Expression:
+            for i, g in enumerate(groups):
+                if e == g:
+                    return group_fields[i].ref()
+            if _is_aggregate(e):
+                for i, a in enumerate(aggregates):
+                    if e == a:
+                        return agg_refs[i]
+                aggregates.append(e)
+                agg_refs.append(self._agg_field(e, len(aggregates) - 1).ref())
+                return agg_refs[-1]
+            if isinstance(e, exp.Column) and not e.meta.get("outer"):
+                name = show(e, _scope_fields(scope))
+                raise self.error(f"column {name} is neither in GROUP BY nor inside an aggregate", e,
+                                 hint=f"add it to GROUP BY, or aggregate it (e.g. MAX({name}))")
+            if isinstance(e, exp.Query):
+                return e
+            e = e.copy()
+            for child_expr in list(e.iter_expressions()):
+                child_expr.replace(over(child_expr))
+            return e
+
+        agg_refs: list[exp.Column] = []
+        rewritten = [_realias(p, over(_unalias(p))) for p in bound_projections]
+        having_rewritten = over(bound_having) if bound_having is not None else None
+        agg_fields = tuple(self._agg_field(a, i) for i, a in enumerate(aggregates))
+        for a in aggregates:
+            self._check_aggregate(a)
+        node = Aggregate(fields=tuple(group_fields) + agg_fields, child=child, groups=tuple(groups),
+                         aggregates=tuple(aggregates))
+        for e in [*rewritten, *([having_rewritten] if having_rewritten is not None else [])]:
+            for column in e.find_all(exp.Column):
+                column.meta.setdefault("nullable", True)
+        return node, rewritten, having_rewritten
+
+    def _agg_field(self, agg: exp.Expression, i: int) -> Field:
+        """The field holding aggregate `agg` (an AggFunc, or an AggFunc with FILTER (WHERE ...))."""
+        if isinstance(agg, exp.Filter):
+            agg = agg.this
+        arg = agg.this.expressions[0] if isinstance(agg.this, exp.Distinct) else agg.this
+        arg_type = arg.type if isinstance(arg, exp.Expression) and not isinstance(arg, exp.Star) else None
+        dtype = aggregate_type(agg, arg_type) or infer_type(agg.copy())
+        return Field(f"_a{i}", dtype, not isinstance(agg, exp.Count), None, False)
+
+    def _check_aggregate(self, agg: exp.Expression) -> None:
+        inner = agg.this if isinstance(agg, exp.Filter) else agg
+        if any(_aggregates_in(child) for child in inner.iter_expressions()):
+            raise self.error(f"aggregate inside an aggregate: {show(agg)}", agg)
+
+    # -- ORDER BY / LIMIT -------------------------------------------------------------------------------------
+
+    def _order_limit(self, q: exp.Expression, node: Node, select) -> Node:
+        order, limit = q.args.get("order"), q.args.get("limit")
+        offset = q.args.get("offset")
+        if order is not None and select is not None:
+            projections, scope = select
+            aliases = {p.alias_or_name.lower() for p in projections}
+            for o in order.expressions:
+                key = o.this
+                if isinstance(key, exp.Literal) or (isinstance(key, exp.Column) and not key.table
+                                                   and key.name.lower() in aliases):
+                    continue
+                if not _aggregates_in(key):
+                    self.bind(key, scope)
+        if limit is None and offset is None:
+            if order is not None:
+                self.notes.append("ORDER BY without LIMIT is ignored: a view is a set of rows, not a sequence")
+            return node
+        what = "ORDER BY ... LIMIT" if order is not None else "LIMIT without ORDER BY"
+        reason = ("ORDER BY ... LIMIT (top-N) is recomputed in full" if order is not None
+                  else "LIMIT without ORDER BY picks arbitrary rows")
+        if offset is not None:
+            what, reason = "OFFSET", "OFFSET is recomputed in full"
+        self.full(reason)
+        return Opaque(fields=node.fields, inputs=(node,), what=what, reason=reason)
+
+    # -- expressions ------------------------------------------------------------------------------------------
+
+    def _expand_stars(self, q: exp.Select, scope: Scope) -> list[exp.Expression]:
+        out: list[exp.Expression] = []
+        for p in q.expressions:
+            if isinstance(p, exp.Star):
+                if not scope.relations:
+                    raise self.error("SELECT * needs a FROM clause", q)
+                seen_using = set()
+                for name, merged in scope.using.items():
+                    out.append(exp.alias_(_marker(merged), _field_name(merged), quoted=True))
+                    seen_using.add(name)
+                for alias, node in scope.relations:
+                    for f in node.fields:
+                        if f.name.lower() in seen_using:
+                            continue
+                        out.append(exp.column(f.name, table=alias, quoted=True))
+            elif isinstance(p, exp.Column) and isinstance(p.this, exp.Star):
+                node = scope.find(p.table)
+                if node is None:
+                    raise self.error(f"unknown table alias {p.table!r} in {p.table}.*", p,
+                                     hint=did_you_mean(p.table, [a for a, _ in scope.relations], "aliases"))
+                out.extend(exp.column(f.name, table=p.table, quoted=True) for f in node.fields)
+            else:
+                out.append(p)
+        return out
+
+    def _output_fields(self, projections, bound, names_required: bool, q: exp.Select) -> tuple[Field, ...]:
+        fields: list[Field] = []
+        for i, (p, b) in enumerate(zip(projections, bound)):
+            if isinstance(p, exp.Alias):
+                name = p.alias
+            elif isinstance(p, exp.Column):
+                name = p.name
+            elif names_required:
+                raise self.error(f"column {i + 1} ({show(p)}) has no name", p,
+                                 hint=f"give it one: {show(p)} AS some_name")
+            else:
+                name = f"_c{i}"
+            value = _unalias(b)
+            time_attr = isinstance(value, exp.Column) and bool(value.meta.get("time_attr"))
+            fields.append(Field(name, infer_type(value), infer_nullable(value), None, time_attr))
+        if names_required:
+            seen: dict[str, int] = {}
+            for i, f in enumerate(fields):
+                if f.name.lower() in seen:
+                    raise self.error(f"column name {show_name(f.name)} is used twice (columns {seen[f.name.lower()] + 1} "
+                                     f"and {i + 1})", projections[i],
+                                     hint="give one of them another name with AS")
+                seen[f.name.lower()] = i
+        return tuple(fields)
+
+    def bind(self, e: exp.Expression, scope: Scope, aggregates: bool = False) -> exp.Expression:
+        """A copy of `e` whose columns are resolved in `scope` (typed, quoted, qualified by FROM alias)."""
+        e = e.copy()
+        if isinstance(e, exp.Column) and e.meta.get("bound"):
+            return e
+        replacements = []
+        for node in e.walk(prune=lambda n: isinstance(n, exp.Query)):
+            if isinstance(node, exp.Column) and not node.meta.get("bound") and not isinstance(node.this, exp.Star):
+                replacements.append(node)
+            elif isinstance(node, exp.Query) and node is not e:
+                self.query(node, scope, {}, names_required=False)
+                self.full("a subquery inside an expression")
+            elif isinstance(node, exp.AggFunc) and not aggregates and not isinstance(node.parent, exp.Window):
+                raise self.error(f"aggregate {show(node)} is not allowed here", node,
+                                 hint="aggregates belong in SELECT and HAVING of a grouped query")
+        for column in replacements:
+            bound = self._resolve_in(column.name, column.table or None, scope, column)
+            if "line" in column.this.meta:  # keep the position, for errors found later (e.g. GROUP BY checks)
+                bound.meta.update({k: v for k, v in column.this.meta.items() if k in ("line", "col", "start", "end")})
+            if column is e:
+                return bound
+            column.replace(bound)
+        if aggregates:
+            for agg in e.find_all(exp.AggFunc):
+                inner = agg.this.expressions[0] if isinstance(agg.this, exp.Distinct) else agg.this
+                if isinstance(inner, exp.Expression) and not isinstance(inner, exp.Star):
+                    inner.type = infer_type(inner)
+                result = aggregate_type(agg, inner.type if isinstance(inner, exp.Expression) else None)
+                if result is not None:
+                    agg.type = result
+        return e
+
+    def _resolve_in(self, name: str, table: str | None, scope: Scope, at: exp.Expression) -> exp.Expression:
+        depth = 0
+        current: Scope | None = scope
+        while current is not None:
+            if table is None and name.lower() in current.using:
+                return _mark_outer(current.using[name.lower()].copy(), depth)
+            if table is not None:
+                node = current.find(table)
+                if node is not None:
+                    f = _field_named(node, name)
+                    if f is None:
+                        raise self.error(f"unknown column {table}.{name}", at,
+                                         hint=did_you_mean(name, [x.name for x in node.fields],
+                                                           f"the columns of {table}"))
+                    return _bound(f, depth)
+            else:
+                hits = [(alias, f) for alias, node in current.relations
+                        if (f := _field_named(node, name)) is not None]
+                if len(hits) > 1:
+                    where = " and ".join(alias for alias, _ in hits)
+                    raise self.error(f"column {name!r} is ambiguous: it is a column of {where}", at,
+                                     hint="qualify it: " + " or ".join(f"{a}.{name}" for a, _ in hits))
+                if hits:
+                    return _bound(hits[0][1], depth)
+            current = current.outer
+            depth += 1
+        if table is not None:
+            aliases = [a for s in _scopes(scope) for a, _ in s.relations]
+            raise self.error(f"unknown table alias {table!r} in {table}.{name}", at,
+                             hint=did_you_mean(table, aliases, "the tables in FROM"))
+        raise self.error(f"unknown column {name!r}", at, hint=did_you_mean(name, scope.columns(), "columns"))
+
+
+# -- helpers ------------------------------------------------------------------------------------------------------
+
+
+def _bound(f: Field, depth: int) -> exp.Column:
+    column = f.ref()
+    column.meta["bound"] = True
+    column.meta["time_attr"] = f.time_attr
+    if depth:
+        column.meta["outer"] = depth
+    return column
+
+
+def _mark_outer(e: exp.Expression, depth: int) -> exp.Expression:
+    for column in e.find_all(exp.Column):
+        column.meta["bound"] = True
+        if depth:
+            column.meta["outer"] = depth
+    return e
+
+
+def _marker(e: exp.Expression) -> exp.Expression:
+    e = e.copy()
+    for column in e.find_all(exp.Column):
+        column.meta["bound"] = True
+    return e
+
+
+def _field_name(e: exp.Expression) -> str:
+    return e.name if isinstance(e, exp.Column) else next(e.find_all(exp.Column)).name
+
+
+def _nullable(node: Node) -> Node:
+    return replace(node, fields=tuple(replace(f, nullable=True) for f in node.fields))
+
+
+def _field_named(node: Node, name: str) -> Field | None:
+    return next((f for f in node.fields if f.name.lower() == name.lower()), None)
+
+
+def _scope_fields(scope: Scope) -> tuple[Field, ...]:
+    return tuple(f for _, node in scope.relations for f in node.fields)
+
+
+def _scopes(scope: Scope | None):
+    while scope is not None:
+        yield scope
+        scope = scope.outer
+
+
+def _position(at: exp.Expression | None) -> tuple[int | None, int | None]:
+    if at is None:
+        return None, None
+    for node in at.walk():
+        meta = node.meta if isinstance(node, exp.Expression) else {}
+        if "line" in meta:
+            # sqlglot records the column of a token's last character; point at its first.
+            col = meta.get("col")
+            if col is not None and "start" in meta and "end" in meta:
+                col -= meta["end"] - meta["start"]
+            return meta["line"], col
+    return None, None
+
+
+def _first_words(e: exp.Expression) -> str:
+    text = e.sql("spark")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
+    if isinstance(e, exp.Paren) and isinstance(e.this, exp.And):
+        return _conjuncts(e.this)
+    if isinstance(e, exp.And):
+        return _conjuncts(e.this) + _conjuncts(e.expression)
+    return [e]
+
+
+def _and(parts: list[exp.Expression]) -> exp.Expression:
+    result = parts[0]
+    for p in parts[1:]:
+        result = exp.And(this=result, expression=p)
+    result.type = build("BOOLEAN")
+    return result
+
+
+def _qualifiers(e: exp.Expression) -> set[str]:
+    return {c.table.lower() for c in e.find_all(exp.Column) if c.table and not c.meta.get("outer")}
+
+
+def _equality(e: exp.Expression, left: set[str], right: str):
+    """(left expr, right expr) when `e` is `l = r` with l over the `left` aliases and r over `right`."""
+    if not isinstance(e, exp.EQ):
+        return None
+    a, b = e.this, e.expression
+    qa, qb = _qualifiers(a), _qualifiers(b)
+    if qa and qb and qa <= left and qb == {right}:
+        return a, b
+    if qa and qb and qb <= left and qa == {right}:
+        return b, a
+    return None
+
+
+def _join_kind(j: exp.Join) -> str | None:
+    side = (j.side or "").upper()
+    kind = (j.kind or "").upper()
+    if j.args.get("method") or kind == "NATURAL":
+        return None
+    if kind == "SEMI":
+        return "semi"
+    if kind == "ANTI":
+        return "anti"
+    if kind == "CROSS":
+        return "cross"
+    if side in ("LEFT", "RIGHT", "FULL"):
+        return side.lower()
+    if kind in ("", "INNER", "OUTER"):
+        return "inner"
+    return None
+
+
+def _build_joins(first: Node, steps: list[_JoinStep]) -> Node:
+    node = first
+    for step in steps:
+        left_fields, right_fields = node.fields, step.node.fields
+        if step.kind in ("right", "full"):
+            left_fields = tuple(replace(f, nullable=True) for f in left_fields)
+        if step.kind in ("left", "full"):
+            right_fields = tuple(replace(f, nullable=True) for f in right_fields)
+        fields = left_fields if step.kind in ("semi", "anti") else left_fields + right_fields
+        fields = tuple(replace(f, time_attr=False) for f in fields) if step.kind not in ("semi", "anti") else fields
+        kind = "inner" if step.kind == "cross" and step.equi else step.kind
+        node = Join(fields=fields, left=node, right=step.node, kind=kind, equi=tuple(step.equi),
+                    residual=_and(step.residual) if step.residual else None)
+    return node
+
+
+def _leftmost(node: Node, depth: int) -> Node:
+    for _ in range(depth):
+        assert isinstance(node, Join)
+        node = node.left
+    return node
+
+
+def _correlated(node: Node) -> bool:
+    return any(_has_outer(e) for n in node.walk() for e in n.expressions())
+
+
+def _has_outer(e: exp.Expression) -> bool:
+    return any(c.meta.get("outer") for c in e.find_all(exp.Column))
+
+
+def _split_correlation(sub: Node):
+    """For a subquery `SELECT ... FROM x WHERE inner = outer AND p`: (Filter(x, p), [(outer, inner), ...]).
+
+    None when the correlation is anything else (the caller plans the view in full).
+    """
+    project = sub if isinstance(sub, Project) else None
+    body = project.child if project is not None else sub
+    if not isinstance(body, Filter):
+        return None if _correlated(sub) else (sub, [])
+    if project is not None and any(_has_outer(p) for p in project.projections):
+        return None
+    pairs, rest = [], []
+    for conjunct in _conjuncts(body.predicate):
+        if not _has_outer(conjunct):
+            rest.append(conjunct)
+            continue
+        if not isinstance(conjunct, exp.EQ):
+            return None
+        a, b = conjunct.this, conjunct.expression
+        if _has_outer(a) and not _has_outer(b) and all(c.meta.get("outer") for c in a.find_all(exp.Column)):
+            pairs.append((_strip_outer(a), b))
+        elif _has_outer(b) and not _has_outer(a) and all(c.meta.get("outer") for c in b.find_all(exp.Column)):
+            pairs.append((_strip_outer(b), a))
+        else:
+            return None
+    if _correlated(body.child):
+        return None
+    right = Filter(fields=body.child.fields, child=body.child, predicate=_and(rest)) if rest else body.child
+    if project is not None and not pairs:
+        return sub, []
+    return right, pairs
+
+
+def _strip_outer(e: exp.Expression) -> exp.Expression:
+    e = e.copy()
+    for c in e.find_all(exp.Column):
+        c.meta.pop("outer", None)
+    return e
+
+
+def _is_aggregate(e: exp.Expression) -> bool:
+    """An aggregate call (with its FILTER clause, if any), not the function of a window."""
+    if isinstance(e, exp.Filter) and isinstance(e.this, exp.AggFunc):
+        return not isinstance(e.parent, exp.Window)
+    return (isinstance(e, exp.AggFunc) and not isinstance(e.parent, (exp.Window, exp.Filter)))
+
+
+def _aggregates_in(e: exp.Expression) -> bool:
+    return any(isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window)
+               for n in e.walk(prune=lambda n: isinstance(n, exp.Query)))
+
+
+def _has_modifiers(q: exp.Expression) -> bool:
+    return any(q.args.get(k) is not None for k in ("order", "limit", "offset", "with_", "with"))
+
+
+def _unalias(e: exp.Expression) -> exp.Expression:
+    return e.this if isinstance(e, exp.Alias) else e
+
+
+def _realias(original: exp.Expression, value: exp.Expression) -> exp.Expression:
+    return exp.alias_(value, original.alias, quoted=True) if isinstance(original, exp.Alias) else value
+
+
+def _resolve_aliases(e: exp.Expression, aliases: dict[str, exp.Expression], scope: Scope) -> exp.Expression:
+    """HAVING may name SELECT aliases (Spark allows it) where no FROM column has that name."""
+    columns = {c.lower() for c in scope.columns()}
+    e = e.copy()
+    for column in list(e.find_all(exp.Column)):
+        if not column.table and column.name.lower() in aliases and column.name.lower() not in columns:
+            replacement = aliases[column.name.lower()].copy()
+            if column is e:
+                return replacement
+            column.replace(replacement)
+    return e
+
+
+def _flatten_grouping(items: list[exp.Expression]) -> list[exp.Expression]:
+    """The columns of GROUP BY, with ROLLUP / CUBE / GROUPING SETS opened up (their view is planned in full)."""
+    flat: list[exp.Expression] = []
+    for item in items:
+        if isinstance(item, (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple, exp.Paren)):
+            inner = [item.this] if isinstance(item, exp.Paren) else item.expressions
+            flat.extend(_flatten_grouping(inner))
+        elif not any(item == f for f in flat):
+            flat.append(item)
+    return flat
+
+
+def _group_names(groups: list[exp.Expression]) -> list[str]:
+    names = []
+    for i, g in enumerate(groups):
+        name = g.name if isinstance(g, exp.Column) else f"_g{i}"
+        names.append(name if name.lower() not in {n.lower() for n in names} else f"_g{i}")
+    return names

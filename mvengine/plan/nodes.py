@@ -1,0 +1,278 @@
+"""mvengine's logical operators: what a view computes, as a small tree the incremental compiler walks.
+
+Expressions inside nodes are sqlglot trees whose columns are bound: every column is `qualifier.name` of a field
+of the node's input (quoted), and carries its type. Each node knows its output fields, its unique key when one can
+be derived (as positions into its fields; () means "at most one row"), and which fields are event-time attributes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from sqlglot import exp
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: exp.DataType
+    nullable: bool
+    qualifier: str | None = None  # the FROM alias the field is visible under, inside a SELECT
+    time_attr: bool = False  # an event-time (rowtime) attribute: a WATERMARK column carried through unchanged
+
+    def ref(self) -> exp.Column:
+        """A bound column reference to this field."""
+        column = exp.column(self.name, table=self.qualifier, quoted=True)
+        column.type = self.type.copy()
+        column.meta["nullable"] = self.nullable
+        return column
+
+
+Key = tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    fields: tuple[Field, ...]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return ()
+
+    @property
+    def key(self) -> Key | None:
+        return None
+
+    def expressions(self) -> list[exp.Expression]:
+        """The bound expressions this node evaluates (for analysis: functions, subqueries, windows)."""
+        return []
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def walk(self):
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass(frozen=True, eq=False)
+class Scan(Node):
+    """Reads a source or a view."""
+
+    input: str = ""
+    input_kind: str = "source"  # "source" or "view"
+    input_key: Key | None = None
+    append_only: bool = False
+
+    @property
+    def key(self) -> Key | None:
+        return self.input_key
+
+    def describe(self) -> str:
+        return f"Scan {self.input} ({self.input_kind})"
+
+
+@dataclass(frozen=True, eq=False)
+class Filter(Node):
+    child: Node = None  # type: ignore[assignment]
+    predicate: exp.Expression = None  # type: ignore[assignment]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def key(self) -> Key | None:
+        return self.child.key
+
+    def expressions(self) -> list[exp.Expression]:
+        return [self.predicate]
+
+    def describe(self) -> str:
+        return f"Filter {show(self.predicate, self.child.fields)}"
+
+
+@dataclass(frozen=True, eq=False)
+class Project(Node):
+    child: Node = None  # type: ignore[assignment]
+    projections: tuple[exp.Expression, ...] = ()  # one per field
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def key(self) -> Key | None:
+        """The child's key, when every key column is passed through as a plain column reference."""
+        if self.child.key is None:
+            return None
+        positions = []
+        for k in self.child.key:
+            source = self.child.fields[k]
+            hit = next((i for i, e in enumerate(self.projections) if _is_ref_to(e, source)), None)
+            if hit is None:
+                return None
+            positions.append(hit)
+        return tuple(positions)
+
+    def expressions(self) -> list[exp.Expression]:
+        return list(self.projections)
+
+    def describe(self) -> str:
+        shown = ", ".join(_render(e, f.name, self.child.fields) for e, f in zip(self.projections, self.fields))
+        return f"Project {shown}"
+
+
+@dataclass(frozen=True, eq=False)
+class Join(Node):
+    """An equi-join (`equi` pairs of left and right expressions) with an optional residual condition.
+
+    kind: inner, left, right, full, cross, semi, anti. Semi and anti joins output the left fields only.
+    """
+
+    left: Node = None  # type: ignore[assignment]
+    right: Node = None  # type: ignore[assignment]
+    kind: str = "inner"
+    equi: tuple[tuple[exp.Expression, exp.Expression], ...] = ()
+    residual: exp.Expression | None = None
+    null_aware: bool = False  # NOT IN (subquery): no row at all when the subquery yields a NULL
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    @property
+    def key(self) -> Key | None:
+        left, right = self.left.key, self.right.key
+        if self.kind in ("semi", "anti"):
+            return left
+        offset = len(self.left.fields)
+        right_shifted = None if right is None else tuple(k + offset for k in right)
+        # A side whose key is fully matched by equalities joins at most one row to each row of the other side.
+        if self.kind in ("inner", "left") and right is not None and left is not None and self._covers(right, 1):
+            return left
+        if self.kind in ("inner", "right") and left is not None and right is not None and self._covers(left, 0):
+            return right_shifted
+        if left is not None and right_shifted is not None:
+            return left + right_shifted
+        return None
+
+    def _covers(self, key: Key, side: int) -> bool:
+        node = self.right if side else self.left
+        equated = [pair[side] for pair in self.equi]
+        return all(any(_is_ref_to(e, node.fields[k]) for e in equated) for k in key)
+
+    def expressions(self) -> list[exp.Expression]:
+        return [e for pair in self.equi for e in pair] + ([self.residual] if self.residual is not None else [])
+
+    def describe(self) -> str:
+        inputs = self.left.fields + self.right.fields
+        on = " AND ".join(f"{show(a, inputs)} = {show(b, inputs)}" for a, b in self.equi)
+        if self.residual is not None:
+            on = f"{on} AND {show(self.residual, inputs)}" if on else show(self.residual, inputs)
+        kind = "null-aware anti" if self.null_aware else self.kind
+        return f"Join {kind}" + (f" ON {on}" if on else "")
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate(Node):
+    """GROUP BY `groups` computing `aggregates`; fields are the groups, then the aggregates."""
+
+    child: Node = None  # type: ignore[assignment]
+    groups: tuple[exp.Expression, ...] = ()
+    aggregates: tuple[exp.Expression, ...] = ()  # AggFunc calls, possibly wrapped in FILTER (WHERE ...)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def key(self) -> Key | None:
+        return tuple(range(len(self.groups)))
+
+    def expressions(self) -> list[exp.Expression]:
+        return [*self.groups, *self.aggregates]
+
+    def describe(self) -> str:
+        groups = ", ".join(show(e, self.child.fields) for e in self.groups) or "()"
+        aggs = ", ".join(show(a, self.child.fields) for a in self.aggregates)
+        return f"Aggregate by {groups}: {aggs}" if aggs else f"Aggregate by {groups}"
+
+
+@dataclass(frozen=True, eq=False)
+class Distinct(Node):
+    child: Node = None  # type: ignore[assignment]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def key(self) -> Key | None:
+        return self.child.key if self.child.key is not None else tuple(range(len(self.fields)))
+
+
+@dataclass(frozen=True, eq=False)
+class UnionAll(Node):
+    inputs: tuple[Node, ...] = ()
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+    def describe(self) -> str:
+        return f"UnionAll of {len(self.inputs)}"
+
+
+@dataclass(frozen=True, eq=False)
+class Opaque(Node):
+    """Something the incremental compiler does not understand (yet): the view is recomputed in full."""
+
+    inputs: tuple[Node, ...] = ()
+    reason: str = ""
+    what: str = ""
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return self.inputs
+
+    def describe(self) -> str:
+        return f"Opaque {self.what}"
+
+
+def _is_ref_to(expression: exp.Expression, target: Field) -> bool:
+    return (isinstance(expression, exp.Column) and expression.name == target.name
+            and (expression.table or None) == target.qualifier)
+
+
+def _render(expression: exp.Expression, name: str, inputs: tuple[Field, ...]) -> str:
+    sql = show(expression, inputs)
+    return sql if isinstance(expression, exp.Column) and expression.name == name else f"{sql} AS {show_name(name)}"
+
+
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def show_name(name: str) -> str:
+    return name if _PLAIN.fullmatch(name) else "`" + name.replace("`", "``") + "`"
+
+
+def show(expression: exp.Expression, inputs: tuple[Field, ...] = ()) -> str:
+    """An expression as readable Spark SQL: identifiers quoted only where they must be, and columns qualified
+    only where their name is not unique among the `inputs` fields."""
+    names = [f.name.lower() for f in inputs]
+
+    def simplify(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.table and names.count(node.name.lower()) == 1:
+            return exp.column(node.name, quoted=not _PLAIN.fullmatch(node.name))
+        if isinstance(node, exp.Identifier) and node.quoted and _PLAIN.fullmatch(node.name):
+            return exp.to_identifier(node.name, quoted=False)
+        return node
+    return expression.transform(simplify).sql("spark")
+
+
+def requalify(node: Node, qualifier: str | None) -> Node:
+    """The same node, its fields seen under another FROM alias (a subquery or CTE used in FROM)."""
+    return replace(node, fields=tuple(replace(f, qualifier=qualifier) for f in node.fields))

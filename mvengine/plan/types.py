@@ -1,0 +1,161 @@
+"""Types and nullability of view columns, inferred without starting Spark.
+
+sqlglot's type annotator (Spark dialect) types most expressions; the rules here cover what it gets wrong or does not
+know for Spark: the result types of SUM and AVG, and nullability, which sqlglot does not track. These are the types
+Spark will give for the common cases; Spark's own analysis, at the first refresh, remains the final word.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+
+DIALECT = "spark"
+T = exp.DataType.Type
+
+_INTEGRAL = {T.TINYINT, T.SMALLINT, T.INT, T.BIGINT}
+_FRACTIONAL = {T.FLOAT, T.DOUBLE}
+_NAMES = {
+    T.TEXT: "string", T.VARCHAR: "string", T.CHAR: "string", T.BOOLEAN: "boolean", T.TINYINT: "tinyint",
+    T.SMALLINT: "smallint", T.INT: "int", T.BIGINT: "bigint", T.FLOAT: "float", T.DOUBLE: "double",
+    T.DATE: "date", T.BINARY: "binary", T.TIMESTAMPTZ: "timestamp", T.TIMESTAMP: "timestamp_ntz",
+    T.TIMESTAMPNTZ: "timestamp_ntz", T.NULL: "void", T.UNKNOWN: "unknown", T.INTERVAL: "interval",
+}
+# Functions whose sqlglot type differs from Spark's.
+_INT_RESULT = (exp.Year, exp.Month, exp.Day, exp.DayOfMonth, exp.DayOfWeek, exp.DayOfYear, exp.Quarter,
+               exp.WeekOfYear)
+
+
+def build(sql_type: str) -> exp.DataType:
+    return exp.DataType.build(sql_type, dialect=DIALECT)
+
+
+def type_name(dtype: exp.DataType) -> str:
+    """Spark's name for a type, as `DataType.simpleString` prints it: int, decimal(20,2), array<string>..."""
+    t = dtype.this
+    params = dtype.expressions
+    if t == T.DECIMAL:
+        precision, scale = (int(p.name) for p in params) if len(params) == 2 else (
+            (int(params[0].name), 0) if params else (10, 0))
+        return f"decimal({precision},{scale})"
+    if t == T.ARRAY:
+        return f"array<{type_name(params[0])}>" if params else "array<unknown>"
+    if t == T.MAP:
+        return f"map<{type_name(params[0])},{type_name(params[1])}>" if len(params) == 2 else "map<unknown>"
+    if t == T.STRUCT:
+        fields = [f"{p.name}:{type_name(p.args['kind'])}" for p in params if isinstance(p, exp.ColumnDef)]
+        return f"struct<{','.join(fields)}>"
+    return _NAMES.get(t, dtype.sql(DIALECT).lower())
+
+
+def aggregate_type(func: exp.AggFunc, arg: exp.DataType | None) -> exp.DataType | None:
+    """Spark's result type of COUNT/SUM/AVG/MIN/MAX over `arg`; None for other aggregates (sqlglot types them)."""
+    if isinstance(func, exp.Count):
+        return build("BIGINT")
+    if arg is None or not isinstance(func, (exp.Sum, exp.Avg, exp.Min, exp.Max)):
+        return None
+    if isinstance(func, (exp.Min, exp.Max)):
+        return arg
+    if arg.this == T.DECIMAL:
+        precision, scale = (int(p.name) for p in arg.expressions) if len(arg.expressions) == 2 else (10, 0)
+        if isinstance(func, exp.Sum):
+            return build(f"DECIMAL({min(38, precision + 10)}, {scale})")
+        return build(f"DECIMAL({min(38, precision + 4)}, {min(38, scale + 4)})")
+    if isinstance(func, exp.Avg):
+        return build("DOUBLE")
+    if arg.this in _INTEGRAL:
+        return build("BIGINT")
+    if arg.this in _FRACTIONAL:
+        return build("DOUBLE")
+    return arg
+
+
+def infer_type(expression: exp.Expression) -> exp.DataType:
+    """The type of a bound expression (its columns already carry their types)."""
+    _spark_types(expression)
+    annotated = annotate_types(expression, dialect=DIALECT, overwrite_types=False)
+    return annotated.type or build("UNKNOWN")
+
+
+def _spark_types(e: exp.Expression) -> None:
+    """Pre-type, bottom-up, the nodes whose Spark type sqlglot gets wrong (sqlglot keeps types set before)."""
+    for child in e.iter_expressions():
+        _spark_types(child)
+    if isinstance(e, _INT_RESULT):
+        e.type = build("INT")
+    elif isinstance(e, exp.TimestampTrunc):
+        e.type = build("TIMESTAMP")
+    elif isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
+        # A number written with a decimal point is a DECIMAL literal in Spark, not a DOUBLE.
+        sides = [None if isinstance(side, exp.Literal) else
+                 annotate_types(side, dialect=DIALECT, overwrite_types=False).type for side in (e.this, e.expression)]
+        if any(t is not None and t.this in _FRACTIONAL for t in sides):
+            e.type = build("DOUBLE")
+            return
+        left, right = (_decimal_of(side) for side in (e.this, e.expression))
+        if left and right and (left[2] or right[2]):
+            e.type = _decimal_arithmetic(e, left[:2], right[:2])
+
+
+def _decimal_of(e: exp.Expression) -> tuple[int, int, bool] | None:
+    """(precision, scale, is a decimal) of an operand of decimal arithmetic, as Spark widens it; None if not."""
+    if isinstance(e, exp.Literal) and not e.is_string:
+        digits = e.name.lstrip("-")
+        if "e" in digits.lower():
+            return None
+        whole, _, fraction = digits.partition(".")
+        return (max(len(whole.lstrip("0")) + len(fraction), 1), len(fraction), bool(fraction))
+    t = annotate_types(e, dialect=DIALECT, overwrite_types=False).type
+    if t is None:
+        return None
+    if t.this == T.DECIMAL:
+        params = t.expressions
+        p, s = (int(x.name) for x in params) if len(params) == 2 else (10, 0)
+        return p, s, True
+    widths = {T.TINYINT: 3, T.SMALLINT: 5, T.INT: 10, T.BIGINT: 20}
+    return (widths[t.this], 0, False) if t.this in widths else None
+
+
+def _decimal_arithmetic(e: exp.Expression, left: tuple[int, int], right: tuple[int, int]) -> exp.DataType:
+    """Spark's result type of decimal + - * / (DecimalPrecision, with precision loss allowed)."""
+    (p1, s1), (p2, s2) = left, right
+    if isinstance(e, (exp.Add, exp.Sub)):
+        s = max(s1, s2)
+        p = max(p1 - s1, p2 - s2) + s + 1
+    elif isinstance(e, exp.Mul):
+        p, s = p1 + p2 + 1, s1 + s2
+    else:
+        s = max(6, s1 + p2 + 1)
+        p = p1 - s1 + s2 + s
+    if p > 38:
+        whole = p - s
+        s = max(38 - whole, min(s, 6))
+        p = 38
+    return build(f"DECIMAL({p}, {s})")
+
+
+def infer_nullable(expression: exp.Expression) -> bool:
+    """Whether a bound expression can be NULL (bound columns carry `meta["nullable"]`), conservatively."""
+    e = expression
+    if isinstance(e, (exp.Alias, exp.Paren)):
+        return infer_nullable(e.this)
+    if isinstance(e, exp.Column):
+        return e.meta.get("nullable", True)
+    if isinstance(e, exp.Null):
+        return True
+    if isinstance(e, (exp.DataType, exp.Var, exp.Interval, exp.Literal, exp.Boolean, exp.Count, exp.Is, exp.RowNumber, exp.CurrentTimestamp,
+                      exp.CurrentDate)):
+        return False
+    if isinstance(e, exp.Coalesce):
+        return all(infer_nullable(a) for a in [e.this, *e.expressions])
+    if isinstance(e, exp.Case):
+        branches = [i.args["true"] for i in e.args.get("ifs") or []]
+        default = e.args.get("default")
+        return default is None or any(infer_nullable(b) for b in [*branches, default])
+    if isinstance(e, exp.If):
+        false = e.args.get("false")
+        return false is None or infer_nullable(e.args["true"]) or infer_nullable(false)
+    if isinstance(e, (exp.Cast, exp.Neg, exp.Not, exp.Binary, exp.Func)) and not isinstance(
+            e, (exp.AggFunc, exp.Div, exp.Mod, exp.TryCast, exp.Anonymous, exp.Window)):
+        return any(infer_nullable(child) for child in e.iter_expressions())
+    return True

@@ -1,0 +1,85 @@
+"""The plan of one view: its operator tree and everything `mv plan` reports about it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from mvengine.errors import SqlError
+from mvengine.names import RESERVED_VIEW_COLUMNS
+from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, state_of
+from mvengine.plan.binder import Binder, Relation
+from mvengine.plan.nodes import Field, Node, show_name
+from mvengine.plan.types import type_name
+from mvengine.sql.views import ViewDef
+
+
+@dataclass(frozen=True)
+class ViewPlan:
+    view: ViewDef
+    root: Node
+    inputs: tuple[str, ...]
+    columns: tuple[Field, ...]
+    key: tuple[str, ...] | None  # () for a view of at most one row (an aggregate without GROUP BY)
+    changelog: str  # "append-only", "retract" or "upsert"
+    strategy: str  # "incremental" or "full"
+    reason: str | None
+    state: str
+    bounded_state: bool
+    notes: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+    def relation(self) -> Relation:
+        """How views reading this one see it."""
+        key = None if self.key is None else tuple(i for i, f in enumerate(self.columns) if f.name in self.key)
+        return Relation(self.name, "view", self.columns, key, self.changelog == "append-only")
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name, "file": self.view.file, "line": self.view.line, "inputs": list(self.inputs),
+            "columns": [{"name": f.name, "type": type_name(f.type), "nullable": f.nullable} for f in self.columns],
+            "key": None if self.key is None else list(self.key),
+            "event_time": [f.name for f in self.columns if f.time_attr], "changelog": self.changelog,
+            "strategy": self.strategy, "reason": self.reason, "state": self.state,
+            "bounded_state": self.bounded_state,
+        }
+
+
+def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: list[str]) -> ViewPlan:
+    """Bind the view's query against the sources and views `lookup` finds, and analyse the result."""
+    binder = Binder(lookup, known, view.file, f"view {view.name}")
+    root = binder.query(view.query)
+    columns = root.fields
+    if view.column_names is not None:
+        if len(view.column_names) != len(columns):
+            raise SqlError(f"the view names {len(view.column_names)} columns but its SELECT has {len(columns)}",
+                           file=view.file, line=view.line, obj=f"view {view.name}",
+                           hint="list one name per selected column, or drop the column list")
+        columns = tuple(replace(f, name=n) for f, n in zip(columns, view.column_names))
+        _check_unique(columns, view)
+    for f in columns:
+        if f.name.lower() in RESERVED_VIEW_COLUMNS:
+            raise SqlError(f"column name {f.name} is reserved for mvengine's own columns", file=view.file,
+                           line=view.line, obj=f"view {view.name}",
+                           hint=f"rename it with AS; reserved: {', '.join(sorted(RESERVED_VIEW_COLUMNS))}")
+    columns = tuple(replace(f, qualifier=None) for f in columns)
+    root = replace(root, fields=columns)
+    reasons = binder.full_reasons + [r for r in full_refresh_reasons(root) if r not in binder.full_reasons]
+    strategy = "full" if reasons else "incremental"
+    state = state_of(root, strategy)
+    key = None if root.key is None else tuple(columns[i].name for i in root.key)
+    return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog_kind(root, strategy), strategy,
+                    "; ".join(reasons) if reasons else None, state.description, state.bounded,
+                    tuple(binder.notes))
+
+
+def _check_unique(columns: tuple[Field, ...], view: ViewDef) -> None:
+    seen: set[str] = set()
+    for f in columns:
+        if f.name.lower() in seen:
+            raise SqlError(f"column name {show_name(f.name)} is used twice", file=view.file, line=view.line,
+                           obj=f"view {view.name}", hint="give every column of the view its own name")
+        seen.add(f.name.lower())

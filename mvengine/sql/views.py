@@ -1,0 +1,76 @@
+"""Materialized views declared in SQL (DESIGN.md §3):
+
+    CREATE MATERIALIZED VIEW team_totals [(team, total)] [WITH ('path' = '...')] AS
+    SELECT team, SUM(score) AS total FROM user_scores GROUP BY team;
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from mvengine.errors import InvalidNameError, SqlError
+from mvengine.names import validate_name
+from mvengine.project.config import Config, join_uri
+from mvengine.sql.files import Statement
+
+VIEW_OPTIONS = {"path"}
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    name: str
+    file: str
+    line: int
+    query: exp.Query
+    column_names: tuple[str, ...] | None  # the optional (col, ...) list after the name
+    path: str  # the folder holding snapshot/, changelog/, _state/ and _checkpoints/
+    text: str  # the statement as written, to notice when a view's SQL changes
+
+
+def is_view(statement: Statement) -> bool:
+    tree = statement.tree
+    return (isinstance(tree, exp.Create) and tree.kind == "VIEW"
+            and any(isinstance(p, exp.MaterializedProperty) for p in _properties(tree)))
+
+
+def parse_view(statement: Statement, config: Config) -> ViewDef:
+    tree = statement.tree
+    assert isinstance(tree, exp.Create)
+    target = tree.this
+    table = target.this if isinstance(target, exp.Schema) else target
+    name = table.name
+    where = {"file": statement.file, "line": statement.line, "obj": f"view {name}"}
+    if table.args.get("db") or table.args.get("catalog"):
+        raise SqlError(f"a view name cannot have a database or catalog prefix ({table.sql('spark')})", **where,
+                       hint=f"write CREATE MATERIALIZED VIEW {name} ...: views live in the project's warehouse")
+    try:
+        validate_name(name, "view name")
+    except InvalidNameError as e:
+        raise SqlError(e.message, **where, hint=e.hint) from None
+    column_names = None
+    if isinstance(target, exp.Schema):
+        column_names = tuple(c.name for c in target.expressions)
+    query = tree.expression
+    if not isinstance(query, exp.Query):
+        raise SqlError("a materialized view needs AS SELECT ...", **where)
+    options: dict[str, str] = {}
+    for p in _properties(tree):
+        if isinstance(p, exp.MaterializedProperty):
+            continue
+        if not isinstance(p, exp.Property) or not isinstance(p.args.get("value"), exp.Literal):
+            raise SqlError(f"unsupported view property {p.sql('spark')}", **where,
+                           hint="write options as WITH ('path' = '...')")
+        options[p.name.lower()] = p.args["value"].name
+    unknown = set(options) - VIEW_OPTIONS
+    if unknown:
+        raise SqlError(f"unknown WITH option(s) {sorted(unknown)}", **where,
+                       hint=f"known options: {', '.join(sorted(VIEW_OPTIONS))}")
+    path = config.resolve_path(options["path"]) if "path" in options else join_uri(config.warehouse, name)
+    return ViewDef(name, statement.file, statement.line, query, column_names, path, statement.text)
+
+
+def _properties(tree: exp.Create) -> list[exp.Expression]:
+    props = tree.args.get("properties")
+    return list(props.expressions) if props else []

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW all_orders AS SELECT * FROM orders;

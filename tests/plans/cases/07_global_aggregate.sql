@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW totals AS SELECT COUNT(*) AS n, SUM(qty) AS qty FROM orders;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW countries AS SELECT DISTINCT country FROM customers;

@@ -1,0 +1,2 @@
+CREATE MATERIALIZED VIEW names AS
+SELECT name FROM customers UNION ALL SELECT name FROM products UNION ALL SELECT status AS name FROM orders;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW top_orders AS SELECT id, price FROM orders ORDER BY price DESC LIMIT 10;

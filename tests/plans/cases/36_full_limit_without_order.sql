@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW some_orders AS SELECT id FROM orders LIMIT 5;

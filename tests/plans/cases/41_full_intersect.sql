@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW both_ids AS SELECT id FROM customers INTERSECT SELECT id FROM products;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW sorted AS SELECT id, name FROM customers ORDER BY name;

@@ -1,0 +1,2 @@
+CREATE MATERIALIZED VIEW broken AS
+SELECT id, FROM customers WHERE;

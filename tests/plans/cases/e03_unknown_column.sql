@@ -1,0 +1,2 @@
+CREATE MATERIALIZED VIEW v AS
+SELECT id, nmae FROM customers;

@@ -1,0 +1,2 @@
+CREATE MATERIALIZED VIEW v AS
+SELECT x.id FROM customers c;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW Orders AS SELECT id FROM customers;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW twice AS SELECT id FROM customers;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW v AS SELECT id, name AS ID FROM customers;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW v AS SELECT id, qty * 2 FROM orders;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW v AS SELECT id FROM customers WHERE name = été;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW `café` AS SELECT id FROM customers;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW v AS SELECT id, status AS _op FROM orders;

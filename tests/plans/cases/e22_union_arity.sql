@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW v AS SELECT id, name FROM customers UNION ALL SELECT id FROM products;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW v WITH ('paht' = 'x') AS SELECT id FROM customers;

@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW `x``; DROP TABLE customers; --` AS SELECT id FROM customers;
