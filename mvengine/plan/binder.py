@@ -64,6 +64,7 @@ class Binder:
         self.file = file
         self.obj = obj
         self.inputs: list[str] = []  # sources and views read, in order of first appearance
+        self.ctes: dict[str, Node] = {}  # the CTEs visible where binding currently is
         self.full_reasons: list[str] = []  # constructs that force a full refresh, found while binding
         self.notes: list[str] = []
 
@@ -81,7 +82,13 @@ class Binder:
 
     def query(self, q: exp.Expression, outer: Scope | None = None, ctes: dict[str, Node] | None = None,
               names_required: bool = True) -> Node:
-        ctes = dict(ctes or {})
+        visible = self.ctes
+        try:
+            return self._query(q, outer, dict(ctes or {}), names_required)
+        finally:
+            self.ctes = visible
+
+    def _query(self, q: exp.Expression, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
         with_ = q.args.get("with_") or q.args.get("with")
         if with_ is not None:
             if with_.args.get("recursive"):
@@ -145,6 +152,7 @@ class Binder:
 
     def _select(self, q: exp.Select, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
         scope = Scope(outer=outer)
+        self.ctes = ctes  # for subqueries inside expressions, which bind() meets
         from_ = q.args.get("from_") or q.args.get("from")
         if from_ is None:
             node: Node = Opaque(fields=(), what="SELECT without FROM", reason="a SELECT without FROM is a constant")
@@ -272,7 +280,10 @@ class Binder:
             if step.kind == "right":
                 merged: exp.Expression = right
             elif step.kind == "full":
-                merged = exp.Coalesce(this=left.copy(), expressions=[right.copy()])
+                sides = [left.copy(), right.copy()]
+                for side in sides:
+                    side.meta["nullable"] = True  # as Spark says, though one side is always there
+                merged = exp.Coalesce(this=sides[0], expressions=[sides[1]])
                 merged.type = left.type
             else:
                 merged = left
@@ -405,11 +416,9 @@ class Binder:
                     raise self.error(f"GROUP BY {position} is not a column position (1..{len(projections)})", g)
                 g = _unalias(projections[position - 1])
             elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
-                    and g.name not in [c for c in scope.columns()]:
+                    and g.name.lower() not in {c.lower() for c in scope.columns()}:
                 g = aliases[g.name.lower()]
             bound = self.bind(g, scope)
-            if _aggregates_in(bound):
-                raise self.error(f"GROUP BY cannot hold an aggregate ({show(bound)})", g)
             if not any(bound == existing for existing in groups):
                 groups.append(bound)
         aggregates: list[exp.Expression] = []
@@ -559,7 +568,7 @@ class Binder:
             if isinstance(node, exp.Column) and not node.meta.get("bound") and not isinstance(node.this, exp.Star):
                 replacements.append(node)
             elif isinstance(node, exp.Query) and node is not e:
-                self.query(node, scope, {}, names_required=False)
+                self.query(node, scope, self.ctes, names_required=False)
                 self.full("a subquery inside an expression")
             elif isinstance(node, exp.AggFunc) and not aggregates and not isinstance(node.parent, exp.Window):
                 raise self.error(f"aggregate {show(node)} is not allowed here", node,

@@ -35,9 +35,7 @@ def type_name(dtype: exp.DataType) -> str:
     t = dtype.this
     params = dtype.expressions
     if t == T.DECIMAL:
-        precision, scale = (int(p.name) for p in params) if len(params) == 2 else (
-            (int(params[0].name), 0) if params else (10, 0))
-        return f"decimal({precision},{scale})"
+        return "decimal({},{})".format(*_precision_scale(dtype))
     if t == T.ARRAY:
         return f"array<{type_name(params[0])}>" if params else "array<unknown>"
     if t == T.MAP:
@@ -57,7 +55,7 @@ def aggregate_type(func: exp.AggFunc, arg: exp.DataType | None) -> exp.DataType 
     if isinstance(func, (exp.Min, exp.Max)):
         return arg
     if arg.this == T.DECIMAL:
-        precision, scale = (int(p.name) for p in arg.expressions) if len(arg.expressions) == 2 else (10, 0)
+        precision, scale = _precision_scale(arg)
         if isinstance(func, exp.Sum):
             return build(f"DECIMAL({min(38, precision + 10)}, {scale})")
         return build(f"DECIMAL({min(38, precision + 4)}, {min(38, scale + 4)})")
@@ -81,10 +79,34 @@ def _spark_types(e: exp.Expression) -> None:
     """Pre-type, bottom-up, the nodes whose Spark type sqlglot gets wrong (sqlglot keeps types set before)."""
     for child in e.iter_expressions():
         _spark_types(child)
-    if isinstance(e, _INT_RESULT):
+    if isinstance(e, exp.Literal) and not e.is_string:
+        e.type = _number_literal_type(e.name)
+    elif isinstance(e, _INT_RESULT):
         e.type = build("INT")
     elif isinstance(e, exp.TimestampTrunc):
         e.type = build("TIMESTAMP")
+    elif isinstance(e, (exp.Round, exp.Floor, exp.Ceil)):
+        arg = annotate_types(e.this, dialect=DIALECT, overwrite_types=False).type
+        if arg is not None and arg.this == T.DECIMAL:
+            # Spark rounds decimal(p, s) to scale d in decimal(p - s + 1 + d, d): one more integral digit.
+            p, s = _precision_scale(arg)
+            digits = e.args.get("decimals")
+            d = int(digits.name) if isinstance(digits, exp.Literal) and not digits.is_string else 0
+            d = min(s, max(d, 0))
+            e.type = build(f"DECIMAL({min(38, p - s + 1 + d)}, {d})")
+        elif arg is not None and arg.this in _FRACTIONAL and isinstance(e, (exp.Floor, exp.Ceil)):
+            e.type = build("BIGINT")
+    elif isinstance(e, (exp.Coalesce, exp.Case, exp.If)):
+        if isinstance(e, exp.Coalesce):
+            values = [e.this, *e.expressions]
+        elif isinstance(e, exp.Case):
+            values = [i.args["true"] for i in e.args.get("ifs") or []] + [e.args.get("default")]
+        else:
+            values = [e.args.get("true"), e.args.get("false")]
+        wider = _wider_numeric([annotate_types(v, dialect=DIALECT, overwrite_types=False).type
+                                for v in values if v is not None and not isinstance(v, exp.Null)])
+        if wider is not None:
+            e.type = wider
     elif isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
         # A number written with a decimal point is a DECIMAL literal in Spark, not a DOUBLE.
         sides = [None if isinstance(side, exp.Literal) else
@@ -97,23 +119,58 @@ def _spark_types(e: exp.Expression) -> None:
             e.type = _decimal_arithmetic(e, left[:2], right[:2])
 
 
+_INTEGRAL_DIGITS = {T.TINYINT: 3, T.SMALLINT: 5, T.INT: 10, T.BIGINT: 20}
+_INTEGRAL_ORDER = [T.TINYINT, T.SMALLINT, T.INT, T.BIGINT]
+
+
+def _wider_numeric(types: list[exp.DataType | None]) -> exp.DataType | None:
+    """The type Spark widens numeric branches to (COALESCE, CASE, IF); None when they are not all numeric."""
+    if not types or any(t is None or t.this not in _INTEGRAL | _FRACTIONAL | {T.DECIMAL} for t in types):
+        return None
+    if any(t.this in _FRACTIONAL for t in types):
+        return build("DOUBLE")
+    decimals = [_precision_scale(t) for t in types if t.this == T.DECIMAL]
+    if not decimals:
+        return build(max((t.this for t in types), key=_INTEGRAL_ORDER.index).value)
+    decimals += [(_INTEGRAL_DIGITS[t.this], 0) for t in types if t.this in _INTEGRAL]
+    scale = max(s for _, s in decimals)
+    whole = max(p - s for p, s in decimals)
+    return build(f"DECIMAL({min(38, whole + scale)}, {min(scale, 38)})")
+
+
+def _precision_scale(t: exp.DataType) -> tuple[int, int]:
+    params = t.expressions
+    return (int(params[0].name), int(params[1].name)) if len(params) == 2 else (
+        (int(params[0].name), 0) if params else (10, 0))
+
+
+def _number_literal_type(text: str) -> exp.DataType:
+    """Spark's type of a number written in SQL: INT, BIGINT, DECIMAL(p, s) for 2.5, DOUBLE for 1e3."""
+    digits = text.lstrip("-")
+    if "e" in digits.lower():
+        return build("DOUBLE")
+    whole, dot, fraction = digits.partition(".")
+    if not dot:
+        value = int(digits)
+        if value < 2**31:
+            return build("INT")
+        if value < 2**63:
+            return build("BIGINT")
+    whole = whole.lstrip("0")
+    return build(f"DECIMAL({max(len(whole) + len(fraction), len(fraction), 1)}, {len(fraction)})")
+
+
 def _decimal_of(e: exp.Expression) -> tuple[int, int, bool] | None:
     """(precision, scale, is a decimal) of an operand of decimal arithmetic, as Spark widens it; None if not."""
-    if isinstance(e, exp.Literal) and not e.is_string:
-        digits = e.name.lstrip("-")
-        if "e" in digits.lower():
-            return None
-        whole, _, fraction = digits.partition(".")
-        return (max(len(whole.lstrip("0")) + len(fraction), 1), len(fraction), bool(fraction))
+    if isinstance(e, exp.Literal) and not e.is_string and "." not in e.name and "e" not in e.name.lower():
+        # An integer literal widens to the precision of its digits, not to that of INT.
+        return max(len(e.name.lstrip("-").lstrip("0")), 1), 0, False
     t = annotate_types(e, dialect=DIALECT, overwrite_types=False).type
     if t is None:
         return None
     if t.this == T.DECIMAL:
-        params = t.expressions
-        p, s = (int(x.name) for x in params) if len(params) == 2 else (10, 0)
-        return p, s, True
-    widths = {T.TINYINT: 3, T.SMALLINT: 5, T.INT: 10, T.BIGINT: 20}
-    return (widths[t.this], 0, False) if t.this in widths else None
+        return (*_precision_scale(t), True)
+    return (_INTEGRAL_DIGITS[t.this], 0, False) if t.this in _INTEGRAL_DIGITS else None
 
 
 def _decimal_arithmetic(e: exp.Expression, left: tuple[int, int], right: tuple[int, int]) -> exp.DataType:
@@ -148,6 +205,8 @@ def infer_nullable(expression: exp.Expression) -> bool:
         return False
     if isinstance(e, exp.Coalesce):
         return all(infer_nullable(a) for a in [e.this, *e.expressions])
+    if isinstance(e, (exp.Add, exp.Sub, exp.Mul)) and e.type is not None and e.type.this == T.DECIMAL:
+        return True  # Spark: decimal arithmetic can overflow to NULL
     if isinstance(e, exp.Case):
         branches = [i.args["true"] for i in e.args.get("ifs") or []]
         default = e.args.get("default")
