@@ -19,6 +19,7 @@ setup: $(STAMP)  ## Create .venv and install mvengine with its test tools
 
 run: $(STAMP)  ## Run the main job on the example project (views/, conf/)
 	$(VENV)/bin/mv --project . sources --create
+	$(VENV)/bin/mv --project . plan
 
 test: $(STAMP)  ## Run the test suite (a real local Spark and real Delta tables)
 	$(VENV)/bin/python -m pytest -q

@@ -18,7 +18,9 @@ ROOT = Path(__file__).parent.parent
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    shutil.copytree(ROOT / "views", tmp_path / "views")
+    (tmp_path / "views").mkdir()
+    shutil.copy(ROOT / "views" / "sources.sql", tmp_path / "views" / "sources.sql")
+    shutil.copy(ROOT / "views" / "team_totals.sql", tmp_path / "views" / "team_totals.sql")
     (tmp_path / "views" / "more.sql").write_text(
         "CREATE MATERIALIZED VIEW top_scores AS SELECT name, score FROM user_scores ORDER BY score DESC LIMIT 3;\n"
         "CREATE MATERIALIZED VIEW big_teams AS SELECT team FROM team_totals WHERE n > 10;\n")

@@ -1,5 +1,5 @@
 -- A grouped aggregate: one row per team, updated (-U/+U) as scores arrive.
--- (Views are planned and refreshed once the SQL/plan and refresh issues land.)
+-- (Refreshed once the refresh milestone lands; `mv plan` shows how.)
 CREATE MATERIALIZED VIEW team_totals AS
 SELECT team, SUM(score) AS total, COUNT(*) AS n
 FROM user_scores

@@ -39,10 +39,11 @@ def print_plan(config: Config, console: Console, names: list[str], *, as_json: b
     if not names and catalog.sources:
         console.out("")
         console.out("sources")
+        width = max(len(s.name) for s in catalog.sources.values())
         for s in catalog.sources.values():
             mode = "append-only" if s.append_only else (f"key {', '.join(s.key)}" if s.key else "bag")
             watermark = f", watermark {s.watermark.column} AS {s.watermark.expression}" if s.watermark else ""
-            console.out(f"  {s.name}  {mode}{watermark}  ({s.file}:{s.line})")
+            console.out(f"  {s.name:<{width}}  {mode}{watermark}  ({s.file}:{s.line})")
     for name in views:
         console.out("")
         for line in describe(catalog.plans[name]):
