@@ -23,7 +23,7 @@ from mvengine.sql.views import parse_view
 
 SOURCES = (Path(__file__).parent / "plans" / "sources.sql").read_text()
 CONFIG = Config(project_dir=Path("/tmp"), warehouse="/tmp/warehouse")
-ORDERS = {s.name: s for s in (parse_source(st_, CONFIG) for st_ in split_statements(SOURCES, "sources.sql")
+SOURCE_DEFS = {s.name: s for s in (parse_source(st_, CONFIG) for st_ in split_statements(SOURCES, "sources.sql")
                               if st_.tree.kind == "TABLE")}
 
 NUMERIC = ["qty", "price", "id", "customer_id"]
@@ -61,7 +61,7 @@ def select(draw):
     if grouped:
         aggs = draw(st.lists(st.tuples(st.sampled_from(["SUM", "AVG", "MIN", "MAX", "COUNT"]), numeric()),
                              min_size=1, max_size=3))
-        items = [f"status AS g0"] + [f"{f}({e}) AS c{i}" for i, (f, e) in enumerate(aggs)]
+        items = ["status AS g0"] + [f"{f}({e}) AS c{i}" for i, (f, e) in enumerate(aggs)]
         if draw(st.booleans()):
             items.append("COUNT(*) AS n")
         return f"SELECT {', '.join(items)} FROM orders GROUP BY status"
@@ -71,18 +71,23 @@ def select(draw):
 
 @pytest.fixture(scope="module")
 def empty_sources(spark):
-    for source in ORDERS.values():
-        ddl = ", ".join(f"`{f.name.replace('`', '``')}` {type_name(t)}{'' if f.nullable else ' NOT NULL'}"
-                        for f, t in zip(source.schema, source.sql_types))
-        spark.createDataFrame([], ddl).createOrReplaceTempView(source.name)
+    for source in SOURCE_DEFS.values():
+        register_empty(spark, source)
     return spark
+
+
+def register_empty(spark, source) -> None:
+    """An empty temporary view with the source's name and declared schema, for Spark to analyse SQL over."""
+    ddl = ", ".join(f"`{f.name.replace('`', '``')}` {type_name(t)}{'' if f.nullable else ' NOT NULL'}"
+                    for f, t in zip(source.schema, source.sql_types))
+    spark.createDataFrame([], ddl).createOrReplaceTempView(source.name)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sql=select())
 def test_planned_types_are_sparks(empty_sources, sql):
     (statement,) = split_statements(f"CREATE MATERIALIZED VIEW v AS {sql};", "v.sql")
-    relations = {name: source_relation(s) for name, s in ORDERS.items()}
+    relations = {name: source_relation(s) for name, s in SOURCE_DEFS.items()}
     plan = plan_view(parse_view(statement, CONFIG), relations.get, list(relations))
     schema = empty_sources.sql(sql).schema
     assert [c.name for c in plan.columns] == schema.names
@@ -107,10 +112,7 @@ def test_corpus_types_are_sparks(spark, case, tmp_path):
     catalog = load_catalog(load_config(tmp_path))
     for name in catalog.order:
         if name in catalog.sources:
-            source = catalog.sources[name]
-            ddl = ", ".join(f"`{f.name.replace('`', '``')}` {type_name(t)}{'' if f.nullable else ' NOT NULL'}"
-                            for f, t in zip(source.schema, source.sql_types))
-            spark.createDataFrame([], ddl).createOrReplaceTempView(name)
+            register_empty(spark, catalog.sources[name])
             continue
         plan = catalog.plans[name]
         columns = ""

@@ -43,15 +43,22 @@ def full_refresh_reasons(root: Node) -> list[str]:
             add(node.reason)
         if isinstance(node, Join) and not node.equi:
             add("a join without an equality condition (cross join)")
+        if isinstance(node, Join) and node.null_aware:
+            add("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
         if isinstance(node, Aggregate):
             for agg in node.aggregates:
                 reason = _aggregate_reason(agg, node.child.fields)
                 if reason:
                     add(reason)
+        inputs = tuple(f for child in node.children for f in child.fields)
         for e in node.expressions():
             for f in e.find_all(exp.Func):
                 if _function_name(f) in NON_DETERMINISTIC:
                     add(f"non-deterministic function {_function_name(f)}()")
+            for window in e.find_all(exp.Window):
+                add(f"window function {show(window, inputs)}")
+            if e.find(exp.Query) is not None:
+                add("a subquery inside an expression")
     return reasons
 
 

@@ -156,7 +156,6 @@ class Binder:
         from_ = q.args.get("from_") or q.args.get("from")
         if from_ is None:
             node: Node = Opaque(fields=(), what="SELECT without FROM", reason="a SELECT without FROM is a constant")
-            self.full("a SELECT without FROM is a constant")
         else:
             first, steps = self._from(q, from_, scope, ctes)
             laterals = [self._lateral(lateral, scope) for lateral in q.args.get("laterals") or []]
@@ -178,13 +177,8 @@ class Binder:
         fields = self._output_fields(projections, bound, names_required, q)
         node = Project(fields=fields, child=node, projections=tuple(_unalias(b) for b in bound))
         if grouping_sets:
-            reason = "GROUP BY ROLLUP, CUBE or GROUPING SETS is recomputed in full"
-            self.full(reason)
             node = Opaque(fields=tuple(replace(f, nullable=True) for f in fields), inputs=(node,),
-                          what="GROUPING SETS", reason=reason)
-        if any(isinstance(n, exp.Window) for b in bound for n in b.walk()):
-            window = next(n for b in bound for n in b.walk() if isinstance(n, exp.Window))
-            self.full(f"window function {show(window, _scope_fields(scope))}")
+                          what="GROUPING SETS", reason="GROUP BY ROLLUP, CUBE or GROUPING SETS is recomputed in full")
         if q.args.get("distinct") is not None:
             if q.args["distinct"].args.get("on"):
                 raise self.error("DISTINCT ON is not Spark SQL", q.args["distinct"])
@@ -357,9 +351,8 @@ class Binder:
                 remaining.append(conjunct)
         node = _build_joins(first, steps)
         for lateral_fields in laterals:
-            reason = "LATERAL VIEW is recomputed in full"
-            self.full(reason)
-            node = Opaque(fields=node.fields + lateral_fields, inputs=(node,), what="LATERAL VIEW", reason=reason)
+            node = Opaque(fields=node.fields + lateral_fields, inputs=(node,), what="LATERAL VIEW",
+                          reason="LATERAL VIEW is recomputed in full")
         for semi in semi_joins:
             node = replace(semi, fields=node.fields, left=node)
         if remaining:
@@ -398,8 +391,6 @@ class Binder:
                 else sub.fields[0].ref()
             equi.insert(0, (bound_probe, inner_expr))
         null_aware = negated and probe is not None
-        if null_aware:
-            self.full("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
         # The left side is the node the WHERE clause filters; the caller puts it in.
         return Join(fields=(), left=None, right=right, kind=kind, equi=tuple(equi), null_aware=null_aware)
 
@@ -503,7 +494,6 @@ class Binder:
                   else "LIMIT without ORDER BY picks arbitrary rows")
         if offset is not None:
             what, reason = "OFFSET", "OFFSET is recomputed in full"
-        self.full(reason)
         return Opaque(fields=node.fields, inputs=(node,), what=what, reason=reason)
 
     # -- expressions ------------------------------------------------------------------------------------------
@@ -568,8 +558,7 @@ class Binder:
             if isinstance(node, exp.Column) and not node.meta.get("bound") and not isinstance(node.this, exp.Star):
                 replacements.append(node)
             elif isinstance(node, exp.Query) and node is not e:
-                self.query(node, scope, self.ctes, names_required=False)
-                self.full("a subquery inside an expression")
+                self.query(node, scope, self.ctes, names_required=False)  # to check its names and inputs
             elif isinstance(node, exp.AggFunc) and not aggregates and not isinstance(node.parent, exp.Window):
                 raise self.error(f"aggregate {show(node)} is not allowed here", node,
                                  hint="aggregates belong in SELECT and HAVING of a grouped query")
