@@ -66,6 +66,10 @@ class Predicate:
                     or pa.types.is_date(column_type))
         if not (is_partition or prunable):
             return None
+        # delta-rs reads '' in a pruning predicate as NULL (the Delta protocol's empty partition value), so
+        # `s = ''` would skip every file: leave such filters to the row-level evaluation.
+        if "" in (self.value if self.op == "in" else [self.value]):
+            return None
         return (self.column, self.op, list(self.value) if self.op == "in" else self.value)
 
 
