@@ -28,6 +28,8 @@ examples:
   mv plan                    how every view will be maintained: columns, key, changelog, strategy, state
   mv plan team_totals --json the same for one view, as JSON
   mv graph > dag.mmd         the DAG of sources and views as a Mermaid flowchart
+  mv refresh                 bring every view up to date, then exit
+  mv refresh --continuous    keep every view fresh until Ctrl-C
 """
 
 
@@ -72,10 +74,33 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     graph.add_argument("--format", choices=FORMATS, default="mermaid", help="output format (default: mermaid)")
     graph.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output "
                                                       "(required for svg and png)")
+    refresh = commands.add_parser(
+        "refresh", help="bring views up to date with their inputs",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Bring the named views (default: all), and the views they read, up to date with every input "
+                    "commit that exists when the command starts, in dependency order; then exit. A new view, or "
+                    "one whose SQL changed, is first computed from its inputs (and says so). Incremental views "
+                    "then apply only the inputs' changes; full-refresh views (see `mv plan`) are recomputed "
+                    "when an input moved. Each committed batch prints one line: view, batch, input versions, "
+                    "changes in, changelog rows out, milliseconds.",
+        epilog="examples:\n"
+               "  mv refresh                     every view, once\n"
+               "  mv refresh team_totals         that view and what it reads\n"
+               "  mv refresh --full              recompute every view from its inputs\n"
+               "  mv refresh --continuous        keep every view fresh until Ctrl-C or SIGTERM\n")
+    refresh.add_argument("views", nargs="*", metavar="VIEW", help="views to refresh (default: all)")
+    refresh.add_argument("--full", action="store_true",
+                         help="recompute from the inputs instead of applying their changes")
+    refresh.add_argument("--continuous", action="store_true",
+                         help="keep refreshing as inputs change, until Ctrl-C or SIGTERM (which stop cleanly after "
+                              "the current batch)")
+    refresh.add_argument("--interval", metavar="DURATION",
+                         help="with --continuous: how often to look for new input commits (default: [refresh] "
+                              "interval, 1s)")
     return parser
 
 
-COMMANDS = ("sources", "plan", "graph")
+COMMANDS = ("sources", "plan", "graph", "refresh")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
@@ -108,6 +133,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return print_plan(config, console, args.views, as_json=args.json)
     if args.command == "graph":
         return _graph(config, console, args.format, args.out)
+    if args.command == "refresh":
+        from mvengine.cli.refresh import run_refresh
+        return run_refresh(config, console, args.views, full=args.full, continuous=args.continuous,
+                           interval=args.interval)
     raise AssertionError(args.command)
 
 

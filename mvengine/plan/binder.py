@@ -17,7 +17,7 @@ from mvengine.errors import SqlError
 from mvengine.names import did_you_mean
 from mvengine.plan.nodes import (Aggregate, Distinct, Field, Filter, Join, Node, Opaque, Project, Scan, UnionAll,
                                  requalify, show, show_name)
-from mvengine.plan.types import aggregate_type, build, infer_nullable, infer_type
+from mvengine.plan.types import aggregate_type, build, infer_nullable, infer_type, wider_type
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,8 @@ class Binder:
         for other in branches[1:]:
             self._check_arity(first, other, "UNION", q)
         fields = tuple(
-            Field(f.name, f.type, any(b.fields[i].nullable for b in branches), None,
-                  all(b.fields[i].time_attr for b in branches))
+            Field(f.name, wider_type([b.fields[i].type for b in branches]), any(b.fields[i].nullable for b in branches),
+                  None, all(b.fields[i].time_attr for b in branches))
             for i, f in enumerate(first.fields))
         union = UnionAll(fields=fields, inputs=tuple(branches))
         return Distinct(fields=fields, child=union) if q.args.get("distinct") else union

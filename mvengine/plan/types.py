@@ -123,6 +123,14 @@ _INTEGRAL_DIGITS = {T.TINYINT: 3, T.SMALLINT: 5, T.INT: 10, T.BIGINT: 20}
 _INTEGRAL_ORDER = [T.TINYINT, T.SMALLINT, T.INT, T.BIGINT]
 
 
+def wider_type(types: list[exp.DataType]) -> exp.DataType:
+    """The type Spark gives a column whose values have these types (UNION branches): the first when all are
+    the same or they are not all numeric."""
+    if all(t == types[0] for t in types):
+        return types[0]
+    return _wider_numeric(list(types)) or types[0]
+
+
 def _wider_numeric(types: list[exp.DataType | None]) -> exp.DataType | None:
     """The type Spark widens numeric branches to (COALESCE, CASE, IF); None when they are not all numeric."""
     if not types or any(t is None or t.this not in _INTEGRAL | _FRACTIONAL | {T.DECIMAL} for t in types):

@@ -130,28 +130,78 @@ def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_co
     if sorted(data_columns) != sorted(table_columns) or not keys or set(keys) - set(table_columns):
         raise StorageError(f"cannot merge into {ref.label}: the data's columns {data_columns} must be the "
                            f"table's {table_columns}, and the keys {list(keys)} some of them")
+    q = _datafusion_identifier
+    on = " AND ".join(f"t.{q(k)} IS NOT DISTINCT FROM s.{q(k)}" for k in keys)
+    values = {q(c): f"s.{q(c)}" for c in table_columns}
+    keep = f"s.{q(delete_column)} IS NOT TRUE" if delete_column else None
+
+    def clauses(merger):
+        if delete_column:
+            merger = merger.when_matched_delete(predicate=f"s.{q(delete_column)} IS TRUE")
+        merger = merger.when_matched_update(values, predicate=keep)
+        return merger.when_not_matched_insert(values, predicate=keep)
+
+    return _merge(df, ref, dt, on, clauses, metadata, txn)
+
+
+def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], deletes: "DataFrame", *,
+                 metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None) -> bool:
+    """In one commit, remove every row whose `keys` equal those of a row of `deletes` (NULL matches NULL; all
+    copies of a duplicated row go), then add the rows of `inserts`. A missing table is created.
+
+    This is how a view's snapshot takes a batch: keyed views delete the changed keys and insert their new rows;
+    bags delete the changed rows and insert them again as many times as they now occur. Returns False, writing
+    nothing, when `txn` is already committed.
+    """
+    if txn is not None and is_committed(ref, *txn):
+        return False
+    if not ref.exists() or deletes.isEmpty():
+        return write_table(inserts, ref, metadata=metadata, txn=txn)
+    dt = ref.open()
+    columns = [f.name for f in dt.schema().fields]
+    from pyspark.sql import functions as F
+
+    marked = (deletes.select(*[F.col(_spark_identifier(k)) for k in keys]).distinct()
+              .select(*[F.col(_spark_identifier(c)) if c in keys else F.lit(None).cast(inserts.schema[c].dataType)
+                        .alias(c) for c in columns], F.lit(True).alias(REPLACE_MARK))
+              .unionByName(inserts.select(*[F.col(_spark_identifier(c)) for c in columns],
+                                          F.lit(False).alias(REPLACE_MARK))))
+    q = _datafusion_identifier
+    on = f"s.{q(REPLACE_MARK)} AND " + " AND ".join(f"(t.{q(k)} IS NOT DISTINCT FROM s.{q(k)})" for k in keys)
+    values = {q(c): f"s.{q(c)}" for c in columns}
+
+    def clauses(merger):
+        return (merger.when_matched_delete()
+                .when_not_matched_insert(values, predicate=f"NOT s.{q(REPLACE_MARK)}"))
+
+    _merge(marked, ref, dt, on, clauses, metadata, txn)
+    return True
+
+
+REPLACE_MARK = "_mvengine_delete"
+
+
+def _merge(df: "DataFrame", ref: TableRef, dt: Any, on: str, clauses: Any, metadata: dict[str, Any] | None,
+           txn: tuple[str, int] | None) -> dict[str, Any]:
+    """Stage `df` as Parquet under the table, and MERGE it in with the given clauses in one commit."""
     staging = TableRef(join_uri(ref.uri, STAGING_DIR, uuid.uuid4().hex), ref.storage_options)
     try:
         write_table(df, staging)
         source = staging.open().to_pyarrow_dataset().scanner(batch_size=65_536).to_reader()
-        q = _datafusion_identifier
-        on = " AND ".join(f"t.{q(k)} IS NOT DISTINCT FROM s.{q(k)}" for k in keys)
-        values = {q(c): f"s.{q(c)}" for c in table_columns}
-        keep = f"s.{q(delete_column)} IS NOT TRUE" if delete_column else None
         options = WriteOptions(metadata=tuple(sorted((metadata or {}).items())), txn=txn)
         merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
                           commit_properties=options.commit_properties())
-        if delete_column:
-            merger = merger.when_matched_delete(predicate=f"s.{q(delete_column)} IS TRUE")
-        merger = merger.when_matched_update(values, predicate=keep)
-        merger = merger.when_not_matched_insert(values, predicate=keep)
         try:
-            return merger.execute()
+            return clauses(merger).execute()
         except Exception as e:
             raise StorageError(f"cannot merge into {ref.label}: {ref.redact(str(e))}",
                                hint="a common cause is a key that appears more than once in the merged data") from None
     finally:
         remove_folder(staging)
+
+
+def _spark_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def remove_folder(ref: TableRef) -> None:
@@ -167,5 +217,5 @@ def _datafusion_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-__all__ = ["STAGING_DIR", "batch_ranges", "merge_into", "read_changes", "read_table", "stream_changes",
-           "write_table"]
+__all__ = ["STAGING_DIR", "batch_ranges", "merge_into", "read_changes", "read_table", "replace_rows",
+           "stream_changes", "write_table"]

@@ -40,11 +40,14 @@ class Predicate:
     value: Any = None
     child: "Predicate | None" = None
 
-    def expression(self) -> pc.Expression:
+    def expression(self, types: dict[str, pa.DataType] | None = None) -> pc.Expression:
         if self.op == "not":
             assert self.child is not None
-            return ~self.child.expression()
+            return ~self.child.expression(types)
         field = pc.field(self.column)
+        if types is not None and pa.types.is_string(types.get(self.column, pa.null())):
+            # Files written by delta-rs's MERGE hold strings as string_view, which does not compare with string.
+            field = field.cast(pa.string())
         if self.op == "is_null":
             return field.is_null()
         if self.op == "is_not_null":
@@ -100,10 +103,11 @@ def to_predicate(f: Filter, types: dict[str, pa.DataType]) -> Predicate | None:
     return Predicate(op, column, f.value)
 
 
-def row_filter(predicates: list[Predicate]) -> pc.Expression | None:
+def row_filter(predicates: list[Predicate], schema: pa.Schema | None = None) -> pc.Expression | None:
+    types = {f.name: f.type for f in schema} if schema is not None else None
     expression = None
     for p in predicates:
-        expression = p.expression() if expression is None else expression & p.expression()
+        expression = p.expression(types) if expression is None else expression & p.expression(types)
     return expression
 
 

@@ -88,7 +88,8 @@ class SnapshotReader(DataSourceReader):
             return
         plan = self.plan
         dataset = group_dataset(plan.dataset(), partition.group.paths)
-        for batch in dataset.to_batches(columns=list(plan.columns), filter=row_filter(list(plan.predicates)),
+        row_predicate = row_filter(list(plan.predicates), dataset.schema)
+        for batch in dataset.to_batches(columns=list(plan.columns), filter=row_predicate,
                                         batch_size=BATCH_ROWS):
             if batch.num_rows:
                 yield conform_batch(batch, self.output_schema)

@@ -133,6 +133,17 @@ def is_committed(ref: TableRef, app_id: str, version: int) -> bool:
     return latest is not None and latest >= version
 
 
+def version_before(ref: TableRef, app_id: str, version: int) -> int:
+    """The table's version before application transaction (app_id, version) committed to it.
+
+    A writer commits at most once per transaction version, and versions come in order: when the latest commit
+    is that transaction's (a batch being replayed after a crash), the answer is the version before it.
+    """
+    dt = ref.open()
+    committed = dt.transaction_version(app_id)
+    return dt.version() - 1 if committed is not None and committed >= version else dt.version()
+
+
 def commit_metadata(dt: DeltaTable, version: int) -> dict[str, Any]:
     """The commitInfo of one version (operation, timestamp and any custom metadata such as mvengine.*).
 

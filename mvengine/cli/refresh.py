@@ -1,0 +1,94 @@
+"""`mv refresh`: views brought up to date once, or kept fresh (`--continuous`) until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+
+from mvengine.cli.console import Console
+from mvengine.errors import MvError
+from mvengine.project.catalog import Catalog, load_catalog
+from mvengine.project.config import Config, parse_duration
+
+
+def run_refresh(config: Config, console: Console, views: list[str], *, full: bool, continuous: bool,
+                interval: str | None) -> int:
+    if interval is not None and not continuous:
+        raise MvError("--interval only applies with --continuous", hint="mv refresh --continuous --interval 5s")
+    period = parse_duration(interval) if interval is not None else config.refresh_interval_s
+    catalog = load_catalog(config)  # SQL mistakes are reported before Spark starts
+    for name in _orphans(config, catalog):
+        console.out(f"warning: {name} has tables in the warehouse but is no longer in views/; they are left as "
+                    "they are")
+    from mvengine.runtime.refresh import Refresher
+    from mvengine.runtime.session import spark_session
+
+    stop = {"requested": False}
+
+    def request_stop(signum, _frame) -> None:
+        if stop["requested"]:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now
+        stop["requested"] = True
+        console.out("stopping after the current batch (Ctrl-C again to stop at once)")
+
+    status = _Status(console)
+    spark = spark_session(config)
+    refresher = Refresher(spark, config, catalog, report=status.batch, notice=console.out,
+                          stopping=lambda: stop["requested"])
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)} \
+        if continuous else {}
+    try:
+        refresher.refresh(views or None, full=full)
+        while continuous and not stop["requested"]:
+            deadline = time.monotonic() + period
+            while time.monotonic() < deadline and not stop["requested"]:
+                time.sleep(min(0.1, period))
+            if not stop["requested"]:
+                refresher.refresh(views or None)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        status.close()
+    if status.batches == 0 and not continuous:
+        console.out("every view is up to date")
+    return 0
+
+
+class _Status:
+    """Batch lines as they commit; on a terminal, a spinner naming what is being worked on."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.batches = 0
+        self._live = None
+        if sys.stdout.isatty() and os.environ.get("CI") != "true":
+            with contextlib.suppress(Exception):
+                from rich.console import Console as RichConsole
+
+                self._live = RichConsole().status("refreshing views...")
+                self._live.start()
+
+    def batch(self, report) -> None:
+        self.batches += 1
+        self.console.out(report.line())
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+
+def _orphans(config: Config, catalog: Catalog) -> list[str]:
+    """Folders of the (local) warehouse that hold a view's snapshot but no longer match a view in views/."""
+    root = config.warehouse.removeprefix("file:")
+    if "://" in root or not os.path.isdir(root):
+        return []
+    known = {p.view.path.rstrip("/") for p in catalog.plans.values()}
+    found = []
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        if os.path.isdir(os.path.join(folder, "snapshot", "_delta_log")) and folder.rstrip("/") not in known:
+            found.append(name)
+    return found

@@ -1,0 +1,262 @@
+"""GROUP BY aggregates (seed 003): per-group accumulators in state, and a change only for groups whose output
+changed — `-old +new` for an update, `+new` for a group's first row, `-old` when its row count reaches zero.
+
+State table `n<i>_acc`: the group columns, `_n` (rows in the group), and per aggregate what it needs:
+COUNT(x) a count of non-NULL values; SUM and AVG a sum and that count; MIN and MAX over an append-only input
+the current extreme; everything else the current value, with the values themselves counted in a multiset
+table `n<i>_ms<j>` (group, value, count) so that the next MIN/MAX can be found when the current one is deleted,
+and DISTINCT aggregates know when a value appears or disappears. An aggregate without GROUP BY has one row,
+which exists even when its input is empty (COUNT = 0, SUM = NULL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.zset import MTIME, WEIGHT, null_safe_equal, quote
+from mvengine.plan.analysis import is_append_only
+from mvengine.plan.nodes import Aggregate
+from mvengine.plan.types import aggregate_type, type_name
+
+COUNT = "_n"
+DELETE = "_delete"
+
+
+@dataclass(frozen=True)
+class _Agg:
+    """One aggregate call and where its accumulators live."""
+
+    index: int
+    kind: str  # count_star, count, sum, avg, min, max, count_distinct, sum_distinct
+    argument: str | None  # Spark SQL of the argument
+    sum_type: str | None  # Spark type of the running sum (SUM, AVG)
+    result_type: str
+    multiset: int | None  # which multiset table holds its values
+
+    @property
+    def value(self) -> str:  # the accumulator holding the current output (min, max, distinct ones)
+        return f"_v{self.index}"
+
+    @property
+    def count(self) -> str:
+        return f"_c{self.index}"
+
+    @property
+    def sum(self) -> str:
+        return f"_s{self.index}"
+
+
+def _describe(node: Aggregate) -> tuple[list[_Agg], list[str]]:
+    """The aggregates of the node, and the distinct arguments that need a multiset."""
+    aggs: list[_Agg] = []
+    multisets: list[str] = []
+    append_only = is_append_only(node.child)
+    for i, (call, f) in enumerate(zip(node.aggregates, node.fields[len(node.groups):])):
+        distinct = isinstance(call.this, exp.Distinct)
+        arg_expr = call.this.expressions[0] if distinct else call.this
+        argument = None if isinstance(arg_expr, exp.Star) or arg_expr is None else arg_expr.sql("spark")
+        kind = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}[type(call)]
+        if kind == "count" and argument is None:
+            kind = "count_star"
+        if distinct:
+            kind += "_distinct"
+        sum_type = None
+        if kind in ("sum", "avg", "sum_distinct"):
+            sum_type = type_name(aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type))
+        needs_multiset = kind.endswith("_distinct") or (kind in ("min", "max") and not append_only)
+        multiset = None
+        if needs_multiset:
+            if argument not in multisets:
+                multisets.append(argument)
+            multiset = multisets.index(argument)
+        aggs.append(_Agg(i, kind, argument, sum_type, type_name(f.type), multiset))
+    return aggs, multisets
+
+
+def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
+    nid = batch.node_id(node)
+    groups = [f.name for f in node.fields[:len(node.groups)]]
+    aggs, multisets = _describe(node)
+    child = child_delta(node.child, batch)
+    rows = child.select(
+        *[F.expr(g.sql("spark")).alias(name) for g, name in zip(node.groups, groups)],
+        *[F.expr(arg).alias(f"_x{j}") for j, arg in enumerate(_arguments(aggs))],
+        F.col(WEIGHT), F.col(MTIME))
+    rows = batch.keep(rows)
+    arg_column = {arg: f"_x{j}" for j, arg in enumerate(_arguments(aggs))}
+
+    # 1. What this batch adds to each affected group's accumulators.
+    w = F.col(WEIGHT)
+    partial_columns = [F.sum(w).alias(COUNT), F.max(MTIME).alias(MTIME)]
+    for a in aggs:
+        x = F.col(arg_column[a.argument]) if a.argument is not None else None
+        if a.kind in ("count", "sum", "avg"):
+            partial_columns.append(F.sum(F.when(x.isNotNull(), w).otherwise(0)).alias(a.count))
+        if a.kind in ("sum", "avg"):
+            partial_columns.append(F.sum(x.cast(a.sum_type) * w).cast(a.sum_type).alias(a.sum))
+        if a.kind in ("min", "max") and a.multiset is None:  # append-only input: inserts only
+            pick = F.min if a.kind == "min" else F.max
+            partial_columns.append(pick(F.when(w > 0, x)).alias(a.value))
+    grouped = rows.groupBy(*[quote(g) for g in groups]) if groups else rows.groupBy()
+    partial = batch.keep(grouped.agg(*partial_columns))
+
+    # 2. The accumulators before the batch, for the affected groups only.
+    acc_name = f"n{nid}_acc"
+    template = _acc_template(partial, groups, aggs)
+    old = batch.state.read_for(acc_name, template, partial, groups).alias("o")
+    d = partial.alias("d")
+    joined = d.join(old, null_safe_equal(d, old, groups), "full_outer")
+
+    def o(c: str) -> Column:
+        return F.col(f"o.{quote(c)}")
+
+    def dd(c: str) -> Column:
+        return F.col(f"d.{quote(c)}")
+
+    new_columns = [F.coalesce(dd(g), o(g)).alias(g) for g in groups]
+    new_columns.append((F.coalesce(o(COUNT), F.lit(0)) + F.coalesce(dd(COUNT), F.lit(0))).alias(COUNT))
+    old_columns = [F.coalesce(dd(g), o(g)).alias(g) for g in groups] + [o(COUNT).alias(COUNT)]
+    for a in aggs:
+        if a.kind in ("count", "sum", "avg"):
+            new_columns.append((F.coalesce(o(a.count), F.lit(0)) + F.coalesce(dd(a.count), F.lit(0))).alias(a.count))
+            old_columns.append(o(a.count).alias(a.count))
+        if a.kind in ("sum", "avg"):
+            total = (F.coalesce(o(a.sum), F.lit(0).cast(a.sum_type)) + F.coalesce(dd(a.sum), F.lit(0).cast(a.sum_type)))
+            new_columns.append(total.cast(a.sum_type).alias(a.sum))
+            old_columns.append(o(a.sum).alias(a.sum))
+        if a.kind in ("min", "max") and a.multiset is None:
+            pick = F.least if a.kind == "min" else F.greatest
+            new_columns.append(pick(o(a.value), dd(a.value)).alias(a.value))
+            old_columns.append(o(a.value).alias(a.value))
+        elif a.multiset is not None:
+            old_columns.append(o(a.value).alias(a.value))
+    old_exists = o(COUNT).isNotNull()  # grouped: rows are deleted at zero; global: the row always exists
+    joined = batch.keep(joined.select(
+        F.struct(*old_columns).alias("old"), F.struct(*new_columns).alias("new"),
+        old_exists.alias("_old_exists"), dd(MTIME).alias(MTIME)))
+    new = joined.select("new.*", "_old_exists", MTIME)
+
+    # 3. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
+    affected = partial.select(*[quote(g) for g in groups])
+    for j, argument in enumerate(multisets):
+        values = _multiset_values(batch, nid, j, rows, affected, groups, arg_column[argument], aggs)
+        v = values.alias("v")
+        n = new.alias("n")
+        new = n.join(v, null_safe_equal(n, v, groups), "left").select(
+            "n.*", *[F.col(f"v.{quote(a.value)}").alias(a.value) for a in aggs if a.multiset == j])
+    new = batch.keep(new)
+
+    # 4. State: the new accumulators; a group whose count reached zero is deleted (a global one is kept).
+    state_columns = template.columns
+    deleted = (F.col(COUNT) == 0) if groups else F.lit(False)
+    batch.state.stage(acc_name, new.select(*[quote(c) for c in state_columns], deleted.alias(DELETE)),
+                      groups, DELETE)
+
+    # 5. Output: -old +new for groups whose output changed.
+    outputs = [f.name for f in node.fields]
+    old_out = joined.where(F.col("_old_exists")).select(
+        *[F.col(f"old.{quote(g)}").alias(g) for g in groups],
+        *[_result(a, "old").alias(name) for a, name in zip(aggs, outputs[len(groups):])], F.col(MTIME))
+    new_exists = (F.col(COUNT) > 0) if groups else F.lit(True)
+    new_out = new.where(new_exists).select(
+        *[F.col(quote(g)).alias(g) for g in groups],
+        *[_result(a, None).alias(name) for a, name in zip(aggs, outputs[len(groups):])], F.col(MTIME))
+    changes = (old_out.select("*", F.lit(-1).cast("long").alias(WEIGHT))
+               .unionByName(new_out.select("*", F.lit(1).cast("long").alias(WEIGHT))))
+    # An unchanged group gives the same row with -1 and +1: drop both.
+    return (changes.groupBy(*[quote(c) for c in outputs])
+            .agg(F.sum(WEIGHT).alias(WEIGHT), F.max(MTIME).alias(MTIME))
+            .where(F.col(WEIGHT) != 0)
+            .select(*[quote(c) for c in outputs], WEIGHT, MTIME))
+
+
+def _arguments(aggs: list[_Agg]) -> list[str]:
+    seen: list[str] = []
+    for a in aggs:
+        if a.argument is not None and a.argument not in seen:
+            seen.append(a.argument)
+    return seen
+
+
+def _acc_template(partial: DataFrame, groups: list[str], aggs: list[_Agg]) -> DataFrame:
+    """An empty DataFrame with the columns (and types) of the accumulator table."""
+    columns = [F.col(quote(g)) for g in groups] + [F.col(COUNT).cast("long").alias(COUNT)]
+    for a in aggs:
+        if a.kind in ("count", "sum", "avg"):
+            columns.append(F.col(a.count).cast("long").alias(a.count))
+        if a.kind in ("sum", "avg"):
+            columns.append(F.col(a.sum).cast(a.sum_type).alias(a.sum))
+        if a.kind in ("min", "max"):
+            columns.append(F.lit(None).cast(a.result_type).alias(a.value))
+        if a.kind.endswith("_distinct"):
+            columns.append(F.lit(None).cast(a.result_type).alias(a.value))
+    return partial.select(*columns).limit(0)
+
+
+def _multiset_values(batch: Batch, nid: int, j: int, rows: DataFrame, affected_groups: DataFrame,
+                     groups: list[str], x: str, aggs: list[_Agg]) -> DataFrame:
+    """Apply the batch to multiset j (group, value, count) and compute, per affected group, the aggregates
+    that read it (MIN, MAX, COUNT DISTINCT, SUM DISTINCT) over the values whose count is positive."""
+    name = f"n{nid}_ms{j}"
+    keys = [*groups, "_value"]
+    counted = (rows.groupBy(*[quote(g) for g in groups], F.col(x).alias("_value"))
+               .agg(F.sum(WEIGHT).alias(COUNT)).where(F.col(COUNT) != 0))
+    template = counted.limit(0)
+    old = batch.state.read_for(name, template, affected_groups, groups).alias("o")
+    d = counted.alias("d")
+    merged = d.join(old, null_safe_equal(d, old, keys), "full_outer").select(
+        *[F.coalesce(F.col(f"d.{quote(k)}"), F.col(f"o.{quote(k)}")).alias(k) for k in keys],
+        (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.coalesce(F.col(f"d.{COUNT}"), F.lit(0))).alias(COUNT),
+        F.col(f"d.{COUNT}").isNotNull().alias("_touched"))
+    merged = batch.keep(merged)
+    batch.state.stage(name, merged.where("_touched").select(*[quote(k) for k in keys], COUNT,
+                                                            (F.col(COUNT) <= 0).alias(DELETE)), keys, DELETE)
+    present = merged.where(F.col(COUNT) > 0)
+    value = F.col("_value")
+    results = []
+    for a in aggs:
+        if a.multiset != j:
+            continue
+        if a.kind == "min":
+            results.append(F.min(value).cast(a.result_type).alias(a.value))
+        elif a.kind == "max":
+            results.append(F.max(value).cast(a.result_type).alias(a.value))
+        elif a.kind == "count_distinct":
+            results.append(F.count(value).cast(a.result_type).alias(a.value))
+        else:  # sum_distinct
+            results.append(F.sum(value).cast(a.result_type).alias(a.value))
+    per_group = present.groupBy(*[quote(g) for g in groups]).agg(*results)
+    # Groups whose values are all gone still need a row (their value is NULL, or 0 for COUNT DISTINCT).
+    every = affected_groups.alias("g")
+    p = per_group.alias("p")
+    return every.join(p, null_safe_equal(every, p, groups), "left").select(
+        *[F.col(f"g.{quote(g)}").alias(g) for g in groups],
+        *[(F.coalesce(F.col(f"p.{quote(a.value)}"), F.lit(0).cast(a.result_type)) if a.kind == "count_distinct"
+           else F.col(f"p.{quote(a.value)}")).alias(a.value) for a in aggs if a.multiset == j])
+
+
+def _result(a: _Agg, prefix: str | None) -> Column:
+    """The aggregate's output from its accumulators (`old.` or current columns)."""
+    def c(name: str) -> Column:
+        return F.col(f"{prefix}.{quote(name)}") if prefix else F.col(quote(name))
+
+    if a.kind == "count_star":
+        value = c(COUNT)
+    elif a.kind == "count":
+        value = c(a.count)
+    elif a.kind == "sum":
+        value = F.when(c(a.count) > 0, c(a.sum))
+    elif a.kind == "avg":
+        if a.result_type.startswith("decimal"):
+            average = c(a.sum) / c(a.count).cast("decimal(20,0)")
+        else:
+            average = c(a.sum).cast("double") / c(a.count).cast("double")
+        value = F.when(c(a.count) > 0, average)
+    else:
+        value = c(a.value)
+    return value.cast(a.result_type)

@@ -1,0 +1,33 @@
+"""What a delta rule sees of one batch: the changes of every input, the view's state, and Spark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+
+from mvengine.incremental.state import StateStore
+from mvengine.plan.nodes import Node
+
+
+@dataclass
+class Batch:
+    spark: SparkSession
+    changes: dict[str, DataFrame]  # input name → Z-set of its rows (its columns, _w, _mtime)
+    state: StateStore
+    node_ids: dict[int, int] = field(default_factory=dict)  # id(node) → its position in the plan (names state)
+    persisted: list[DataFrame] = field(default_factory=list)
+
+    def node_id(self, node: Node) -> int:
+        return self.node_ids[id(node)]
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        """Cache a DataFrame used more than once in the batch (released when the batch ends)."""
+        df = df.persist()
+        self.persisted.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self.persisted:
+            df.unpersist()
+        self.persisted.clear()

@@ -1,0 +1,36 @@
+"""SELECT DISTINCT: each distinct row's multiplicity in state (`n<i>_rows`); a row enters the output when its
+count rises from zero and leaves it when its count falls back to zero."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
+from mvengine.plan.nodes import Distinct
+
+COUNT = "_n"
+
+
+def delta(node: Distinct, batch: Batch, child_delta) -> DataFrame:
+    columns = [f.name for f in node.fields]
+    child = child_delta(node.child, batch)
+    child = child.select(*[F.col(quote(c)) for c in [f.name for f in node.child.fields]], WEIGHT, MTIME)
+    changed = batch.keep(consolidate(child.toDF(*columns, WEIGHT, MTIME), columns))
+    name = f"n{batch.node_id(node)}_rows"
+    template = changed.select(*[quote(c) for c in columns], F.col(WEIGHT).alias(COUNT)).limit(0)
+    old = batch.state.read_for(name, template, changed, columns).alias("o")
+    d = changed.alias("d")
+    merged = batch.keep(d.join(old, null_safe_equal(d, old, columns), "left").select(
+        *[F.col(f"d.{quote(c)}").alias(c) for c in columns],
+        F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)).alias("_before"),
+        (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.col(f"d.{WEIGHT}")).alias(COUNT),
+        F.col(f"d.{MTIME}").alias(MTIME)))
+    batch.state.stage(name, merged.select(*[quote(c) for c in columns], COUNT, (F.col(COUNT) <= 0).alias("_delete")),
+                      columns, "_delete")
+    appeared = (F.col("_before") <= 0) & (F.col(COUNT) > 0)
+    vanished = (F.col("_before") > 0) & (F.col(COUNT) <= 0)
+    weight = F.when(appeared, F.lit(1)).when(vanished, F.lit(-1)).otherwise(F.lit(0)).cast("long")
+    return (merged.select(*[quote(c) for c in columns], weight.alias(WEIGHT), MTIME)
+            .where(F.col(WEIGHT) != 0))

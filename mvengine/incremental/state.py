@@ -1,0 +1,80 @@
+"""The state a view's delta rules keep: Delta tables under the view's `_state/` folder.
+
+Every read is of the table as it was before the batch (time travel), so a batch replayed after a crash
+computes exactly what its first attempt computed, whatever that attempt managed to commit. Writes are staged
+and committed together after the batch's result is known, each carrying the batch's application transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mvengine.incremental.zset import null_safe_equal, quote
+from mvengine.project.config import join_uri
+from mvengine.storage.api import merge_into, read_table, write_table
+from mvengine.storage.tables import TableRef, version_before
+
+# Up to this many affected keys, a state read is narrowed by `key IN (...)`, which the Delta data source
+# pushes down to skip files by their min/max statistics; beyond it, the state is scanned and joined.
+PUSHDOWN_KEYS = 5000
+
+
+@dataclass
+class StateStore:
+    spark: SparkSession
+    folder: str
+    storage_options: dict[str, str]
+    app_id: str
+    batch_id: int
+    fresh: bool  # the view is (re)built: its operators start from no state...
+    persistent: frozenset[str] = frozenset()  # ...except these view-level tables, which carry on
+    _pending: list[tuple[str, DataFrame, tuple[str, ...], str | None]] = field(default_factory=list)
+
+    def ref(self, name: str) -> TableRef:
+        return TableRef(join_uri(self.folder, name), self.storage_options, name)
+
+    def read(self, name: str, template: DataFrame) -> DataFrame:
+        """The whole state table before this batch; `template` (empty, with the table's columns) if none."""
+        ref = self.ref(name)
+        if self._starts_empty(name) or not ref.exists():
+            return template.limit(0)
+        return read_table(self.spark, ref, version=version_before(ref, self.app_id, self.batch_id))
+
+    def read_for(self, name: str, template: DataFrame, keys: DataFrame, key_columns: Sequence[str]) -> DataFrame:
+        """The rows of state table `name` whose key is one of `keys` (NULL matches NULL)."""
+        state = self.read(name, template)
+        if self._starts_empty(name) or not self.ref(name).exists() or not key_columns:
+            return state
+        keys = keys.select(*[quote(c) for c in key_columns]).distinct()
+        first = key_columns[0]
+        values = [r[0] for r in keys.select(quote(first)).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
+        if len(values) <= PUSHDOWN_KEYS:
+            present = [v for v in values if v is not None]
+            narrow = F.col(quote(first)).isin(present) if present else F.lit(False)
+            if len(present) < len(values):
+                narrow = narrow | F.col(quote(first)).isNull()
+            state = state.where(narrow)
+        s, k = state.alias("s"), keys.alias("k")
+        return s.join(k, null_safe_equal(s, k, key_columns), "left_semi")
+
+    def _starts_empty(self, name: str) -> bool:
+        return self.fresh and name not in self.persistent
+
+    def stage(self, name: str, rows: DataFrame, keys: Sequence[str], delete_column: str | None = None) -> None:
+        """Queue the new rows of the given keys (and, where `delete_column` is true, their removal)."""
+        self._pending.append((name, rows, tuple(keys), delete_column))
+
+    def commit(self) -> None:
+        txn = (self.app_id, self.batch_id)
+        for name, rows, keys, delete_column in self._pending:
+            ref = self.ref(name)
+            if self._starts_empty(name) or not ref.exists():
+                kept = rows.where(~F.col(quote(delete_column))).drop(delete_column) if delete_column else rows
+                write_table(kept, ref, mode="overwrite", txn=txn)
+            else:
+                merge_into(rows, ref, keys, delete_column=delete_column, txn=txn)
+        self._pending.clear()

@@ -1,0 +1,22 @@
+"""UNION ALL is linear: the union of its branches' changes, column by column position."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.zset import MTIME, WEIGHT, quote
+from mvengine.plan.nodes import UnionAll
+
+
+def delta(node: UnionAll, batch: Batch, child_delta) -> DataFrame:
+    branches = []
+    for branch in node.inputs:
+        df = child_delta(branch, batch)
+        # Spark widens the branches' types (int and bigint give bigint), as the plan does.
+        columns = [F.col(quote(source.name)).alias(target.name) for source, target in zip(branch.fields, node.fields)]
+        branches.append(df.select(*columns, F.col(WEIGHT), F.col(MTIME)))
+    return reduce(DataFrame.unionAll, branches)

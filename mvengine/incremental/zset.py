@@ -1,0 +1,44 @@
+"""Change sets as Z-sets (DESIGN.md §4): a DataFrame of rows plus an integer weight `_w` (+1 insert, -1 delete)
+and `_mtime`, the commit time of the input change that caused the row (Sys.MTime)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+WEIGHT = "_w"
+MTIME = "_mtime"
+
+
+def from_change_feed(df: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """Delta CDF rows as a Z-set: insert and update_postimage weigh +1, delete and update_preimage -1."""
+    sign = F.when(F.col("_change_type").isin("insert", "update_postimage"), F.lit(1)).otherwise(F.lit(-1))
+    return df.select(*[F.col(quote(c)) for c in columns], sign.cast("long").alias(WEIGHT),
+                     F.col("_commit_timestamp").alias(MTIME))
+
+
+def inserts(df: DataFrame, mtime: Column) -> DataFrame:
+    """Every row of a table as an insert (how a view starts: everything is new)."""
+    return df.select("*", F.lit(1).cast("long").alias(WEIGHT), mtime.alias(MTIME))
+
+
+def consolidate(df: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """Equal rows summed into one with their net weight; rows whose weight cancels out are gone."""
+    return (df.groupBy(*[F.col(quote(c)) for c in columns])
+            .agg(F.sum(WEIGHT).alias(WEIGHT), F.max(MTIME).alias(MTIME))
+            .where(F.col(WEIGHT) != 0))
+
+
+def quote(name: str) -> str:
+    """A column name as Spark's column parser needs it (dots and backticks inside names are legal)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def null_safe_equal(left: DataFrame, right: DataFrame, columns: Sequence[str]) -> Column:
+    """The join condition `left.c <=> right.c` over `columns` (NULL keys match NULL keys); true when empty."""
+    if not columns:
+        return F.lit(True)
+    return reduce(lambda a, b: a & b, [left[quote(c)].eqNullSafe(right[quote(c)]) for c in columns])

@@ -1,0 +1,144 @@
+"""From a batch's changes of a view (a Z-set) to its changelog rows and the edit of its snapshot (DESIGN.md §5).
+
+Keyed views (seed 003): per key, a first row is `+I`, a changed row `-U` (the old values) then `+U` (the new),
+a row that goes away `-D`; a key whose row did not change emits nothing. `_emit_index` counts the revisions of
+each key's row (0 for its first), kept in the view's state table `emit`. Bags: `+I` and `-D` rows, one per unit
+of multiplicity, with `_emit_index` 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mvengine.errors import MvError
+from mvengine.incremental.state import StateStore
+from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.storage.api import read_table
+from mvengine.storage.tables import TableRef
+
+EMIT_STATE = "emit"
+REVISION = "_rev"
+
+
+@dataclass
+class ViewChanges:
+    changelog: DataFrame  # the view's columns, then _op, _undo, _mtime, _version, _batch_id, _emit_index, _emit_timing
+    deletes: DataFrame  # rows whose key columns name what the snapshot loses (all copies)
+    inserts: DataFrame  # rows the snapshot gains
+    keys: list[str]  # the columns `deletes` matches on
+
+
+def view_changes(spark: SparkSession, plan: ViewPlan, zset: DataFrame, *, snapshot: TableRef,
+                 snapshot_before: int | None, state: StateStore, batch_id: int) -> ViewChanges:
+    columns = [c.name for c in plan.columns]
+    version = (snapshot_before + 1) if snapshot_before is not None else 0
+    changes = consolidate(zset, columns)
+    if plan.key is not None:
+        return _keyed(plan, changes, columns, state, version, batch_id)
+    return _bag(spark, changes, columns, snapshot, snapshot_before, version, batch_id)
+
+
+def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], state: StateStore, version: int,
+           batch_id: int) -> ViewChanges:
+    key = list(plan.key or ())
+    _require_unique(plan, changes, key)
+    old = changes.where(F.col(WEIGHT) < 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"))
+    new = changes.where(F.col(WEIGHT) > 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"))
+    o, n = old.alias("o"), new.alias("n")
+    pairs = o.join(n, null_safe_equal(o, n, key), "full_outer").select(
+        F.struct(*[F.col(f"o.{quote(c)}").alias(c) for c in columns]).alias("old"),
+        F.struct(*[F.col(f"n.{quote(c)}").alias(c) for c in columns]).alias("new"),
+        F.coalesce(F.col("o._in"), F.lit(False)).alias("_had"),
+        F.coalesce(F.col("n._in"), F.lit(False)).alias("_has"),
+        F.coalesce(F.col(f"n.{MTIME}"), F.col(f"o.{MTIME}")).alias(MTIME),
+        *[F.coalesce(F.col(f"n.{quote(k)}"), F.col(f"o.{quote(k)}")).alias(f"_k{i}") for i, k in enumerate(key)])
+    key_columns = [F.col(f"_k{i}").alias(k) for i, k in enumerate(key)]
+    affected = pairs.select(*key_columns)
+    template = affected.select("*", F.lit(0).cast("long").alias(REVISION)).limit(0)
+    revisions = state.read_for(EMIT_STATE, template, affected, key).alias("r")
+    p = pairs.alias("p")
+    joined = p.join(revisions, _key_match(key, "p", "r"), "left")
+    last = F.col(f"r.{REVISION}")
+    next_revision = F.when(last.isNull(), F.lit(0)).otherwise(last + 1)
+    rows = joined.select("p.*", last.alias("_last"), next_revision.alias("_next"))
+    had, has = F.col("_had"), F.col("_has")
+
+    def side(which: str, op: str, undo: bool, index: Column, condition: Column) -> DataFrame:
+        return rows.where(condition).select(
+            *[F.col(f"{which}.{quote(c)}").alias(c) for c in columns], F.lit(op).alias("_op"),
+            F.lit(undo).alias("_undo"), F.col(MTIME).alias("_mtime"), index.cast("long").alias("_emit_index"))
+
+    changelog = (side("old", "-D", True, F.col("_last"), had & ~has)
+                 .unionByName(side("new", "+I", False, F.col("_next"), ~had & has))
+                 .unionByName(side("old", "-U", True, F.col("_last"), had & has))
+                 .unionByName(side("new", "+U", False, F.col("_next"), had & has)))
+    kept_revision = F.when(has, F.col("_next")).otherwise(F.col("_last"))
+    state.stage(EMIT_STATE, rows.select(*[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)],
+                                        kept_revision.cast("long").alias(REVISION)), key)
+    deletes = rows.select(*[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)])
+    inserts = rows.where(has).select(*[F.col(f"new.{quote(c)}").alias(c) for c in columns])
+    return ViewChanges(_finish(changelog, version, batch_id), deletes, inserts, key)
+
+
+def _key_match(key: list[str], left: str, right: str) -> Column:
+    condition = F.lit(True)
+    for i, k in enumerate(key):
+        condition = condition & F.col(f"{left}._k{i}").eqNullSafe(F.col(f"{right}.{quote(k)}"))
+    return condition
+
+
+def _bag(spark: SparkSession, changes: DataFrame, columns: list[str], snapshot: TableRef,
+         snapshot_before: int | None, version: int, batch_id: int) -> ViewChanges:
+    w = F.col(WEIGHT)
+    copies = F.explode(F.sequence(F.lit(1), F.abs(w).cast("int")))
+    changelog = changes.select(
+        *[quote(c) for c in columns], F.when(w > 0, "+I").otherwise("-D").alias("_op"), (w < 0).alias("_undo"),
+        F.col(MTIME).alias("_mtime"), F.lit(0).cast("long").alias("_emit_index"), copies.alias("_copy")
+    ).drop("_copy")
+    removed = changes.where(w < 0)
+    if snapshot_before is None:
+        inserts = changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
+        return ViewChanges(_finish(changelog, version, batch_id), removed.select(*[quote(c) for c in columns]),
+                           inserts, columns)
+    # A bag row that loses copies is removed entirely and put back as many times as it still occurs.
+    before = read_table(spark, snapshot, version=snapshot_before).alias("s")
+    r = removed.alias("r")
+    counts = (before.join(r, null_safe_equal(before, r, columns), "left_semi")
+              .groupBy(*[quote(c) for c in columns]).agg(F.count(F.lit(1)).alias("_before")).alias("b"))
+    remaining = r.join(counts, null_safe_equal(r, counts, columns), "left").select(
+        *[F.col(f"r.{quote(c)}").alias(c) for c in columns],
+        (F.coalesce(F.col("b._before"), F.lit(0)) + F.col(f"r.{WEIGHT}")).alias("_left"))
+    kept = (remaining.where(F.col("_left") > 0)
+            .select(*[quote(c) for c in columns],
+                    F.explode(F.sequence(F.lit(1), F.col("_left").cast("int"))).alias("_copy"))
+            .drop("_copy"))
+    added = changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
+    return ViewChanges(_finish(changelog, version, batch_id), removed.select(*[quote(c) for c in columns]),
+                       added.unionByName(kept), columns)
+
+
+def _finish(changelog: DataFrame, version: int, batch_id: int) -> DataFrame:
+    columns = [c for c in changelog.columns if c not in ("_op", "_undo", "_mtime", "_emit_index")]
+    return changelog.select(*[quote(c) for c in columns], "_op", "_undo", "_mtime",
+                            F.lit(version).cast("long").alias("_version"),
+                            F.lit(batch_id).cast("long").alias("_batch_id"), "_emit_index",
+                            F.lit(None).cast("string").alias("_emit_timing"))
+
+
+def _require_unique(plan: ViewPlan, changes: DataFrame, key: list[str]) -> None:
+    """A keyed view's batch holds at most one old and one new row per key; otherwise an input broke its
+    declared PRIMARY KEY (which is NOT ENFORCED), and the snapshot cannot be updated by key."""
+    k = [quote(c) for c in key]
+    clash = (changes.where(F.abs(F.col(WEIGHT)) > 1).select(*k)
+             .unionByName(changes.groupBy(*k, F.signum(F.col(WEIGHT)).alias("_s")).count()
+                          .where(F.col("count") > 1).select(*k))
+             .limit(1).collect())
+    if clash:
+        shown = ", ".join(f"{c}={v!r}" for c, v in zip(key, clash[0]))
+        raise MvError(f"view {plan.name}: its key ({', '.join(key)}) is not unique in this batch ({shown})",
+                      hint="a source's PRIMARY KEY is NOT ENFORCED: remove the duplicate rows from the source, "
+                           "or drop the PRIMARY KEY from its CREATE TABLE")

@@ -1,0 +1,385 @@
+"""Refreshing views: bootstrap, incremental batches over the inputs' change feeds, and full recomputation.
+
+Per view (DESIGN.md §4–§5): a new view, a view whose SQL changed, or `--full` is computed from its inputs'
+current versions (a new *generation*); an incremental view then runs one Structured Streaming query over the
+change data feed of its inputs, whose `foreachBatch` applies the view's delta rule; a full-refresh view is
+recomputed whenever an input moved. Every batch writes the view's state, snapshot and changelog, each with the
+application transaction (view generation, batch id), so a batch replayed after a crash skips what it already
+committed and recomputes the rest from the pre-batch versions (time travel).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mvengine.errors import MvError
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.compiler import supports, view_delta
+from mvengine.incremental.state import StateStore
+from mvengine.incremental.zset import MTIME, WEIGHT, from_change_feed, inserts, quote
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.catalog import Catalog
+from mvengine.project.config import Config, join_uri
+from mvengine.runtime.emit import EMIT_STATE, view_changes
+from mvengine.storage.api import batch_ranges, read_table, remove_folder, replace_rows, stream_changes, write_table
+from mvengine.storage.change_reader import CHANGE_COLUMNS
+from mvengine.storage.sources import ensure_source_table
+from mvengine.storage.tables import TableRef, commit_metadata, is_committed, version_before
+
+
+@dataclass(frozen=True)
+class ViewTables:
+    """Where a view's tables live (DESIGN.md §5)."""
+
+    root: str
+    snapshot: TableRef
+    changelog: TableRef
+    state: str
+    checkpoints: str
+
+
+def view_tables(plan: ViewPlan, storage_options: dict[str, str]) -> ViewTables:
+    root = plan.view.path
+    return ViewTables(root, TableRef(join_uri(root, "snapshot"), storage_options, plan.name),
+                      TableRef(join_uri(root, "changelog"), storage_options, f"{plan.name}_changelog"),
+                      join_uri(root, "_state"), join_uri(root, "_checkpoints"))
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What the snapshot's latest commit records."""
+
+    version: int
+    batch_id: int
+    generation: int
+    sql_hash: str
+    kind: str  # bootstrap, stream or full
+    inputs: dict[str, int]
+
+
+def last_commit(ref: TableRef) -> Committed | None:
+    if not ref.exists():
+        return None
+    dt = ref.open()
+    info = commit_metadata(dt, dt.version())
+    if "mvengine.batch_id" not in info:
+        raise MvError(f"{ref.label} was not written by mvengine (its latest commit has no mvengine.batch_id)",
+                      hint="move the table away, or give the view another 'path'")
+    return Committed(dt.version(), int(info["mvengine.batch_id"]), int(info["mvengine.generation"]),
+                     info["mvengine.sql_hash"], info["mvengine.kind"], json.loads(info["mvengine.inputs"]))
+
+
+def sql_hash(plan: ViewPlan) -> str:
+    """Identifies what a view computes: its query (as sqlglot prints it, so comments and layout do not count),
+    its column names and its strategy."""
+    text = "|".join([plan.strategy, ",".join(c.name for c in plan.columns), plan.view.query.sql("spark")])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class BatchReport:
+    view: str
+    batch_id: int
+    kind: str
+    inputs: dict[str, int]
+    rows_in: int | None  # None for a recomputation, which reads whole inputs
+    rows_out: int
+    millis: int
+    note: str = ""
+
+    def line(self) -> str:
+        versions = ", ".join(f"{n}@{v}" for n, v in self.inputs.items())
+        note = f"  ({self.note})" if self.note else ""
+        work = "recomputed" if self.rows_in is None else f"{self.rows_in} changes in"
+        return (f"{self.view}: batch {self.batch_id} [{self.kind}] inputs {versions}: {work}, "
+                f"{self.rows_out} changelog rows out, {self.millis} ms{note}")
+
+
+@dataclass
+class Refresher:
+    spark: SparkSession
+    config: Config
+    catalog: Catalog
+    report: Callable[[BatchReport], None] = lambda r: None
+    notice: Callable[[str], None] = lambda text: None
+    stopping: Callable[[], bool] = lambda: False
+    _sources_ready: bool = field(default=False, init=False)
+
+    # -- what to refresh ------------------------------------------------------------------------------------
+
+    def plans_for(self, names: list[str] | None) -> list[ViewPlan]:
+        """The named views (default: all) and every view they read, in DAG order."""
+        if not names:
+            return [self.catalog.plans[n] for n in self.catalog.order if n in self.catalog.plans]
+        wanted: set[str] = set()
+        for name in self.catalog.require(names):
+            if name not in self.catalog.plans:
+                raise MvError(f"{name} is a source, not a view", hint="mv refresh VIEW ...; sources need no refresh")
+            wanted.add(name)
+            wanted.update(a for a in _ancestors(self.catalog, name) if a in self.catalog.plans)
+        return [self.catalog.plans[n] for n in self.catalog.order if n in wanted]
+
+    def refresh(self, names: list[str] | None = None, *, full: bool = False) -> None:
+        self.prepare_sources()
+        for plan in self.plans_for(names):
+            if self.stopping():
+                return
+            self.refresh_view(plan, full=full)
+
+    def prepare_sources(self) -> None:
+        if self._sources_ready:
+            return
+        for source in self.catalog.sources.values():
+            ensure_source_table(TableRef(source.path, self.config.storage_options, source.name), source.schema)
+        self._sources_ready = True
+
+    def input_refs(self, plan: ViewPlan) -> dict[str, TableRef]:
+        refs = {}
+        for name in plan.inputs:
+            if name in self.catalog.sources:
+                source = self.catalog.sources[name]
+                refs[name] = TableRef(source.path, self.config.storage_options, name)
+            else:
+                refs[name] = view_tables(self.catalog.plans[name], self.config.storage_options).snapshot
+                if not refs[name].exists():
+                    raise MvError(f"view {plan.name} reads view {name}, which has not been refreshed yet",
+                                  hint=f"run mv refresh {name} first (mv refresh refreshes in dependency order)")
+        return refs
+
+    # -- one view -------------------------------------------------------------------------------------------
+
+    def refresh_view(self, plan: ViewPlan, *, full: bool = False) -> None:
+        tables = view_tables(plan, self.config.storage_options)
+        last = last_commit(tables.snapshot)
+        digest = sql_hash(plan)
+        incremental = plan.strategy == "incremental" and supports(plan.root)
+        if last is not None and not is_committed(tables.changelog, _app_id(plan, last.generation), last.batch_id):
+            # The process stopped between the snapshot and the changelog of a batch: finish that batch first.
+            if last.kind == "stream":
+                self._stream(plan, tables, last)  # Structured Streaming replays the uncommitted batch
+            else:
+                self._recompute(plan, tables, last.generation, last.batch_id, last.kind, incremental,
+                                pinned=last.inputs, note="finishing an interrupted batch")
+            last = last_commit(tables.snapshot)
+        if last is None or last.sql_hash != digest or full:
+            note = ("new view" if last is None else "SQL changed: rebuilt from the inputs" if last.sql_hash != digest
+                    else "--full: recomputed from the inputs")
+            if last is not None and self._columns_changed(plan, tables):
+                note += "; its columns changed, so its snapshot and changelog start over"
+                for ref in (tables.snapshot, tables.changelog):
+                    if ref.exists():
+                        remove_folder(ref)
+                last = None
+            generation = 0 if last is None else last.generation + 1
+            batch_id = 0 if last is None else last.batch_id + 1
+            self._recompute(plan, tables, generation, batch_id, "bootstrap" if incremental else "full",
+                            incremental, note=note)
+            last = last_commit(tables.snapshot)
+        assert last is not None
+        if incremental:
+            self._stream(plan, tables, last)
+        else:
+            refs = self.input_refs(plan)
+            current = {n: r.open().version() for n, r in refs.items()}
+            if current != last.inputs:
+                self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False)
+
+    def _columns_changed(self, plan: ViewPlan, tables: ViewTables) -> bool:
+        names = [f.name for f in tables.snapshot.open().schema().fields]
+        return names != [c.name for c in plan.columns]
+
+    # -- recomputation (bootstrap of incremental views, every batch of full-refresh views) -----------------
+
+    def _recompute(self, plan: ViewPlan, tables: ViewTables, generation: int, batch_id: int, kind: str,
+                   incremental: bool, *, pinned: dict[str, int] | None = None, note: str = "") -> None:
+        started = time.monotonic()
+        refs = self.input_refs(plan)
+        versions = pinned or {n: r.open().version() for n, r in refs.items()}
+        app_id = _app_id(plan, generation)
+        mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
+        if kind == "bootstrap" and pinned is None:
+            # A new generation starts from no operator state (the emit revisions of the view's keys stay).
+            _remove_tree(join_uri(tables.checkpoints, f"g{generation}"), self.config.storage_options, prefix=True)
+            for name in _state_tables(tables):
+                if name != EMIT_STATE:
+                    _remove_tree(join_uri(tables.state, name), self.config.storage_options)
+        state = StateStore(self.spark, tables.state, self.config.storage_options, app_id, batch_id,
+                           fresh=(kind == "bootstrap"), persistent=frozenset({EMIT_STATE}))
+        batch = Batch(self.spark, {}, state)
+        try:
+            if incremental:
+                batch.changes = {n: inserts(read_table(self.spark, r, version=versions[n]), mtime)
+                                 for n, r in refs.items()}
+                new_rows = view_delta(plan.root, batch)
+            else:
+                new_rows = inserts(self._compute(plan, refs, versions), mtime)
+            snapshot_before = _version_before(tables.snapshot, app_id, batch_id)
+            changes = new_rows
+            if snapshot_before is not None:
+                old = read_table(self.spark, tables.snapshot, version=snapshot_before)
+                changes = changes.unionByName(old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME)))
+            rows_out = self._commit(plan, tables, batch, changes, app_id=app_id, batch_id=batch_id,
+                                    generation=generation, kind=kind, inputs=versions,
+                                    snapshot_before=snapshot_before)
+        finally:
+            batch.release()
+        self.report(BatchReport(plan.name, batch_id, kind, versions, None, rows_out,
+                                int((time.monotonic() - started) * 1000), note))
+
+    def _compute(self, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]) -> DataFrame:
+        """The view's query run by Spark over its inputs at the given versions."""
+        for name, ref in refs.items():
+            read_table(self.spark, ref, version=versions[name]).createOrReplaceTempView(name)
+        df = self.spark.sql(plan.view.query.sql("spark"))
+        return df.toDF(*[c.name for c in plan.columns])
+
+    # -- incremental batches --------------------------------------------------------------------------------
+
+    def _stream(self, plan: ViewPlan, tables: ViewTables, last: Committed) -> None:
+        refs = self.input_refs(plan)
+        checkpoint = _checkpoint(tables, last)
+        base = int(os.path.basename(checkpoint).split("_b")[1])
+        app_id = _app_id(plan, last.generation)
+
+        failures: list[BaseException] = []
+
+        def run(df: DataFrame, spark_batch: int) -> None:
+            try:
+                apply(df, spark_batch)
+            except BaseException as e:  # kept to re-raise as itself: Spark wraps it in a Java exception
+                failures.append(e)
+                raise
+
+        def apply(df: DataFrame, spark_batch: int) -> None:
+            ranges = batch_ranges(checkpoint, spark_batch)
+            if all(hi <= lo for lo, hi in ranges.values()):
+                return  # nothing new (a new query's first batch, or inputs that did not move)
+            started = time.monotonic()
+            batch_id = base + spark_batch + 1
+            df = df.persist()
+            try:
+                changes = {}
+                for name in refs:
+                    rows = df.where(F.col("_table") == name).select(f"{quote(name)}.*", *CHANGE_COLUMNS)
+                    columns = [c for c in rows.columns if c not in CHANGE_COLUMNS]
+                    changes[name] = from_change_feed(rows, columns)
+                state = StateStore(self.spark, tables.state, self.config.storage_options, app_id, batch_id,
+                                   fresh=False)
+                batch = Batch(self.spark, changes, state)
+                try:
+                    zset = view_delta(plan.root, batch)
+                    versions = {n: hi for n, (lo, hi) in ranges.items()}
+                    snapshot_before = _version_before(tables.snapshot, app_id, batch_id)
+                    rows_out = self._commit(plan, tables, batch, zset, app_id=app_id, batch_id=batch_id,
+                                            generation=last.generation, kind="stream", inputs=versions,
+                                            snapshot_before=snapshot_before)
+                finally:
+                    batch.release()
+                rows_in = df.count()
+            finally:
+                df.unpersist()
+            self.report(BatchReport(plan.name, batch_id, "stream", versions, rows_in, rows_out,
+                                    int((time.monotonic() - started) * 1000)))
+
+        stream = stream_changes(self.spark, refs, starting_versions=last.inputs)
+        query = (stream.writeStream.queryName(f"mvengine_{plan.name}").foreachBatch(run)
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        try:
+            query.awaitTermination()
+        except Exception:
+            if failures:
+                raise failures[0] from None
+            raise
+
+    # -- the writes of one batch ----------------------------------------------------------------------------
+
+    def _commit(self, plan: ViewPlan, tables: ViewTables, batch: Batch, zset: DataFrame, *, app_id: str,
+                batch_id: int, generation: int, kind: str, inputs: dict[str, int],
+                snapshot_before: int | None) -> int:
+        """State, then snapshot, then changelog: each skipped when this batch already committed it."""
+        zset = batch.keep(zset)
+        changes = view_changes(self.spark, plan, zset, snapshot=tables.snapshot, snapshot_before=snapshot_before,
+                               state=batch.state, batch_id=batch_id)
+        changelog = batch.keep(changes.changelog)
+        rows_out = changelog.count()
+        batch.state.commit()
+        metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True), "mvengine.batch_id": str(batch_id),
+                    "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
+                    "mvengine.kind": kind}
+        txn = (app_id, batch_id)
+        replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata, txn=txn)
+        write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn)
+        return rows_out
+
+
+def _app_id(plan: ViewPlan, generation: int) -> str:
+    return f"mvengine:{plan.name}:g{generation}"
+
+
+def _version_before(ref: TableRef, app_id: str, batch_id: int) -> int | None:
+    """The snapshot's version before this batch (None when the batch creates it)."""
+    if not ref.exists():
+        return None
+    version = version_before(ref, app_id, batch_id)
+    return version if version >= 0 else None
+
+
+def _checkpoint(tables: ViewTables, last: Committed) -> str:
+    """The Structured Streaming checkpoint of the view's generation. Its name records the view batch id it
+    started after, so view batch ids keep increasing even if a checkpoint is lost and started again."""
+    folder = tables.checkpoints.removeprefix("file:")
+    if "://" in folder:
+        raise MvError(f"checkpoints must be on a local or mounted path, not {folder}",
+                      hint="set [project] warehouse to a local path, or give the view a local 'path'")
+    prefix = f"g{last.generation}_b"
+    existing = sorted(d for d in os.listdir(folder) if d.startswith(prefix)) if os.path.isdir(folder) else []
+    if existing:
+        return os.path.join(folder, existing[-1])
+    return os.path.join(folder, f"{prefix}{last.batch_id}")
+
+
+def _remove_tree(path: str, storage_options: dict[str, str], *, prefix: bool = False) -> None:
+    """Remove a folder (with `prefix`: every folder whose name starts with the path's last segment)."""
+    local = path.removeprefix("file:")
+    if "://" in local:
+        if TableRef(path, storage_options).exists():
+            remove_folder(TableRef(path, storage_options))
+        return
+    parent, name = os.path.split(local)
+    targets = [os.path.join(parent, d) for d in os.listdir(parent) if d.startswith(name)] \
+        if prefix and os.path.isdir(parent) else [local]
+    for target in targets:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def _state_tables(tables: ViewTables) -> list[str]:
+    local = tables.state.removeprefix("file:")
+    if "://" in local:
+        raise MvError(f"view state must be on a local or mounted path, not {local}",
+                      hint="set [project] warehouse to a local path, or give the view a local 'path'")
+    return sorted(os.listdir(local)) if os.path.isdir(local) else []
+
+
+def _latest_commit_time(refs: dict[str, TableRef], versions: dict[str, int]) -> str:
+    """The commit time of the newest input version a recomputation reads (its rows' _mtime)."""
+    times = []
+    for name, ref in refs.items():
+        info = commit_metadata(ref.open(), versions[name])
+        times.append(int(info["timestamp"]))
+    millis = max(times) if times else int(time.time() * 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(millis / 1000)) + f".{millis % 1000:03d}"
+
+
+def _ancestors(catalog: Catalog, name: str) -> set[str]:
+    import networkx as nx
+
+    return set(nx.ancestors(catalog.graph, name))

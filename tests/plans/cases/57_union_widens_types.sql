@@ -1,0 +1,1 @@
+CREATE MATERIALIZED VIEW widened AS SELECT qty AS n FROM orders UNION ALL SELECT id AS n FROM customers;
