@@ -43,6 +43,8 @@ def full_refresh_reasons(root: Node) -> list[str]:
             add(node.reason)
         if isinstance(node, Join) and not node.equi:
             add("a join without an equality condition (cross join)")
+        elif isinstance(node, Join):
+            add("joins are recomputed in full (incremental joins are not built yet)")
         if isinstance(node, Join) and node.null_aware:
             add("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
         if isinstance(node, Aggregate):
@@ -96,10 +98,17 @@ def is_append_only(node: Node) -> bool:
     return False  # aggregates update their rows; outer and anti joins retract; opaque nodes are recomputed
 
 
-def changelog_kind(root: Node, strategy: str) -> str:
-    if strategy == "incremental" and is_append_only(root):
+def changelog_kind(root: Node, deterministic: bool) -> str:
+    """A deterministic view that never retracts over append-only inputs only ever gains rows, whether it is
+    maintained incrementally or recomputed (its recomputations only add rows)."""
+    if deterministic and is_append_only(root):
         return "append-only"
     return "upsert" if root.key is not None else "retract"
+
+
+def is_deterministic(root: Node) -> bool:
+    return not any(_function_name(f) in NON_DETERMINISTIC
+                   for node in root.walk() for e in node.expressions() for f in e.find_all(exp.Func))
 
 
 def state_of(root: Node, strategy: str) -> State:
@@ -116,8 +125,6 @@ def state_of(root: Node, strategy: str) -> State:
         elif isinstance(node, Distinct):
             parts.append("per distinct row: count")
             bounded = False
-    if any(isinstance(node, Join) for node in root.walk()):
-        parts.append("joins keep none (the other side is read from its Delta table at the batch's input version)")
     return State("; ".join(parts) if parts else "none", bounded)
 
 

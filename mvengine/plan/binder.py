@@ -67,6 +67,7 @@ class Binder:
         self.ctes: dict[str, Node] = {}  # the CTEs visible where binding currently is
         self.full_reasons: list[str] = []  # constructs that force a full refresh, found while binding
         self.notes: list[str] = []
+        self.random_sampling = False  # TABLESAMPLE: another sample on every run
 
     # -- errors -----------------------------------------------------------------------------------------------
 
@@ -295,6 +296,7 @@ class Binder:
             name = item.name
             if item.args.get("sample") is not None:
                 self.full("TABLESAMPLE picks random rows")
+                self.random_sampling = True
             if name.lower() in ctes:
                 return alias, requalify(ctes[name.lower()], alias)
             relation = self.lookup(name)

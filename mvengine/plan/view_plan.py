@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from mvengine.errors import SqlError
 from mvengine.names import RESERVED_VIEW_COLUMNS
-from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, state_of
+from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, is_deterministic, state_of
 from mvengine.plan.binder import Binder, Relation
 from mvengine.plan.nodes import Field, Node, show_name
 from mvengine.plan.types import type_name
@@ -71,7 +71,8 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     strategy = "full" if reasons else "incremental"
     state = state_of(root, strategy)
     key = None if root.key is None else tuple(columns[i].name for i in root.key)
-    return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog_kind(root, strategy), strategy,
+    deterministic = is_deterministic(root) and not binder.random_sampling
+    return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog_kind(root, deterministic), strategy,
                     "; ".join(reasons) if reasons else None, state.description, state.bounded,
                     tuple(binder.notes))
 
