@@ -18,8 +18,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)  ## Create .venv and install mvengine with its test tools
 
 run: $(STAMP)  ## Run the main job on the example project (views/, conf/)
-	$(VENV)/bin/mv --project . sources --create
-	$(VENV)/bin/mv --project . plan
+	$(VENV)/bin/mv --project . refresh
 
 test: $(STAMP)  ## Run the test suite (a real local Spark and real Delta tables)
 	$(VENV)/bin/python -m pytest -q

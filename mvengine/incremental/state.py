@@ -15,12 +15,14 @@ from pyspark.sql import functions as F
 
 from mvengine.incremental.zset import null_safe_equal, quote
 from mvengine.project.config import join_uri
-from mvengine.storage.api import merge_into, read_table, write_table
+from mvengine.storage.api import merge_into, read_own_table, write_table
 from mvengine.storage.tables import TableRef, version_before
 
 # Up to this many affected keys, a state read is narrowed by `key IN (...)`, which the Delta data source
-# pushes down to skip files by their min/max statistics; beyond it, the state is scanned and joined.
+# pushes down to skip files by their min/max statistics; beyond it, the state is scanned and joined. Listing
+# the keys costs a Spark job, so it is done only for state tables larger than PUSHDOWN_MIN_BYTES.
 PUSHDOWN_KEYS = 5000
+PUSHDOWN_MIN_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -42,7 +44,7 @@ class StateStore:
         ref = self.ref(name)
         if self._starts_empty(name) or not ref.exists():
             return template.limit(0)
-        return read_table(self.spark, ref, version=version_before(ref, self.app_id, self.batch_id))
+        return read_own_table(self.spark, ref, version=version_before(ref, self.app_id, self.batch_id))
 
     def read_for(self, name: str, template: DataFrame, keys: DataFrame, key_columns: Sequence[str]) -> DataFrame:
         """The rows of state table `name` whose key is one of `keys` (NULL matches NULL)."""
@@ -51,8 +53,10 @@ class StateStore:
             return state
         keys = keys.select(*[quote(c) for c in key_columns]).distinct()
         first = key_columns[0]
-        values = [r[0] for r in keys.select(quote(first)).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
-        if len(values) <= PUSHDOWN_KEYS:
+        values = []
+        if _size_bytes(self.ref(name)) >= PUSHDOWN_MIN_BYTES:
+            values = [r[0] for r in keys.select(quote(first)).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
+        if 0 < len(values) <= PUSHDOWN_KEYS:
             present = [v for v in values if v is not None]
             narrow = F.col(quote(first)).isin(present) if present else F.lit(False)
             if len(present) < len(values):
@@ -68,13 +72,27 @@ class StateStore:
         """Queue the new rows of the given keys (and, where `delete_column` is true, their removal)."""
         self._pending.append((name, rows, tuple(keys), delete_column))
 
-    def commit(self) -> None:
+    def commit(self, names: set[str] | None = None) -> None:
+        """Write the staged tables (only `names`, when given), each once per batch."""
         txn = (self.app_id, self.batch_id)
-        for name, rows, keys, delete_column in self._pending:
+        chosen = [p for p in self._pending if names is None or p[0] in names]
+        for name, rows, keys, delete_column in chosen:
             ref = self.ref(name)
-            if self._starts_empty(name) or not ref.exists():
+            if self._starts_empty(name) or not ref.exists() or not keys:
+                # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
                 kept = rows.where(~F.col(quote(delete_column))).drop(delete_column) if delete_column else rows
                 write_table(kept, ref, mode="overwrite", txn=txn)
             else:
                 merge_into(rows, ref, keys, delete_column=delete_column, txn=txn)
-        self._pending.clear()
+        self._pending = [p for p in self._pending if p not in chosen]
+
+    @property
+    def staged(self) -> set[str]:
+        return {p[0] for p in self._pending}
+
+
+def _size_bytes(ref: TableRef) -> int:
+    import pyarrow as pa
+
+    sizes = pa.table(ref.open().get_add_actions()).column("size_bytes")
+    return int(pa.compute.sum(sizes).as_py() or 0)

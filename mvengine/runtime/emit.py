@@ -17,7 +17,7 @@ from mvengine.errors import MvError
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.storage.api import read_table
+from mvengine.storage.api import read_own_table
 from mvengine.storage.tables import TableRef
 
 EMIT_STATE = "emit"
@@ -27,16 +27,18 @@ REVISION = "_rev"
 @dataclass
 class ViewChanges:
     changelog: DataFrame  # the view's columns, then _op, _undo, _mtime, _version, _batch_id, _emit_index, _emit_timing
-    deletes: DataFrame  # rows whose key columns name what the snapshot loses (all copies)
+    deletes: DataFrame | None  # rows whose key columns name what the snapshot loses (all copies); None: nothing
     inserts: DataFrame  # rows the snapshot gains
     keys: list[str]  # the columns `deletes` matches on
+    rows: int  # changelog rows
 
 
 def view_changes(spark: SparkSession, plan: ViewPlan, zset: DataFrame, *, snapshot: TableRef,
                  snapshot_before: int | None, state: StateStore, batch_id: int) -> ViewChanges:
     columns = [c.name for c in plan.columns]
     version = (snapshot_before + 1) if snapshot_before is not None else 0
-    changes = consolidate(zset, columns)
+    # Computed once here: everything below reads these rows several times.
+    changes = consolidate(zset, columns).localCheckpoint(eager=True)
     if plan.key is not None:
         return _keyed(plan, changes, columns, state, version, batch_id)
     return _bag(spark, changes, columns, snapshot, snapshot_before, version, batch_id)
@@ -45,7 +47,6 @@ def view_changes(spark: SparkSession, plan: ViewPlan, zset: DataFrame, *, snapsh
 def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], state: StateStore, version: int,
            batch_id: int) -> ViewChanges:
     key = list(plan.key or ())
-    _require_unique(plan, changes, key)
     old = changes.where(F.col(WEIGHT) < 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"))
     new = changes.where(F.col(WEIGHT) > 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"))
     o, n = old.alias("o"), new.alias("n")
@@ -81,7 +82,8 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], state: StateS
                                         kept_revision.cast("long").alias(REVISION)), key)
     deletes = rows.select(*[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)])
     inserts = rows.where(has).select(*[F.col(f"new.{quote(c)}").alias(c) for c in columns])
-    return ViewChanges(_finish(changelog, version, batch_id), deletes, inserts, key)
+    count = _count_keyed(plan, pairs, key)
+    return ViewChanges(_finish(changelog, version, batch_id), deletes if count else None, inserts, key, count)
 
 
 def _key_match(key: list[str], left: str, right: str) -> Column:
@@ -100,12 +102,14 @@ def _bag(spark: SparkSession, changes: DataFrame, columns: list[str], snapshot: 
         F.col(MTIME).alias("_mtime"), F.lit(0).cast("long").alias("_emit_index"), copies.alias("_copy")
     ).drop("_copy")
     removed = changes.where(w < 0)
+    totals = changes.agg(F.sum(F.abs(w)).alias("rows"), F.sum(F.when(w < 0, 1).otherwise(0)).alias("removed"))
+    total = totals.collect()[0]
+    count, any_removed = int(total["rows"] or 0), bool(total["removed"])
     if snapshot_before is None:
         inserts = changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
-        return ViewChanges(_finish(changelog, version, batch_id), removed.select(*[quote(c) for c in columns]),
-                           inserts, columns)
+        return ViewChanges(_finish(changelog, version, batch_id), None, inserts, columns, count)
     # A bag row that loses copies is removed entirely and put back as many times as it still occurs.
-    before = read_table(spark, snapshot, version=snapshot_before).alias("s")
+    before = read_own_table(spark, snapshot, version=snapshot_before).alias("s")
     r = removed.alias("r")
     counts = (before.join(r, null_safe_equal(before, r, columns), "left_semi")
               .groupBy(*[quote(c) for c in columns]).agg(F.count(F.lit(1)).alias("_before")).alias("b"))
@@ -117,8 +121,9 @@ def _bag(spark: SparkSession, changes: DataFrame, columns: list[str], snapshot: 
                     F.explode(F.sequence(F.lit(1), F.col("_left").cast("int"))).alias("_copy"))
             .drop("_copy"))
     added = changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
-    return ViewChanges(_finish(changelog, version, batch_id), removed.select(*[quote(c) for c in columns]),
-                       added.unionByName(kept), columns)
+    return ViewChanges(_finish(changelog, version, batch_id),
+                       removed.select(*[quote(c) for c in columns]) if any_removed else None,
+                       added.unionByName(kept), columns, count)
 
 
 def _finish(changelog: DataFrame, version: int, batch_id: int) -> DataFrame:
@@ -129,16 +134,19 @@ def _finish(changelog: DataFrame, version: int, batch_id: int) -> DataFrame:
                             F.lit(None).cast("string").alias("_emit_timing"))
 
 
-def _require_unique(plan: ViewPlan, changes: DataFrame, key: list[str]) -> None:
-    """A keyed view's batch holds at most one old and one new row per key; otherwise an input broke its
-    declared PRIMARY KEY (which is NOT ENFORCED), and the snapshot cannot be updated by key."""
-    k = [quote(c) for c in key]
-    clash = (changes.where(F.abs(F.col(WEIGHT)) > 1).select(*k)
-             .unionByName(changes.groupBy(*k, F.signum(F.col(WEIGHT)).alias("_s")).count()
-                          .where(F.col("count") > 1).select(*k))
-             .limit(1).collect())
-    if clash:
-        shown = ", ".join(f"{c}={v!r}" for c, v in zip(key, clash[0]))
+def _count_keyed(plan: ViewPlan, pairs: DataFrame, key: list[str]) -> int:
+    """The number of changelog rows, checking (in the same Spark job) that no key occurs twice: a batch holds
+    at most one old and one new row per key, unless an input broke its declared PRIMARY KEY (which is NOT
+    ENFORCED) — then the snapshot cannot be updated by key."""
+    rows = F.when(F.col("_had") & F.col("_has"), 2).otherwise(1)
+    per_key = pairs.groupBy(*[f"_k{i}" for i in range(len(key))]).agg(
+        F.count(F.lit(1)).alias("_pairs"), F.sum(rows).alias("_rows"),
+        F.first(F.struct(*[F.col(f"_k{i}") for i in range(len(key))])).alias("_key"))
+    total = per_key.agg(F.sum("_rows").alias("rows"), F.max("_pairs").alias("most"),
+                        F.max_by("_key", "_pairs").alias("key")).collect()[0]
+    if total["most"] is not None and total["most"] > 1:
+        shown = ", ".join(f"{c}={v!r}" for c, v in zip(key, total["key"]))
         raise MvError(f"view {plan.name}: its key ({', '.join(key)}) is not unique in this batch ({shown})",
                       hint="a source's PRIMARY KEY is NOT ENFORCED: remove the duplicate rows from the source, "
                            "or drop the PRIMARY KEY from its CREATE TABLE")
+    return int(total["rows"] or 0)

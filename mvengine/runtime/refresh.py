@@ -30,7 +30,8 @@ from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.runtime.emit import EMIT_STATE, view_changes
-from mvengine.storage.api import batch_ranges, read_table, remove_folder, replace_rows, stream_changes, write_table
+from mvengine.storage.api import (batch_ranges, read_own_table, read_table, remove_folder, replace_rows,
+                                  stream_changes, write_table)
 from mvengine.storage.change_reader import CHANGE_COLUMNS
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import TableRef, commit_metadata, is_committed, version_before
@@ -186,7 +187,9 @@ class Refresher:
             last = last_commit(tables.snapshot)
         assert last is not None
         if incremental:
-            self._stream(plan, tables, last)
+            refs = self.input_refs(plan)
+            if any(r.open().version() > last.inputs.get(n, -1) for n, r in refs.items()):
+                self._stream(plan, tables, last)
         else:
             refs = self.input_refs(plan)
             current = {n: r.open().version() for n, r in refs.items()}
@@ -217,15 +220,14 @@ class Refresher:
         batch = Batch(self.spark, {}, state)
         try:
             if incremental:
-                batch.changes = {n: inserts(read_table(self.spark, r, version=versions[n]), mtime)
-                                 for n, r in refs.items()}
+                batch.changes = {n: inserts(self._read_input(n, r, versions[n]), mtime) for n, r in refs.items()}
                 new_rows = view_delta(plan.root, batch)
             else:
                 new_rows = inserts(self._compute(plan, refs, versions), mtime)
             snapshot_before = _version_before(tables.snapshot, app_id, batch_id)
             changes = new_rows
             if snapshot_before is not None:
-                old = read_table(self.spark, tables.snapshot, version=snapshot_before)
+                old = read_own_table(self.spark, tables.snapshot, version=snapshot_before)
                 changes = changes.unionByName(old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME)))
             rows_out = self._commit(plan, tables, batch, changes, app_id=app_id, batch_id=batch_id,
                                     generation=generation, kind=kind, inputs=versions,
@@ -238,9 +240,14 @@ class Refresher:
     def _compute(self, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]) -> DataFrame:
         """The view's query run by Spark over its inputs at the given versions."""
         for name, ref in refs.items():
-            read_table(self.spark, ref, version=versions[name]).createOrReplaceTempView(name)
+            self._read_input(name, ref, versions[name]).createOrReplaceTempView(name)
         df = self.spark.sql(plan.view.query.sql("spark"))
         return df.toDF(*[c.name for c in plan.columns])
+
+    def _read_input(self, name: str, ref: TableRef, version: int) -> DataFrame:
+        if name in self.catalog.sources:
+            return read_table(self.spark, ref, version=version)
+        return read_own_table(self.spark, ref, version=version)  # an upstream view's snapshot
 
     # -- incremental batches --------------------------------------------------------------------------------
 
@@ -305,18 +312,21 @@ class Refresher:
     def _commit(self, plan: ViewPlan, tables: ViewTables, batch: Batch, zset: DataFrame, *, app_id: str,
                 batch_id: int, generation: int, kind: str, inputs: dict[str, int],
                 snapshot_before: int | None) -> int:
-        """State, then snapshot, then changelog: each skipped when this batch already committed it."""
+        """Operator state, snapshot, emit revisions, changelog: each skipped when this batch already committed
+        it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
+        (possibly from newer input versions, for a bootstrap), and must find the revisions as they were."""
         zset = batch.keep(zset)
         changes = view_changes(self.spark, plan, zset, snapshot=tables.snapshot, snapshot_before=snapshot_before,
                                state=batch.state, batch_id=batch_id)
-        changelog = batch.keep(changes.changelog)
-        rows_out = changelog.count()
-        batch.state.commit()
+        changelog = changes.changelog
+        rows_out = changes.rows
+        batch.state.commit(batch.state.staged - {EMIT_STATE})
         metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True), "mvengine.batch_id": str(batch_id),
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
                     "mvengine.kind": kind}
         txn = (app_id, batch_id)
         replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata, txn=txn)
+        batch.state.commit()
         write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn)
         return rows_out
 

@@ -53,6 +53,9 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
 
     settings = dict(config.spark_conf if config else DEFAULT_SPARK_CONF)
     settings.update(conf or {})
+    # Quiet start: without a log4j2 file Spark prints its default-profile banner and start-up warnings.
+    log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    settings.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     builder = SparkSession.builder.master(master or (config.spark_master if config else "local[*]"))
     builder = builder.appName("mvengine")
     for key, value in settings.items():

@@ -92,7 +92,8 @@ class DeltaDataSource(DataSource):
         require_columns(ref, table_arrow.names, schema.names)
         return SnapshotReader(ref, dt.version(), schema, table_arrow, dt.metadata().partition_columns,
                               target_bytes=self._int("maxPartitionBytes", DEFAULT_PARTITION_BYTES),
-                              min_partitions=self._int("minPartitions", 1))
+                              min_partitions=self._int("minPartitions", 1),
+                              push_filters=self.options.get("pushFilters", "false").lower() == "true")
 
     # -- streaming reads -----------------------------------------------------------------------------------
     def _stream_refs(self) -> dict[str, TableRef]:

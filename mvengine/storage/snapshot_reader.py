@@ -54,7 +54,7 @@ class FileGroupPartition(InputPartition):
 class SnapshotReader(DataSourceReader):
     def __init__(self, ref: TableRef, version: int, schema: StructType, table_arrow_schema: pa.Schema,
                  partition_columns: list[str], *, target_bytes: int = DEFAULT_PARTITION_BYTES,
-                 min_partitions: int = 1) -> None:
+                 min_partitions: int = 1, push_filters: bool = False) -> None:
         self.ref = ref
         self.version = version
         self.output_schema = spark_to_arrow_schema(schema)
@@ -63,8 +63,16 @@ class SnapshotReader(DataSourceReader):
         self.target_bytes = target_bytes
         self.min_partitions = min_partitions
         self.predicates: list[Predicate] = []
+        self.push_filters = push_filters
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        # Spark 4 keeps the reader a pushdown produced for every later scan of the same DataFrame, also scans
+        # with other filters or none (a temporary view used twice in a query): pushed filters would leak into
+        # them. So filters are pushed only when the reader is asked to (`pushFilters` option), for DataFrames
+        # scanned once; otherwise Spark evaluates them all.
+        if not self.push_filters:
+            yield from filters
+            return
         for f in filters:
             predicate = to_predicate(f, self.types)
             if predicate is None:
