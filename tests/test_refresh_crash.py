@@ -17,7 +17,7 @@ import pytest
 
 from mvengine.project.catalog import load_catalog
 from mvengine.project.config import load_config
-from mvengine.runtime.refresh import Refresher
+from mvengine.runtime.refresh import Refresher, view_tables
 from tests.test_refresh_differential import apply_commit, check_view, make_project
 
 KILLS = int(os.environ.get("MV_CRASH_KILLS", "20"))
@@ -48,6 +48,12 @@ def test_views_survive_sigkill_at_random_moments(spark, tmp_path: Path):
             apply_commit(spark, catalog, _random_commit(rng, i))
             time.sleep(rng.uniform(0.2, 1.5))
         kill(child)
+    # The children committed batches between kills (so kills landed while work was under way)...
+    committed = sum(tables.snapshot.open().version() + 1 for tables in
+                    (view_tables(p, {}) for p in catalog.plans.values()) if tables.snapshot.exists())
+    assert committed > len(catalog.plans), "the killed refreshes never got past their first batch"
+    print(f"{KILLS} kills; {committed} snapshot versions committed by the killed processes")
+    # ...and after one more refresh, every view keeps the promise.
     refresher = Refresher(spark, config, catalog)
     refresher.refresh()
     for name in catalog.plans:

@@ -36,8 +36,7 @@ def run_refresh(config: Config, console: Console, views: list[str], *, full: boo
 
     status = _Status(console)
     spark = spark_session(config)
-    refresher = Refresher(spark, config, catalog, report=status.batch, notice=console.out,
-                          stopping=lambda: stop["requested"])
+    refresher = Refresher(spark, config, catalog, report=status.batch, stopping=lambda: stop["requested"])
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if continuous else {}
     try:
@@ -64,16 +63,21 @@ class _Status:
         self.console = console
         self.batches = 0
         self._live = None
+        self._rich = None
         if sys.stdout.isatty() and os.environ.get("CI") != "true":
             with contextlib.suppress(Exception):
                 from rich.console import Console as RichConsole
 
-                self._live = RichConsole().status("refreshing views...")
+                self._rich = RichConsole(highlight=False)
+                self._live = self._rich.status("refreshing views...")
                 self._live.start()
 
     def batch(self, report) -> None:
         self.batches += 1
-        self.console.out(report.line())
+        if self._rich is not None:
+            self._rich.print(report.line(), markup=False)  # above the spinner, not through it
+        else:
+            self.console.out(report.line())
 
     def close(self) -> None:
         if self._live is not None:

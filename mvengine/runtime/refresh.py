@@ -111,7 +111,6 @@ class Refresher:
     config: Config
     catalog: Catalog
     report: Callable[[BatchReport], None] = lambda r: None
-    notice: Callable[[str], None] = lambda text: None
     stopping: Callable[[], bool] = lambda: False
     _sources_ready: bool = field(default=False, init=False)
 
