@@ -139,7 +139,7 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
     joined = batch.keep(joined.select(
         F.struct(*old_columns).alias("old"), F.struct(*new_columns).alias("new"),
         old_exists.alias("_old_exists"), dd(MTIME).alias(MTIME)))
-    new = joined.select("new.*", "_old_exists", MTIME)
+    new = joined.select("new.*", "old", "_old_exists", MTIME)
 
     # 3. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
     affected = partial.select(*[quote(g) for g in groups])
@@ -154,25 +154,27 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
     # 4. State: the new accumulators; a group whose count reached zero is deleted (a global one is kept).
     state_columns = template.columns
     deleted = (F.col(COUNT) == 0) if groups else F.lit(False)
-    batch.state.stage(acc_name, new.select(*[quote(c) for c in state_columns], deleted.alias(DELETE)),
-                      groups, DELETE)
+    # (A group that came and went within the batch has nothing to delete: delta-rs's MERGE rejects such rows.)
+    batch.state.stage(acc_name, new.where(~deleted | F.col("_old_exists"))
+                      .select(*[quote(c) for c in state_columns], deleted.alias(DELETE)), groups, DELETE)
 
-    # 5. Output: -old +new for groups whose output changed.
+    # 5. Output: -old +new for groups whose output changed (both come from the same row: no shuffle).
     outputs = [f.name for f in node.fields]
-    old_out = joined.where(F.col("_old_exists")).select(
-        *[F.col(f"old.{quote(g)}").alias(g) for g in groups],
-        *[_result(a, "old").alias(name) for a, name in zip(aggs, outputs[len(groups):])], F.col(MTIME))
+    results = outputs[len(groups):]
+    old_row = F.struct(*[F.col(f"old.{quote(g)}").alias(g) for g in groups],
+                       *[_result(a, "old").alias(name) for a, name in zip(aggs, results)])
+    new_row = F.struct(*[F.col(quote(g)).alias(g) for g in groups],
+                       *[_result(a, None).alias(name) for a, name in zip(aggs, results)])
     new_exists = (F.col(COUNT) > 0) if groups else F.lit(True)
-    new_out = new.where(new_exists).select(
-        *[F.col(quote(g)).alias(g) for g in groups],
-        *[_result(a, None).alias(name) for a, name in zip(aggs, outputs[len(groups):])], F.col(MTIME))
-    changes = (old_out.select("*", F.lit(-1).cast("long").alias(WEIGHT))
-               .unionByName(new_out.select("*", F.lit(1).cast("long").alias(WEIGHT))))
-    # An unchanged group gives the same row with -1 and +1: drop both.
-    return (changes.groupBy(*[quote(c) for c in outputs])
-            .agg(F.sum(WEIGHT).alias(WEIGHT), F.max(MTIME).alias(MTIME))
-            .where(F.col(WEIGHT) != 0)
-            .select(*[quote(c) for c in outputs], WEIGHT, MTIME))
+    old_exists = F.col("_old_exists")
+    changed = ~(old_exists & new_exists & old_row.eqNullSafe(new_row))
+    emitted = F.filter(F.array(
+        F.struct(F.lit(-1).cast("long").alias(WEIGHT), old_row.alias("row"), (old_exists & changed).alias("on")),
+        F.struct(F.lit(1).cast("long").alias(WEIGHT), new_row.alias("row"), (new_exists & changed).alias("on"))),
+        lambda e: e["on"])
+    return (new.select(F.explode(emitted).alias("_e"), F.col(MTIME))
+            .select(*[F.col("_e.row").getField(c).alias(c) for c in outputs], F.col(f"_e.{WEIGHT}").alias(WEIGHT),
+                    F.col(MTIME)))
 
 
 def _arguments(aggs: list[_Agg]) -> list[str]:
@@ -212,10 +214,11 @@ def _multiset_values(batch: Batch, nid: int, j: int, rows: DataFrame, affected_g
     merged = d.join(old, null_safe_equal(d, old, keys), "full_outer").select(
         *[F.coalesce(F.col(f"d.{quote(k)}"), F.col(f"o.{quote(k)}")).alias(k) for k in keys],
         (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.coalesce(F.col(f"d.{COUNT}"), F.lit(0))).alias(COUNT),
-        F.col(f"d.{COUNT}").isNotNull().alias("_touched"))
+        F.col(f"d.{COUNT}").isNotNull().alias("_touched"), F.col(f"o.{COUNT}").isNotNull().alias("_existed"))
     merged = batch.keep(merged)
-    batch.state.stage(name, merged.where("_touched").select(*[quote(k) for k in keys], COUNT,
-                                                            (F.col(COUNT) <= 0).alias(DELETE)), keys, DELETE)
+    gone = F.col(COUNT) <= 0
+    batch.state.stage(name, merged.where(F.col("_touched") & (~gone | F.col("_existed")))
+                      .select(*[quote(k) for k in keys], COUNT, gone.alias(DELETE)), keys, DELETE)
     present = merged.where(F.col(COUNT) > 0)
     value = F.col("_value")
     results = []

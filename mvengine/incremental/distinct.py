@@ -27,8 +27,9 @@ def delta(node: Distinct, batch: Batch, child_delta) -> DataFrame:
         F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)).alias("_before"),
         (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.col(f"d.{WEIGHT}")).alias(COUNT),
         F.col(f"d.{MTIME}").alias(MTIME)))
-    batch.state.stage(name, merged.select(*[quote(c) for c in columns], COUNT, (F.col(COUNT) <= 0).alias("_delete")),
-                      columns, "_delete")
+    gone = F.col(COUNT) <= 0
+    batch.state.stage(name, merged.where(~gone | (F.col("_before") > 0))
+                      .select(*[quote(c) for c in columns], COUNT, gone.alias("_delete")), columns, "_delete")
     appeared = (F.col("_before") <= 0) & (F.col(COUNT) > 0)
     vanished = (F.col("_before") > 0) & (F.col(COUNT) <= 0)
     weight = F.when(appeared, F.lit(1)).when(vanished, F.lit(-1)).otherwise(F.lit(0)).cast("long")

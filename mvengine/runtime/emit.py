@@ -65,7 +65,7 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], state: StateS
     joined = p.join(revisions, _key_match(key, "p", "r"), "left")
     last = F.col(f"r.{REVISION}")
     next_revision = F.when(last.isNull(), F.lit(0)).otherwise(last + 1)
-    rows = joined.select("p.*", last.alias("_last"), next_revision.alias("_next"))
+    rows = joined.select("p.*", last.alias("_last"), next_revision.alias("_next")).localCheckpoint(eager=True)
     had, has = F.col("_had"), F.col("_has")
 
     def side(which: str, op: str, undo: bool, index: Column, condition: Column) -> DataFrame:

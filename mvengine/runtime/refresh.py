@@ -178,6 +178,8 @@ class Refresher:
                 for ref in (tables.snapshot, tables.changelog):
                     if ref.exists():
                         remove_folder(ref)
+                for folder in (tables.state, tables.checkpoints):
+                    _remove_tree(folder, self.config.storage_options)
                 last = None
             generation = 0 if last is None else last.generation + 1
             batch_id = 0 if last is None else last.batch_id + 1

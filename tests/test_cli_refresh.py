@@ -1,0 +1,64 @@
+"""`mv refresh` as a user runs it (real processes): the batch lines, an up-to-date second run, a rebuild when the
+SQL changes, and `--continuous` stopping cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.test_cli import BIN, run
+
+SOURCES = "CREATE TABLE scores (name STRING NOT NULL, team STRING, score INT);\n"
+VIEW = "CREATE MATERIALIZED VIEW totals AS SELECT team, SUM(score) AS total FROM scores GROUP BY team;\n"
+
+
+def project(root: Path) -> Path:
+    (root / "views").mkdir(parents=True)
+    (root / "views" / "sources.sql").write_text(SOURCES)
+    (root / "views" / "totals.sql").write_text(VIEW)
+    return root
+
+
+def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_path):
+    root = project(tmp_path)
+    first = run("--project", str(root), "refresh")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("totals: batch 0 [bootstrap] inputs scores@0: recomputed, 0 changelog rows out")
+    assert "(new view)" in first.stdout
+    assert "Using Spark's default log4j profile" not in first.stderr  # a quiet start
+    again = run("--project", str(root), "refresh")
+    assert again.returncode == 0 and again.stdout.strip() == "every view is up to date"
+    (root / "views" / "totals.sql").write_text(VIEW.replace("SUM(score) AS total", "SUM(score) AS total, "
+                                                                                  "COUNT(*) AS n"))
+    changed = run("--project", str(root), "refresh", "totals")
+    assert changed.returncode == 0, changed.stderr
+    assert "SQL changed: rebuilt from the inputs; its columns changed, so its snapshot and changelog start over" \
+        in changed.stdout
+
+
+def test_refresh_mistakes_are_one_line(tmp_path):
+    root = project(tmp_path)
+    result = run("--project", str(root), "refresh", "--interval", "1s")
+    assert result.returncode == 1 and "--interval only applies with --continuous" in result.stderr
+    result = run("--project", str(root), "refresh", "total")
+    assert result.returncode == 1 and "no source or view named 'total'" in result.stderr
+    assert "did you mean totals?" in result.stderr
+
+
+def test_continuous_refresh_stops_cleanly_on_sigterm(tmp_path):
+    root = project(tmp_path)
+    child = subprocess.Popen([str(BIN / "mv"), "--project", str(root), "refresh", "--continuous", "--interval",
+                              "300ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()  # the first batch line: the loop is running
+        assert line.startswith("totals: batch 0 [bootstrap]"), line + child.stderr.read()
+        time.sleep(1)
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    assert "stopping after the current batch" in out
