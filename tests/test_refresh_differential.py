@@ -60,10 +60,10 @@ COMMIT = st.one_of(
 STEPS = st.lists(st.lists(COMMIT, max_size=3), min_size=2, max_size=3)
 
 
-def make_project(root: Path) -> Path:
+def make_project(root: Path, views: str = VIEWS) -> Path:
     (root / "views").mkdir(parents=True)
     (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "views.sql").write_text(VIEWS)
+    (root / "views" / "views.sql").write_text(views)
     return root
 
 
