@@ -9,6 +9,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from mvengine.names import quote_identifier as quote  # column names as Spark's column parser needs them
+
 WEIGHT = "_w"
 MTIME = "_mtime"
 
@@ -30,11 +32,6 @@ def consolidate(df: DataFrame, columns: Sequence[str]) -> DataFrame:
     return (df.groupBy(*[F.col(quote(c)) for c in columns])
             .agg(F.sum(WEIGHT).alias(WEIGHT), F.max(MTIME).alias(MTIME))
             .where(F.col(WEIGHT) != 0))
-
-
-def quote(name: str) -> str:
-    """A column name as Spark's column parser needs it (dots and backticks inside names are legal)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def null_safe_equal(left: DataFrame, right: DataFrame, columns: Sequence[str]) -> Column:

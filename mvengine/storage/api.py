@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from mvengine.errors import StorageError
-from mvengine.names import validate_name
+from mvengine.names import quote_identifier, validate_name
 from mvengine.project.config import join_uri
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import table_filesystem
@@ -187,10 +187,10 @@ def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], delet
     columns = [f.name for f in dt.schema().fields]
     from pyspark.sql import functions as F
 
-    marked = (deletes.select(*[F.col(_spark_identifier(k)) for k in keys]).distinct()
-              .select(*[F.col(_spark_identifier(c)) if c in keys else F.lit(None).cast(inserts.schema[c].dataType)
+    marked = (deletes.select(*[F.col(quote_identifier(k)) for k in keys]).distinct()
+              .select(*[F.col(quote_identifier(c)) if c in keys else F.lit(None).cast(inserts.schema[c].dataType)
                         .alias(c) for c in columns], F.lit(True).alias(REPLACE_MARK))
-              .unionByName(inserts.select(*[F.col(_spark_identifier(c)) for c in columns],
+              .unionByName(inserts.select(*[F.col(quote_identifier(c)) for c in columns],
                                           F.lit(False).alias(REPLACE_MARK))))
     q = _datafusion_identifier
     # No keys (a view of one row): the delete marker matches every row.
@@ -225,10 +225,6 @@ def _merge(df: "DataFrame", ref: TableRef, dt: Any, on: str, clauses: Any, metad
                                hint="a common cause is a key that appears more than once in the merged data") from None
     finally:
         remove_folder(staging)
-
-
-def _spark_identifier(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def remove_folder(ref: TableRef) -> None:
