@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import pytest
+from conftest import rows
 from deltalake import DeltaTable
 
-from conftest import rows
 from mvengine.errors import StorageError
-from mvengine.storage.api import merge_into, read_table, write_table
+from mvengine.storage.api import merge_into, read_table, replace_rows, write_table
 from mvengine.storage.tables import is_committed
 
+# Writes and merges go through a Spark job, or (on_driver, for a small batch) through Arrow on the driver:
+# both paths must commit the same.
+BOTH_PATHS = pytest.mark.parametrize("on_driver", [False, True], ids=["spark", "driver"])
 
-def test_a_committed_transaction_is_not_written_again(spark, table):
+
+@BOTH_PATHS
+def test_a_committed_transaction_is_not_written_again(spark, table, on_driver):
     ref = table()
     assert not is_committed(ref, "view-1", 0)
-    assert write_table(spark.range(3), ref, txn=("view-1", 0))
+    assert write_table(spark.range(3), ref, txn=("view-1", 0), on_driver=on_driver)
     assert is_committed(ref, "view-1", 0) and not is_committed(ref, "view-1", 1)
-    assert not write_table(spark.range(3), ref, txn=("view-1", 0))
-    assert write_table(spark.range(3, 4), ref, txn=("view-1", 1))
+    assert not write_table(spark.range(3), ref, txn=("view-1", 0), on_driver=on_driver)
+    assert write_table(spark.range(3, 4), ref, txn=("view-1", 1), on_driver=on_driver)
     assert DeltaTable(ref.uri).version() == 1
     assert read_table(spark, ref).count() == 4
 
@@ -36,26 +41,29 @@ def test_the_data_source_itself_skips_a_committed_transaction(spark, table):
         sorted(os.path.basename(f) for f in files_before)
 
 
-def test_merge_upserts_and_deletes_by_key_with_null_keys(spark, table):
+@BOTH_PATHS
+def test_merge_upserts_and_deletes_by_key_with_null_keys(spark, table, on_driver):
     ref = table()
     write_table(spark.createDataFrame([(1, "a"), (2, "b"), (None, "n")], "k long, v string"), ref)
     delta = spark.createDataFrame([(1, "A", False), (2, None, True), (3, "C", False), (None, "N", False),
                                    (4, "gone", True)], "k long, v string, deleted boolean")
     metrics = merge_into(delta, ref, ["k"], delete_column="deleted", metadata={"mvengine.batch_id": "1"},
-                         txn=("m", 1))
+                         txn=("m", 1), on_driver=on_driver)
     assert metrics["num_target_rows_updated"] == 2 and metrics["num_target_rows_deleted"] == 1
     assert rows(read_table(spark, ref)) == [(1, "A"), (3, "C"), (None, "N")]
-    assert merge_into(delta, ref, ["k"], delete_column="deleted", txn=("m", 1)) is None
+    assert DeltaTable(ref.uri).history(1)[0]["mvengine.batch_id"] == "1"
+    assert merge_into(delta, ref, ["k"], delete_column="deleted", txn=("m", 1), on_driver=on_driver) is None
     assert DeltaTable(ref.uri).version() == 1
     assert not [p for p in __import__("os").listdir(ref.uri) if p == "_mvengine_staging" and
                 __import__("os").listdir(f"{ref.uri}/_mvengine_staging")]
 
 
-def test_merge_with_duplicate_keys_is_refused_and_writes_nothing(spark, table):
+@BOTH_PATHS
+def test_merge_with_duplicate_keys_is_refused_and_writes_nothing(spark, table, on_driver):
     ref = table()
     write_table(spark.createDataFrame([(1, "a")], "k long, v string"), ref)
     with pytest.raises(StorageError, match="cannot merge into"):
-        merge_into(spark.createDataFrame([(1, "x"), (1, "y")], "k long, v string"), ref, ["k"])
+        merge_into(spark.createDataFrame([(1, "x"), (1, "y")], "k long, v string"), ref, ["k"], on_driver=on_driver)
     assert DeltaTable(ref.uri).version() == 0
 
 
@@ -64,3 +72,19 @@ def test_merge_of_wrong_columns_is_refused(spark, table):
     write_table(spark.createDataFrame([(1, "a")], "k long, v string"), ref)
     with pytest.raises(StorageError, match=r"the data's columns \['k'\] must be the table's"):
         merge_into(spark.createDataFrame([(1,)], "k long"), ref, ["k"])
+
+
+@BOTH_PATHS
+@pytest.mark.parametrize("keys", [["k"], []], ids=["keyed", "one-row"])
+def test_replace_rows_removes_every_copy_of_the_keys_then_inserts(spark, table, on_driver, keys):
+    ref = table()
+    before = [(1, "a"), (1, "a"), (2, "b"), (None, "n")] if keys else [(7, "x")]
+    write_table(spark.createDataFrame(before, "k long, v string"), ref)
+    deletes = spark.createDataFrame([(1, None), (None, None)] if keys else [(7, None)], "k long, v string")
+    inserts = spark.createDataFrame([(1, "A"), (5, "e")] if keys else [(8, "y")], "k long, v string")
+    assert replace_rows(inserts, ref, keys, deletes, metadata={"mvengine.batch_id": "3"}, txn=("r", 3),
+                        on_driver=on_driver)
+    assert rows(read_table(spark, ref)) == ([(1, "A"), (2, "b"), (5, "e")] if keys else [(8, "y")])
+    assert DeltaTable(ref.uri).history(1)[0]["mvengine.batch_id"] == "3"
+    assert not replace_rows(inserts, ref, keys, deletes, txn=("r", 3), on_driver=on_driver)
+    assert DeltaTable(ref.uri).version() == 1

@@ -87,7 +87,8 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
         *[F.expr(g.sql("spark")).alias(name) for g, name in zip(node.groups, groups)],
         *[F.expr(arg).alias(f"_x{j}") for j, arg in enumerate(_arguments(aggs))],
         F.col(WEIGHT), F.col(MTIME))
-    rows = batch.keep(rows)
+    if multisets:  # read again by each multiset
+        rows = batch.keep(rows)
     arg_column = {arg: f"_x{j}" for j, arg in enumerate(_arguments(aggs))}
 
     # 1. What this batch adds to each affected group's accumulators.
@@ -103,14 +104,16 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
             pick = F.min if a.kind == "min" else F.max
             partial_columns.append(pick(F.when(w > 0, x)).alias(a.value))
     grouped = rows.groupBy(*[quote(g) for g in groups]) if groups else rows.groupBy()
-    partial = batch.keep(grouped.agg(*partial_columns))
+    partial = grouped.agg(*partial_columns)
+    if multisets:
+        partial = batch.keep(partial)
 
     # 2. The accumulators before the batch, for the affected groups only.
     acc_name = f"n{nid}_acc"
     template = _acc_template(partial, groups, aggs)
-    old = batch.state.read_for(acc_name, template, partial, groups).alias("o")
+    old = batch.state.read_candidates(acc_name, template, partial, groups).alias("o")
     d = partial.alias("d")
-    joined = d.join(old, null_safe_equal(d, old, groups), "full_outer")
+    joined = d.join(old, null_safe_equal(d, old, groups), "left")  # every affected group has a row in d
 
     def o(c: str) -> Column:
         return F.col(f"o.{quote(c)}")
@@ -136,9 +139,9 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
         elif a.multiset is not None:
             old_columns.append(o(a.value).alias(a.value))
     old_exists = o(COUNT).isNotNull()  # grouped: rows are deleted at zero; global: the row always exists
-    joined = batch.keep(joined.select(
+    joined = joined.select(
         F.struct(*old_columns).alias("old"), F.struct(*new_columns).alias("new"),
-        old_exists.alias("_old_exists"), dd(MTIME).alias(MTIME)))
+        old_exists.alias("_old_exists"), dd(MTIME).alias(MTIME))
     new = joined.select("new.*", "old", "_old_exists", MTIME)
 
     # 3. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).

@@ -21,13 +21,15 @@ class Batch:
     def node_id(self, node: Node) -> int:
         return self.node_ids[id(node)]
 
-    def keep(self, df: DataFrame) -> DataFrame:
-        """Cache a DataFrame used more than once in the batch (released when the batch ends)."""
-        df = df.persist()
+    def keep(self, df: DataFrame, *, eager: bool = False) -> DataFrame:
+        """Compute a DataFrame used more than once in the batch only once (`eager`: now), and cut its plan:
+        the rules stack many operators, and Spark analyses the whole plan again at each one. Released when
+        the batch ends."""
+        df = df.localCheckpoint(eager=eager)
         self.persisted.append(df)
         return df
 
     def release(self) -> None:
         for df in self.persisted:
-            df.unpersist()
+            df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # the checkpoint's blocks
         self.persisted.clear()

@@ -20,7 +20,7 @@ def delta(node: Distinct, batch: Batch, child_delta) -> DataFrame:
     changed = batch.keep(consolidate(child.toDF(*columns, WEIGHT, MTIME), columns))
     name = f"n{batch.node_id(node)}_rows"
     template = changed.select(*[quote(c) for c in columns], F.col(WEIGHT).alias(COUNT)).limit(0)
-    old = batch.state.read_for(name, template, changed, columns).alias("o")
+    old = batch.state.read_candidates(name, template, changed, columns).alias("o")
     d = changed.alias("d")
     merged = batch.keep(d.join(old, null_safe_equal(d, old, columns), "left").select(
         *[F.col(f"d.{quote(c)}").alias(c) for c in columns],

@@ -34,6 +34,7 @@ class StateStore:
     batch_id: int
     fresh: bool  # the view is (re)built: its operators start from no state...
     persistent: frozenset[str] = frozenset()  # ...except these view-level tables, which carry on
+    on_driver: bool = False  # the batch is small: writes go from the driver (see storage.api.write_table)
     _pending: list[tuple[str, DataFrame, tuple[str, ...], str | None]] = field(default_factory=list)
 
     def ref(self, name: str) -> TableRef:
@@ -48,22 +49,31 @@ class StateStore:
 
     def read_for(self, name: str, template: DataFrame, keys: DataFrame, key_columns: Sequence[str]) -> DataFrame:
         """The rows of state table `name` whose key is one of `keys` (NULL matches NULL)."""
-        state = self.read(name, template)
+        state = self.read_candidates(name, template, keys, key_columns)
         if self._starts_empty(name) or not self.ref(name).exists() or not key_columns:
             return state
         keys = keys.select(*[quote(c) for c in key_columns]).distinct()
-        first = key_columns[0]
-        values = []
-        if _size_bytes(self.ref(name)) >= PUSHDOWN_MIN_BYTES:
-            values = [r[0] for r in keys.select(quote(first)).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
-        if 0 < len(values) <= PUSHDOWN_KEYS:
-            present = [v for v in values if v is not None]
-            narrow = F.col(quote(first)).isin(present) if present else F.lit(False)
-            if len(present) < len(values):
-                narrow = narrow | F.col(quote(first)).isNull()
-            state = state.where(narrow)
         s, k = state.alias("s"), keys.alias("k")
         return s.join(k, null_safe_equal(s, k, key_columns), "left_semi")
+
+    def read_candidates(self, name: str, template: DataFrame, keys: DataFrame,
+                        key_columns: Sequence[str]) -> DataFrame:
+        """The rows of state table `name` that may match `keys`: a superset, narrowed by a pushed-down filter
+        on the first key column when the table is large, for callers that join it to the keys themselves."""
+        state = self.read(name, template)
+        if self._starts_empty(name) or not self.ref(name).exists() or not key_columns:
+            return state
+        if _size_bytes(self.ref(name)) < PUSHDOWN_MIN_BYTES:
+            return state
+        first = key_columns[0]
+        values = [r[0] for r in keys.select(quote(first)).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
+        if not 0 < len(values) <= PUSHDOWN_KEYS:
+            return state
+        present = [v for v in values if v is not None]
+        narrow = F.col(quote(first)).isin(present) if present else F.lit(False)
+        if len(present) < len(values):
+            narrow = narrow | F.col(quote(first)).isNull()
+        return state.where(narrow)
 
     def _starts_empty(self, name: str) -> bool:
         return self.fresh and name not in self.persistent
@@ -81,9 +91,9 @@ class StateStore:
             if self._starts_empty(name) or not ref.exists() or not keys:
                 # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
                 kept = rows.where(~F.col(quote(delete_column))).drop(delete_column) if delete_column else rows
-                write_table(kept, ref, mode="overwrite", txn=txn)
+                write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver)
             else:
-                merge_into(rows, ref, keys, delete_column=delete_column, txn=txn)
+                merge_into(rows, ref, keys, delete_column=delete_column, txn=txn, on_driver=self.on_driver)
         self._pending = [p for p in self._pending if p not in chosen]
 
     @property

@@ -98,6 +98,26 @@ def is_append_only(node: Node) -> bool:
     return False  # aggregates update their rows; outer and anti joins retract; opaque nodes are recomputed
 
 
+def key_is_guaranteed(root: Node) -> bool:
+    """True when the view's key is unique by construction: it comes from a GROUP BY, a DISTINCT, or another
+    view's key (checked when that view was refreshed), not from a source's PRIMARY KEY, which is NOT ENFORCED."""
+    origin = _key_origin(root)
+    return changes_once_per_key(root) or (isinstance(origin, Scan) and origin.input_kind == "view")
+
+
+def changes_once_per_key(root: Node) -> bool:
+    """True when the view's key comes from a GROUP BY or DISTINCT under nothing but filters and projections:
+    a batch's changes then hold at most one old and one new row per key, with no duplicates to cancel out."""
+    return root.key is not None and isinstance(_key_origin(root), (Aggregate, Distinct))
+
+
+def _key_origin(root: Node) -> Node:
+    node = root
+    while isinstance(node, (Filter, Project)):
+        node = node.child
+    return node
+
+
 def changelog_kind(root: Node, deterministic: bool) -> str:
     """A deterministic view that never retracts over append-only inputs only ever gains rows, whether it is
     maintained incrementally or recomputed (its recomputations only add rows)."""

@@ -14,8 +14,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mvengine.errors import MvError
-from mvengine.incremental.state import StateStore
+from mvengine.incremental.batch import Batch
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
+from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.storage.api import read_own_table
 from mvengine.storage.tables import TableRef
@@ -33,18 +34,21 @@ class ViewChanges:
     rows: int  # changelog rows
 
 
-def view_changes(spark: SparkSession, plan: ViewPlan, zset: DataFrame, *, snapshot: TableRef,
-                 snapshot_before: int | None, state: StateStore, batch_id: int) -> ViewChanges:
+def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: TableRef,
+                 snapshot_before: int | None, batch_id: int) -> ViewChanges:
     columns = [c.name for c in plan.columns]
     version = (snapshot_before + 1) if snapshot_before is not None else 0
-    # Computed once here: everything below reads these rows several times.
-    changes = consolidate(zset, columns).localCheckpoint(eager=True)
+    # Computed once here: everything below reads these rows several times. (Changes that hold one old and one
+    # new row per key at most need no consolidation: _keyed drops a key whose old and new rows are equal.)
+    if not changes_once_per_key(plan.root):
+        zset = consolidate(zset, columns)
+    changes = batch.keep(zset, eager=True)
     if plan.key is not None:
-        return _keyed(plan, changes, columns, state, version, batch_id)
-    return _bag(spark, changes, columns, snapshot, snapshot_before, version, batch_id)
+        return _keyed(plan, changes, columns, batch, version, batch_id)
+    return _bag(batch.spark, changes, columns, snapshot, snapshot_before, version, batch_id)
 
 
-def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], state: StateStore, version: int,
+def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch, version: int,
            batch_id: int) -> ViewChanges:
     key = list(plan.key or ())
     old = changes.where(F.col(WEIGHT) < 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"))
@@ -57,15 +61,16 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], state: StateS
         F.coalesce(F.col("n._in"), F.lit(False)).alias("_has"),
         F.coalesce(F.col(f"n.{MTIME}"), F.col(f"o.{MTIME}")).alias(MTIME),
         *[F.coalesce(F.col(f"n.{quote(k)}"), F.col(f"o.{quote(k)}")).alias(f"_k{i}") for i, k in enumerate(key)])
+    pairs = pairs.where(~(F.col("_had") & F.col("_has") & F.col("old").eqNullSafe(F.col("new"))))
     key_columns = [F.col(f"_k{i}").alias(k) for i, k in enumerate(key)]
     affected = pairs.select(*key_columns)
     template = affected.select("*", F.lit(0).cast("long").alias(REVISION)).limit(0)
-    revisions = state.read_for(EMIT_STATE, template, affected, key).alias("r")
+    revisions = batch.state.read_candidates(EMIT_STATE, template, affected, key).alias("r")
     p = pairs.alias("p")
     joined = p.join(revisions, _key_match(key, "p", "r"), "left")
     last = F.col(f"r.{REVISION}")
     next_revision = F.when(last.isNull(), F.lit(0)).otherwise(last + 1)
-    rows = joined.select("p.*", last.alias("_last"), next_revision.alias("_next")).localCheckpoint(eager=True)
+    rows = batch.keep(joined.select("p.*", last.alias("_last"), next_revision.alias("_next")), eager=True)
     had, has = F.col("_had"), F.col("_has")
 
     def side(which: str, op: str, undo: bool, index: Column, condition: Column) -> DataFrame:
@@ -78,11 +83,11 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], state: StateS
                  .unionByName(side("old", "-U", True, F.col("_last"), had & has))
                  .unionByName(side("new", "+U", False, F.col("_next"), had & has)))
     kept_revision = F.when(has, F.col("_next")).otherwise(F.col("_last"))
-    state.stage(EMIT_STATE, rows.select(*[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)],
+    batch.state.stage(EMIT_STATE, rows.select(*[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)],
                                         kept_revision.cast("long").alias(REVISION)), key)
     deletes = rows.select(*[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)])
     inserts = rows.where(has).select(*[F.col(f"new.{quote(c)}").alias(c) for c in columns])
-    count = _count_keyed(plan, pairs, key)
+    count = _count_keyed(plan, rows, key)
     return ViewChanges(_finish(changelog, version, batch_id), deletes if count else None, inserts, key, count)
 
 
@@ -137,8 +142,10 @@ def _finish(changelog: DataFrame, version: int, batch_id: int) -> DataFrame:
 def _count_keyed(plan: ViewPlan, pairs: DataFrame, key: list[str]) -> int:
     """The number of changelog rows, checking (in the same Spark job) that no key occurs twice: a batch holds
     at most one old and one new row per key, unless an input broke its declared PRIMARY KEY (which is NOT
-    ENFORCED) — then the snapshot cannot be updated by key."""
+    ENFORCED) — then the snapshot cannot be updated by key. Keys unique by construction need no check."""
     rows = F.when(F.col("_had") & F.col("_has"), 2).otherwise(1)
+    if key_is_guaranteed(plan.root):
+        return int(pairs.agg(F.sum(rows)).collect()[0][0] or 0)
     per_key = pairs.groupBy(*[f"_k{i}" for i in range(len(key))]).agg(
         F.count(F.lit(1)).alias("_pairs"), F.sum(rows).alias("_rows"),
         F.first(F.struct(*[F.col(f"_k{i}") for i in range(len(key))])).alias("_key"))

@@ -30,11 +30,22 @@ from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.runtime.emit import EMIT_STATE, view_changes
-from mvengine.storage.api import (batch_ranges, read_own_table, read_table, remove_folder, replace_rows,
-                                  stream_changes, write_table)
+from mvengine.storage.api import (
+    batch_ranges,
+    read_own_table,
+    read_table,
+    remove_folder,
+    replace_rows,
+    stream_changes,
+    write_table,
+)
 from mvengine.storage.change_reader import CHANGE_COLUMNS
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import TableRef, commit_metadata, is_committed, version_before
+
+# A batch of at most this many input changes (and changelog rows) writes its state, snapshot and changelog
+# from the driver, collected as Arrow: Spark write jobs cost more than the work for small batches.
+DRIVER_ROWS = 500_000
 
 
 @dataclass(frozen=True)
@@ -275,13 +286,14 @@ class Refresher:
             batch_id = base + spark_batch + 1
             df = df.persist()
             try:
+                rows_in = df.count()
                 changes = {}
                 for name in refs:
                     rows = df.where(F.col("_table") == name).select(f"{quote(name)}.*", *CHANGE_COLUMNS)
                     columns = [c for c in rows.columns if c not in CHANGE_COLUMNS]
                     changes[name] = from_change_feed(rows, columns)
                 state = StateStore(self.spark, tables.state, self.config.storage_options, app_id, batch_id,
-                                   fresh=False)
+                                   fresh=False, on_driver=rows_in <= DRIVER_ROWS)
                 batch = Batch(self.spark, changes, state)
                 try:
                     zset = view_delta(plan.root, batch)
@@ -292,7 +304,6 @@ class Refresher:
                                             snapshot_before=snapshot_before)
                 finally:
                     batch.release()
-                rows_in = df.count()
             finally:
                 df.unpersist()
             self.report(BatchReport(plan.name, batch_id, "stream", versions, rows_in, rows_out,
@@ -316,9 +327,8 @@ class Refresher:
         """Operator state, snapshot, emit revisions, changelog: each skipped when this batch already committed
         it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
         (possibly from newer input versions, for a bootstrap), and must find the revisions as they were."""
-        zset = batch.keep(zset)
-        changes = view_changes(self.spark, plan, zset, snapshot=tables.snapshot, snapshot_before=snapshot_before,
-                               state=batch.state, batch_id=batch_id)
+        changes = view_changes(plan, zset, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
+                               batch_id=batch_id)
         changelog = changes.changelog
         rows_out = changes.rows
         batch.state.commit(batch.state.staged - {EMIT_STATE})
@@ -326,9 +336,12 @@ class Refresher:
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
                     "mvengine.kind": kind}
         txn = (app_id, batch_id)
-        replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata, txn=txn)
+        on_driver = batch.state.on_driver and rows_out <= DRIVER_ROWS
+        replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata, txn=txn,
+                     on_driver=on_driver)
         batch.state.commit()
-        write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn)
+        write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
+                    on_driver=on_driver)
         return rows_out
 
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from mvengine.errors import StorageError
 from mvengine.names import quote_identifier, validate_name
 from mvengine.project.config import join_uri
@@ -24,8 +26,8 @@ from mvengine.storage.tables import (
     require_readable,
     require_version_range,
 )
-from mvengine.storage.types import delta_to_spark_schema, spark_to_arrow_schema
-from mvengine.storage.writer import WriteOptions, check_compatible
+from mvengine.storage.types import conform_batch, delta_to_spark_schema, spark_to_arrow_schema
+from mvengine.storage.writer import WriteOptions, check_compatible, write_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -112,10 +114,12 @@ def stream_changes(spark: "SparkSession", refs: dict[str, TableRef],
 
 def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partition_by: Sequence[str] = (),
                 metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
-                target_file_rows: int | None = None) -> bool:
+                target_file_rows: int | None = None, on_driver: bool = False) -> bool:
     """Append to or overwrite a table (created with the change data feed on when missing) in one commit.
 
-    Returns False, writing nothing, when the application transaction `txn` is already committed.
+    With `on_driver` (for few rows: a caller that knows), the rows are collected as Arrow and written by the
+    driver, which costs far less than a Spark write job. Returns False, writing nothing, when the application
+    transaction `txn` is already committed.
     """
     if mode not in ("append", "overwrite"):
         raise StorageError(f"write mode must be 'append' or 'overwrite', not {mode!r}")
@@ -123,6 +127,12 @@ def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partiti
         return False
     if ref.exists():
         check_compatible(ref, spark_to_arrow_schema(df.schema), list(partition_by))
+    if on_driver:
+        options = WriteOptions(overwrite=mode == "overwrite", partition_by=tuple(partition_by),
+                               metadata=tuple(sorted((metadata or {}).items())), txn=txn,
+                               **({"target_file_rows": target_file_rows} if target_file_rows else {}))
+        write_arrow(ref, _collected(df), options)
+        return True
     writer = _storage(df.write.format(FORMAT).mode(mode), ref)
     if ref.name:
         writer = writer.option("name", ref.name)
@@ -139,13 +149,15 @@ def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partiti
 
 
 def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_column: str | None = None,
-               metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None) -> dict[str, Any] | None:
+               metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
+               on_driver: bool = False) -> dict[str, Any] | None:
     """Upsert `df` into the table by `keys` (NULL keys match NULL keys) in one commit.
 
     Rows whose `delete_column` is true delete the matching target row instead. The delta is staged as Parquet
     by the executors and streamed from there into delta-rs's MERGE, so it never passes through Python objects
-    and its size is bounded by disk, not by the driver's memory. Returns the merge metrics, or None when
-    `txn` is already committed.
+    and its size is bounded by disk, not by the driver's memory; with `on_driver` (few rows) it is collected
+    as Arrow and merged from memory instead. Returns the merge metrics, or None when `txn` is already
+    committed.
     """
     if txn is not None and is_committed(ref, *txn):
         return None
@@ -166,14 +178,15 @@ def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_co
         merger = merger.when_matched_update(values, predicate=keep)
         return merger.when_not_matched_insert(values, predicate=keep)
 
-    return _merge(df, ref, dt, on, clauses, metadata, txn)
+    return _merge(df, ref, dt, on, clauses, metadata, txn, on_driver, keyed=True)
 
 
 def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], deletes: "DataFrame | None", *,
-                 metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None) -> bool:
+                 metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
+                 on_driver: bool = False) -> bool:
     """In one commit, remove every row whose `keys` equal those of a row of `deletes` (NULL matches NULL; all
     copies of a duplicated row go; None when nothing goes), then add the rows of `inserts`. A missing table
-    is created.
+    is created. `on_driver` as for `merge_into`.
 
     This is how a view's snapshot takes a batch: keyed views delete the changed keys and insert their new rows;
     bags delete the changed rows and insert them again as many times as they now occur. Returns False, writing
@@ -182,7 +195,7 @@ def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], delet
     if txn is not None and is_committed(ref, *txn):
         return False
     if not ref.exists() or deletes is None:
-        return write_table(inserts, ref, metadata=metadata, txn=txn)
+        return write_table(inserts, ref, metadata=metadata, txn=txn, on_driver=on_driver)
     dt = ref.open()
     columns = [f.name for f in dt.schema().fields]
     from pyspark.sql import functions as F
@@ -201,7 +214,7 @@ def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], delet
         return (merger.when_matched_delete()
                 .when_not_matched_insert(values, predicate=f"NOT s.{q(REPLACE_MARK)}"))
 
-    _merge(marked, ref, dt, on, clauses, metadata, txn)
+    _merge(marked, ref, dt, on, clauses, metadata, txn, on_driver, keyed=bool(keys))
     return True
 
 
@@ -209,14 +222,21 @@ REPLACE_MARK = "_mvengine_delete"
 
 
 def _merge(df: "DataFrame", ref: TableRef, dt: Any, on: str, clauses: Any, metadata: dict[str, Any] | None,
-           txn: tuple[str, int] | None) -> dict[str, Any]:
-    """Stage `df` as Parquet under the table, and MERGE it in with the given clauses in one commit."""
+           txn: tuple[str, int] | None, on_driver: bool, *, keyed: bool) -> dict[str, Any]:
+    """MERGE `df` in with the given clauses in one commit: collected as Arrow (`on_driver`), or staged as
+    Parquet under the table and streamed from there. A source in memory lets delta-rs skip target files by
+    the source's key ranges, but its planning of that fails for a merge without keys (`keyed`)."""
     staging = TableRef(join_uri(ref.uri, STAGING_DIR, uuid.uuid4().hex), ref.storage_options)
     try:
-        write_table(df, staging)
-        source = staging.open().to_pyarrow_dataset().scanner(batch_size=65_536).to_reader()
+        if on_driver:
+            source = _collected(df)
+            if not keyed:
+                source = source.to_reader()
+        else:
+            write_table(df, staging)
+            source = staging.open().to_pyarrow_dataset().scanner(batch_size=65_536).to_reader()
         options = WriteOptions(metadata=tuple(sorted((metadata or {}).items())), txn=txn)
-        merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
+        merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=not (on_driver and keyed),
                           commit_properties=options.commit_properties())
         try:
             return clauses(merger).execute()
@@ -224,7 +244,14 @@ def _merge(df: "DataFrame", ref: TableRef, dt: Any, on: str, clauses: Any, metad
             raise StorageError(f"cannot merge into {ref.label}: {ref.redact(str(e))}",
                                hint="a common cause is a key that appears more than once in the merged data") from None
     finally:
-        remove_folder(staging)
+        if not on_driver:
+            remove_folder(staging)
+
+
+def _collected(df: "DataFrame") -> pa.Table:
+    """The DataFrame's rows on the driver, with the Arrow types its writes and merges use."""
+    schema = spark_to_arrow_schema(df.schema)
+    return pa.Table.from_batches([conform_batch(b, schema) for b in df.toArrow().to_batches()], schema)
 
 
 def remove_folder(ref: TableRef) -> None:
