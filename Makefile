@@ -21,7 +21,7 @@ run: $(STAMP)  ## Run the main job on the example project (views/, conf/)
 	$(VENV)/bin/mv --project . refresh
 
 test: $(STAMP)  ## Run the test suite (a real local Spark and real Delta tables)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q --durations=10
 
 bench: $(STAMP)  ## Measure read/write throughput of the Delta data source (1M rows, local[2])
 	$(VENV)/bin/python benchmarks/storage_throughput.py --rows 1000000

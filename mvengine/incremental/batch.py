@@ -16,7 +16,7 @@ class Batch:
     changes: dict[str, DataFrame]  # input name → Z-set of its rows (its columns, _w, _mtime)
     state: StateStore
     node_ids: dict[int, int] = field(default_factory=dict)  # id(node) → its position in the plan (names state)
-    persisted: list[DataFrame] = field(default_factory=list)
+    checkpoints: list[DataFrame] = field(default_factory=list)  # released when the batch ends
 
     def node_id(self, node: Node) -> int:
         return self.node_ids[id(node)]
@@ -26,10 +26,10 @@ class Batch:
         the rules stack many operators, and Spark analyses the whole plan again at each one. Released when
         the batch ends."""
         df = df.localCheckpoint(eager=eager)
-        self.persisted.append(df)
+        self.checkpoints.append(df)
         return df
 
     def release(self) -> None:
-        for df in self.persisted:
+        for df in self.checkpoints:
             df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # the checkpoint's blocks
-        self.persisted.clear()
+        self.checkpoints.clear()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
@@ -25,11 +25,15 @@ from pyspark.sql.types import StructType
 from mvengine.errors import StorageError
 from mvengine.names import RESERVED_COLUMNS, validate_name
 from mvengine.storage.change_reader import DEFAULT_FILES_PER_PARTITION, ChangeReader, change_fields
-from mvengine.storage.snapshot_reader import DEFAULT_PARTITION_BYTES, SnapshotReader
 from mvengine.storage.stream_reader import ChangeStreamReader, stream_schema
 from mvengine.storage.tables import TableRef, require_cdf, require_columns, require_readable
 from mvengine.storage.types import delta_to_spark_schema
-from mvengine.storage.writer import DeltaWriter, WriteOptions
+
+if TYPE_CHECKING:
+    from mvengine.storage.writer import DeltaWriter
+
+# The snapshot reader and the writer are imported where used: they need pyarrow.dataset (and with it pandas),
+# which would add about a second to the start of every streaming query's Python process.
 
 FORMAT = "mvdelta"
 
@@ -75,6 +79,8 @@ class DeltaDataSource(DataSource):
 
     # -- batch reads ---------------------------------------------------------------------------------------
     def reader(self, schema: StructType) -> DataSourceReader:
+        from mvengine.storage.snapshot_reader import DEFAULT_PARTITION_BYTES, SnapshotReader
+
         ref = self._ref()
         if self._reads_changes():
             first = self._int("startingVersion", 0)
@@ -122,6 +128,8 @@ class DeltaDataSource(DataSource):
 
     # -- writes --------------------------------------------------------------------------------------------
     def writer(self, schema: StructType, overwrite: bool) -> DeltaWriter:
+        from mvengine.storage.writer import DeltaWriter, WriteOptions
+
         metadata = _json_option(self.options, "commitMetadata") or {}
         if not isinstance(metadata, dict):
             raise StorageError("option commitMetadata must be a JSON object")
