@@ -1,0 +1,89 @@
+"""What starting a Structured Streaming query costs, by kind of source: the floor under every one-shot
+`mv refresh` of an incremental view (each runs one availableNow query per view).
+
+Times `start()` to the first `foreachBatch` call and to the query's end, for a Python data source that returns
+one row (what mvengine's change stream is built on), for mvengine's own change stream over a one-row Delta table,
+and for Spark's built-in text file source. Medians of --repeat runs, after one warm-up run of each.
+
+    python benchmarks/stream_start.py --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+from mvengine.runtime.session import spark_session
+from mvengine.storage.api import stream_changes, write_table
+from mvengine.storage.tables import TableRef
+
+
+class _OneRowReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def initialOffset(self) -> dict:
+        return {"v": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def latestOffset(self, start=None, limit=None) -> dict:
+        return {"v": 1}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition):
+        yield (1,)
+
+
+class OneRowSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "one_row"
+
+    def schema(self) -> str:
+        return "x int"
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        return _OneRowReader()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    spark = spark_session(master=args.master)
+    spark.dataSource.register(OneRowSource)
+    root = Path(tempfile.mkdtemp(prefix="mvstart"))
+    (root / "text").mkdir()
+    (root / "text" / "a.txt").write_text("a\n")
+    delta = TableRef(str(root / "delta"))
+    write_table(spark.range(1), delta)
+    sources = {
+        "python data source (one row)": lambda: spark.readStream.format("one_row").load(),
+        "mvengine change stream (Delta)": lambda: stream_changes(spark, {"t": delta}, starting_versions={"t": -1}),
+        "built-in text file source": lambda: spark.readStream.format("text").load(str(root / "text")),
+    }
+    print(f"{'source':32} {'to first batch s':>17} {'whole query s':>14}")
+    for label, make in sources.items():
+        first, whole = [], []
+        for run in range(args.repeat + 1):
+            seen: list[float] = []
+            started = time.monotonic()
+            query = (make().writeStream.foreachBatch(lambda df, _, seen=seen: seen.append(time.monotonic()))
+                     .option("checkpointLocation", tempfile.mkdtemp(dir=root)).trigger(availableNow=True).start())
+            query.awaitTermination()
+            if run:  # the first run warms up the JVM and the Python workers
+                first.append(seen[0] - started)
+                whole.append(time.monotonic() - started)
+        print(f"{label:32} {statistics.median(first):>17.2f} {statistics.median(whole):>14.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
