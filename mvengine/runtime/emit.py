@@ -143,7 +143,7 @@ def _count_keyed(plan: ViewPlan, pairs: DataFrame, key: list[str]) -> int:
     """The number of changelog rows, checking (in the same Spark job) that no key occurs twice: a batch holds
     at most one old and one new row per key, unless an input broke its declared PRIMARY KEY (which is NOT
     ENFORCED) — then the snapshot cannot be updated by key. Keys unique by construction need no check."""
-    rows = F.when(F.col("_had") & F.col("_has"), 2).otherwise(1)
+    rows = F.when(F.col("_had") & F.col("_has"), 2).otherwise(1)  # changelog rows of one pair
     if key_is_guaranteed(plan.root):
         return int(pairs.agg(F.sum(rows)).collect()[0][0] or 0)
     per_key = pairs.groupBy(*[f"_k{i}" for i in range(len(key))]).agg(

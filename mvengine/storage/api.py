@@ -27,7 +27,7 @@ from mvengine.storage.tables import (
     require_version_range,
 )
 from mvengine.storage.types import conform_batch, delta_to_spark_schema, spark_to_arrow_schema
-from mvengine.storage.writer import WriteOptions, check_compatible, write_arrow
+from mvengine.storage.writer import DeltaWriter, WriteOptions, check_compatible
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -127,11 +127,12 @@ def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partiti
         return False
     if ref.exists():
         check_compatible(ref, spark_to_arrow_schema(df.schema), list(partition_by))
-    if on_driver:
-        options = WriteOptions(overwrite=mode == "overwrite", partition_by=tuple(partition_by),
-                               metadata=tuple(sorted((metadata or {}).items())), txn=txn,
-                               **({"target_file_rows": target_file_rows} if target_file_rows else {}))
-        write_arrow(ref, _collected(df), options)
+    if on_driver:  # the data source's own writer, run on the driver over the collected rows
+        writer = DeltaWriter(ref, df.schema, WriteOptions(
+            overwrite=mode == "overwrite", partition_by=tuple(partition_by),
+            metadata=tuple(sorted((metadata or {}).items())), txn=txn,
+            target_file_rows=target_file_rows or WriteOptions.target_file_rows))
+        writer.commit([writer.write(iter(_collected(df).to_batches()))])
         return True
     writer = _storage(df.write.format(FORMAT).mode(mode), ref)
     if ref.name:

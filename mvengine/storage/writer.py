@@ -76,22 +76,6 @@ class DeltaWriter(DataSourceArrowWriter):
         delete_files(self.ref, [f.path for m in messages if isinstance(m, WrittenFiles) for f in m.files])
 
 
-def write_arrow(ref: TableRef, table: pa.Table, options: WriteOptions) -> None:
-    """The same write as a Spark job through DeltaWriter, for rows already collected on the driver (with the
-    Arrow types of `spark_to_arrow_schema`): written and committed here, which saves the job and its Python
-    workers when a batch's changes are few."""
-    schema = table.schema
-    partition_by = list(options.partition_by)
-    if ref.exists():
-        check_compatible(ref, schema, partition_by)
-        partition_by = ref.open().metadata().partition_columns
-    if options.txn and is_committed(ref, *options.txn):
-        return
-    writer = FileWriter(ref, schema, partition_by, prefix=f"{uuid.uuid4().hex[:8]}-",
-                        target_rows=options.target_file_rows)
-    commit_files(ref, schema, writer.write(table.to_batches()), partition_by, options)
-
-
 def _conformed(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         if batch.schema != schema:
