@@ -29,6 +29,7 @@ from mvengine.incremental.zset import MTIME, WEIGHT, from_change_feed, inserts, 
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
+from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
 from mvengine.runtime.emit import EMIT_STATE, view_changes
 from mvengine.storage.api import (
     batch_ranges,
@@ -46,48 +47,6 @@ from mvengine.storage.tables import TableRef, commit_metadata, is_committed, ver
 # A batch of at most this many input changes (and changelog rows) writes its state, snapshot and changelog
 # from the driver, collected as Arrow: Spark write jobs cost more than the work for small batches.
 DRIVER_ROWS = 500_000
-
-
-@dataclass(frozen=True)
-class ViewTables:
-    """Where a view's tables live (DESIGN.md §5)."""
-
-    root: str
-    snapshot: TableRef
-    changelog: TableRef
-    state: str
-    checkpoints: str
-
-
-def view_tables(plan: ViewPlan, storage_options: dict[str, str]) -> ViewTables:
-    root = plan.view.path
-    return ViewTables(root, TableRef(join_uri(root, "snapshot"), storage_options, plan.name),
-                      TableRef(join_uri(root, "changelog"), storage_options, f"{plan.name}_changelog"),
-                      join_uri(root, "_state"), join_uri(root, "_checkpoints"))
-
-
-@dataclass(frozen=True)
-class Committed:
-    """What the snapshot's latest commit records."""
-
-    version: int
-    batch_id: int
-    generation: int
-    sql_hash: str
-    kind: str  # bootstrap, stream or full
-    inputs: dict[str, int]
-
-
-def last_commit(ref: TableRef) -> Committed | None:
-    if not ref.exists():
-        return None
-    dt = ref.open()
-    info = commit_metadata(dt, dt.version())
-    if "mvengine.batch_id" not in info:
-        raise MvError(f"{ref.label} was not written by mvengine (its latest commit has no mvengine.batch_id)",
-                      hint="move the table away, or give the view another 'path'")
-    return Committed(dt.version(), int(info["mvengine.batch_id"]), int(info["mvengine.generation"]),
-                     info["mvengine.sql_hash"], info["mvengine.kind"], json.loads(info["mvengine.inputs"]))
 
 
 def sql_hash(plan: ViewPlan) -> str:
@@ -150,15 +109,14 @@ class Refresher:
         if self._sources_ready:
             return
         for source in self.catalog.sources.values():
-            ensure_source_table(TableRef(source.path, self.config.storage_options, source.name), source.schema)
+            ensure_source_table(source_table(source, self.config.storage_options), source.schema)
         self._sources_ready = True
 
     def input_refs(self, plan: ViewPlan) -> dict[str, TableRef]:
         refs = {}
         for name in plan.inputs:
             if name in self.catalog.sources:
-                source = self.catalog.sources[name]
-                refs[name] = TableRef(source.path, self.config.storage_options, name)
+                refs[name] = source_table(self.catalog.sources[name], self.config.storage_options)
             else:
                 refs[name] = view_tables(self.catalog.plans[name], self.config.storage_options).snapshot
                 if not refs[name].exists():
@@ -173,7 +131,7 @@ class Refresher:
         last = last_commit(tables.snapshot)
         digest = sql_hash(plan)
         incremental = plan.strategy == "incremental" and supports(plan.root)
-        if last is not None and not is_committed(tables.changelog, _app_id(plan, last.generation), last.batch_id):
+        if last is not None and not is_committed(tables.changelog, app_id(plan.name, last.generation), last.batch_id):
             # The process stopped between the snapshot and the changelog of a batch: finish that batch first.
             if last.kind == "stream":
                 self._stream(plan, tables, last)  # Structured Streaming replays the uncommitted batch
@@ -219,7 +177,7 @@ class Refresher:
         started = time.monotonic()
         refs = self.input_refs(plan)
         versions = pinned or {n: r.open().version() for n, r in refs.items()}
-        app_id = _app_id(plan, generation)
+        application = app_id(plan.name, generation)
         mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
         if kind == "bootstrap" and pinned is None:
             # A new generation starts from no operator state (the emit revisions of the view's keys stay).
@@ -227,7 +185,7 @@ class Refresher:
             for name in _state_tables(tables):
                 if name != EMIT_STATE:
                     _remove_tree(join_uri(tables.state, name), self.config.storage_options)
-        state = StateStore(self.spark, tables.state, self.config.storage_options, app_id, batch_id,
+        state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                            fresh=(kind == "bootstrap"), persistent=frozenset({EMIT_STATE}))
         batch = Batch(self.spark, {}, state)
         try:
@@ -236,12 +194,12 @@ class Refresher:
                 new_rows = view_delta(plan.root, batch)
             else:
                 new_rows = inserts(self._compute(plan, refs, versions), mtime)
-            snapshot_before = _version_before(tables.snapshot, app_id, batch_id)
+            snapshot_before = _version_before(tables.snapshot, application, batch_id)
             changes = new_rows
             if snapshot_before is not None:
                 old = read_own_table(self.spark, tables.snapshot, version=snapshot_before)
                 changes = changes.unionByName(old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME)))
-            rows_out = self._commit(plan, tables, batch, changes, app_id=app_id, batch_id=batch_id,
+            rows_out = self._commit(plan, tables, batch, changes, app_id=application, batch_id=batch_id,
                                     generation=generation, kind=kind, inputs=versions,
                                     snapshot_before=snapshot_before)
         finally:
@@ -267,7 +225,7 @@ class Refresher:
         refs = self.input_refs(plan)
         checkpoint = _checkpoint(tables, last)
         base = int(os.path.basename(checkpoint).split("_b")[1])
-        app_id = _app_id(plan, last.generation)
+        application = app_id(plan.name, last.generation)
 
         failures: list[BaseException] = []
 
@@ -292,14 +250,14 @@ class Refresher:
                     rows = df.where(F.col("_table") == name).select(f"{quote(name)}.*", *CHANGE_COLUMNS)
                     columns = [c for c in rows.columns if c not in CHANGE_COLUMNS]
                     changes[name] = from_change_feed(rows, columns)
-                state = StateStore(self.spark, tables.state, self.config.storage_options, app_id, batch_id,
+                state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                                    fresh=False, on_driver=rows_in <= DRIVER_ROWS)
                 batch = Batch(self.spark, changes, state)
                 try:
                     zset = view_delta(plan.root, batch)
                     versions = {n: hi for n, (lo, hi) in ranges.items()}
-                    snapshot_before = _version_before(tables.snapshot, app_id, batch_id)
-                    rows_out = self._commit(plan, tables, batch, zset, app_id=app_id, batch_id=batch_id,
+                    snapshot_before = _version_before(tables.snapshot, application, batch_id)
+                    rows_out = self._commit(plan, tables, batch, zset, app_id=application, batch_id=batch_id,
                                             generation=last.generation, kind="stream", inputs=versions,
                                             snapshot_before=snapshot_before)
                 finally:
@@ -334,7 +292,7 @@ class Refresher:
         batch.state.commit(batch.state.staged - {EMIT_STATE})
         metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True), "mvengine.batch_id": str(batch_id),
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
-                    "mvengine.kind": kind}
+                    "mvengine.kind": kind, "mvengine.changes": str(rows_out)}
         txn = (app_id, batch_id)
         on_driver = batch.state.on_driver and rows_out <= DRIVER_ROWS
         replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata, txn=txn,
@@ -343,10 +301,6 @@ class Refresher:
         write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
                     on_driver=on_driver)
         return rows_out
-
-
-def _app_id(plan: ViewPlan, generation: int) -> str:
-    return f"mvengine:{plan.name}:g{generation}"
 
 
 def _version_before(ref: TableRef, app_id: str, batch_id: int) -> int | None:

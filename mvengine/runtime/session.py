@@ -3,6 +3,7 @@ Python for the workers, and mvengine's Delta data source registered."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -62,6 +63,12 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(config.spark_log_level if config else "ERROR")
+    # PySpark logs every analysis error as a JSON line on stderr before raising it; mvengine reports the
+    # error itself (one line, with a hint), so those logs only repeat it with a Java stack trace.
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     register_data_sources(spark)
     return spark
 

@@ -1,0 +1,81 @@
+"""Where a project's tables live and what a view's snapshot commits record (DESIGN.md §5). Nothing here
+needs Spark: `mv describe` and `mv history` read these with delta-rs alone."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mvengine.errors import MvError
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.config import join_uri
+from mvengine.sql.sources import SourceDef
+from mvengine.storage.tables import TableRef, commit_metadata
+
+
+@dataclass(frozen=True)
+class ViewTables:
+    """Where a view's tables live."""
+
+    root: str
+    snapshot: TableRef
+    changelog: TableRef
+    state: str
+    checkpoints: str
+
+
+def view_tables(plan: ViewPlan, storage_options: dict[str, str]) -> ViewTables:
+    root = plan.view.path
+    return ViewTables(root, TableRef(join_uri(root, "snapshot"), storage_options, plan.name),
+                      TableRef(join_uri(root, "changelog"), storage_options, f"{plan.name}_changelog"),
+                      join_uri(root, "_state"), join_uri(root, "_checkpoints"))
+
+
+def source_table(source: SourceDef, storage_options: dict[str, str]) -> TableRef:
+    return TableRef(source.path, storage_options, source.name)
+
+
+def app_id(view: str, generation: int) -> str:
+    """The Delta application id under which a generation of a view commits its batches (DESIGN.md §4)."""
+    return f"mvengine:{view}:g{generation}"
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What one commit of a view's snapshot records (its custom commit metadata)."""
+
+    version: int
+    timestamp_ms: int
+    batch_id: int
+    generation: int
+    sql_hash: str
+    kind: str  # bootstrap, stream or full
+    inputs: dict[str, int]  # input name -> the input version this snapshot version reflects
+    changes: int | None  # changelog rows of the batch (None: written before mvengine recorded it)
+
+    @classmethod
+    def from_info(cls, ref: TableRef, info: dict[str, Any]) -> Committed:
+        """From one entry of the table's history (its commitInfo)."""
+        if "mvengine.batch_id" not in info:
+            raise MvError(f"{ref.label} was not written by mvengine (its commit {info.get('version')} has no "
+                          "mvengine.batch_id)", hint="move the table away, or give the view another 'path'")
+        changes = info.get("mvengine.changes")
+        return cls(int(info["version"]), int(info["timestamp"]), int(info["mvengine.batch_id"]),
+                   int(info["mvengine.generation"]), info["mvengine.sql_hash"], info["mvengine.kind"],
+                   json.loads(info["mvengine.inputs"]), None if changes is None else int(changes))
+
+
+def last_commit(ref: TableRef) -> Committed | None:
+    """The latest commit of a view's snapshot, or None when the view was never refreshed."""
+    if not ref.exists():
+        return None
+    dt = ref.open()
+    return Committed.from_info(ref, commit_metadata(dt, dt.version()))
+
+
+def snapshot_commits(ref: TableRef) -> list[Committed]:
+    """Every commit of a view's snapshot still in its log, oldest first ([] when never refreshed)."""
+    if not ref.exists():
+        return []
+    return sorted((Committed.from_info(ref, info) for info in ref.open().history()), key=lambda c: c.version)
