@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from mvengine import __version__
 from mvengine.cli.console import Console
 from mvengine.cli.graph import FORMATS
+from mvengine.cli.output import FORMATS as FORMATS_OUT
 from mvengine.errors import MvError
 
 DESCRIPTION = """\
@@ -30,6 +32,11 @@ examples:
   mv graph > dag.mmd         the DAG of sources and views as a Mermaid flowchart
   mv refresh                 bring every view up to date, then exit
   mv refresh --continuous    keep every view fresh until Ctrl-C
+  mv query "SELECT * FROM team_totals VERSION AS OF 3"
+                             Spark SQL over views and sources, at any version or time
+  mv changes team_totals     the view's changelog: +I, -U, +U, -D rows (--follow to keep printing)
+  mv history team_totals     one line per version: batch, changes, input versions
+  mv describe team_totals    paths, key, strategy, size, lineage and freshness (--json)
 """
 
 
@@ -97,10 +104,86 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     refresh.add_argument("--interval", metavar="DURATION",
                          help="with --continuous: how often to look for new input commits (default: [refresh] "
                               "interval, 1s)")
+    _reading_commands(commands)
     return parser
 
 
-COMMANDS = ("sources", "plan", "graph", "refresh")
+def _reading_commands(commands) -> None:
+    query = commands.add_parser(
+        "query", help="run Spark SQL over the views and sources, at any past version",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run one Spark SQL query over view snapshots and sources, named as in views/. Each table is "
+                    "read at its latest version unless the query says otherwise:\n"
+                    "  FROM v VERSION AS OF 12                         version 12 of v\n"
+                    "  FROM v TIMESTAMP AS OF '2026-11-21 12:03:00'     the last version committed at or before\n"
+                    "  FROM v FOR SYSTEM_TIME AS OF TIMESTAMP '...'    the same, in SQL:2011 words\n"
+                    "  ... AS OF SYSTEM TIME '2026-11-21 12:03:00'     at the end: for every table of the query\n"
+                    "Times are UTC unless they carry an offset; a table's own clause wins over the query's. "
+                    "--as-of-source SOURCE=VERSION reads every view at its latest version that reflects no "
+                    "newer version of SOURCE (a consistent cut across views) and SOURCE itself at VERSION.",
+        epilog="examples:\n"
+               "  mv query \"SELECT * FROM team_totals ORDER BY total DESC\"\n"
+               "  mv query \"SELECT * FROM team_totals VERSION AS OF 3\"\n"
+               "  mv query \"SELECT n.team, n.total - o.total AS gained FROM team_totals n\n"
+               "            JOIN team_totals TIMESTAMP AS OF '2026-11-22 12:00:00' o ON n.team = o.team\"\n"
+               "  mv query \"SELECT * FROM large_team_totals\" --as-of-source user_scores=5 --format json\n")
+    query.add_argument("sql", metavar="SQL", help="one SELECT query, in quotes")
+    query.add_argument("--as-of-source", action="append", default=[], metavar="SOURCE=VERSION",
+                       help="read views as of this source version (repeat for several sources)")
+    _output_options(query)
+    changes = commands.add_parser(
+        "changes", help="print a view's changelog (+I/-U/+U/-D), or follow it as batches land",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Print the changes a view went through, in the order they were emitted (by snapshot version, "
+                    "then key). Retract form (default): every +I, -U, +U and -D row with _undo true for the rows "
+                    "that take back an earlier one (-U, -D). Upsert form (--upsert, views with a key): one row "
+                    "per key change with its new values; a delete is the key with _tombstone true. Columns: the "
+                    "view's, then _op, _undo (or _tombstone), _mtime (commit time of the input change), "
+                    "_version (snapshot version), _batch_id, _emit_index (revision of the key's row).",
+        epilog="examples:\n"
+               "  mv changes team_totals                       every change so far\n"
+               "  mv changes team_totals --from-version 5      from snapshot version 5 on\n"
+               "  mv changes team_totals --since '2026-11-22 12:00:00' --upsert\n"
+               "  mv changes team_totals --follow              keep printing as batches land (Ctrl-C stops)\n")
+    changes.add_argument("view", metavar="VIEW")
+    changes.add_argument("--from-version", type=int, metavar="N", help="first snapshot version (default: 0)")
+    changes.add_argument("--to-version", type=int, metavar="N", help="last snapshot version (default: latest)")
+    changes.add_argument("--since", metavar="TIMESTAMP",
+                         help="start at the first version committed at or after this time (UTC)")
+    changes.add_argument("--upsert", action="store_true", help="upsert form instead of retract form")
+    changes.add_argument("--follow", action="store_true",
+                         help="after the changes so far, print each new batch's as it lands, until Ctrl-C")
+    changes.add_argument("--interval", metavar="DURATION",
+                         help="with --follow: how often to look for new batches (default: [refresh] interval)")
+    _output_options(changes)
+    history = commands.add_parser(
+        "history", help="one line per version of a view (batch, kind, changes, input versions); no Spark",
+        description="List every version of a view's snapshot still in its Delta log: commit time (UTC), batch "
+                    "id, kind (bootstrap: first computation, stream: incremental batch, full: recomputation), "
+                    "changelog rows, and the input versions it reflects. For a source: its Delta commits.")
+    history.add_argument("name", metavar="NAME", help="a view (or a source)")
+    history.add_argument("--json", action="store_true", help="one JSON object per version, with source_versions")
+    describe = commands.add_parser(
+        "describe", help="what a view or source is, where its tables are, how big and how fresh; no Spark",
+        description="Describe a view (or source): kind, file and line, table paths, key, changelog kind, "
+                    "strategy (incremental, or full and why), columns, latest version and the input versions "
+                    "it reflects, the source versions it reflects through other views (source_versions), row "
+                    "count, table sizes, last refresh time, and freshness: stale_since is the commit time of "
+                    "the oldest source commit the view does not reflect yet, freshness_lag_s the seconds since "
+                    "then (0 when up to date).")
+    describe.add_argument("name", metavar="NAME", help="a view or source")
+    describe.add_argument("--json", action="store_true", help="print a JSON document")
+
+
+def _output_options(command) -> None:
+    command.add_argument("--format", choices=FORMATS_OUT, default="table",
+                         help="table (aligned, with a row count; default), json (one object per line), csv, or "
+                              "parquet (with --out)")
+    command.add_argument("--out", metavar="FILE", help="write to FILE instead of standard output")
+    command.add_argument("--limit", type=int, metavar="N", help="print at most N rows")
+
+
+COMMANDS = ("sources", "plan", "graph", "refresh", "query", "changes", "history", "describe")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
@@ -120,6 +203,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
     except KeyboardInterrupt:
         console.error("interrupted")
         return 130
+    except BrokenPipeError:  # the reader of our output stopped early (`mv changes v | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit must not fail
+        return 141
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -133,10 +219,27 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return print_plan(config, console, args.views, as_json=args.json)
     if args.command == "graph":
         return _graph(config, console, args.format, args.out)
+    from mvengine.api import Project
+
+    project = Project(config)
     if args.command == "refresh":
         from mvengine.cli.refresh import run_refresh
-        return run_refresh(config, console, args.views, full=args.full, continuous=args.continuous,
+        return run_refresh(project, console, args.views, full=args.full, continuous=args.continuous,
                            interval=args.interval)
+    from mvengine.cli import reading
+
+    if args.command == "query":
+        return reading.run_query(project, console, args.sql, as_of_source=args.as_of_source, fmt=args.format,
+                                 out=args.out, limit=args.limit)
+    if args.command == "changes":
+        return reading.run_changes(project, console, args.view, from_version=args.from_version,
+                                   to_version=args.to_version, since=args.since, upsert=args.upsert,
+                                   follow=args.follow, interval=args.interval, fmt=args.format, out=args.out,
+                                   limit=args.limit)
+    if args.command == "history":
+        return reading.run_history(project, console, args.name, as_json=args.json)
+    if args.command == "describe":
+        return reading.run_describe(project, console, args.name, as_json=args.json)
     raise AssertionError(args.command)
 
 

@@ -8,24 +8,23 @@ import signal
 import sys
 import time
 
+from mvengine.api import Project
 from mvengine.cli.console import Console
 from mvengine.errors import MvError
-from mvengine.project.catalog import Catalog, load_catalog
+from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, parse_duration
 
 
-def run_refresh(config: Config, console: Console, views: list[str], *, full: bool, continuous: bool,
+def run_refresh(project: Project, console: Console, views: list[str], *, full: bool, continuous: bool,
                 interval: str | None) -> int:
+    config = project.config
     if interval is not None and not continuous:
         raise MvError("--interval only applies with --continuous", hint="mv refresh --continuous --interval 5s")
     period = parse_duration(interval) if interval is not None else config.refresh_interval_s
-    catalog = load_catalog(config)  # SQL mistakes are reported before Spark starts
+    catalog = project.catalog  # SQL mistakes are reported before Spark starts
     for name in _orphans(config, catalog):
         console.out(f"warning: {name} has tables in the warehouse but is no longer in views/; they are left as "
                     "they are")
-    from mvengine.runtime.refresh import Refresher
-    from mvengine.runtime.session import spark_session
-
     stop = {"requested": False}
 
     def request_stop(signum, _frame) -> None:
@@ -35,18 +34,21 @@ def run_refresh(config: Config, console: Console, views: list[str], *, full: boo
         console.out("stopping after the current batch (Ctrl-C again to stop at once)")
 
     status = _Status(console)
-    spark = spark_session(config)
-    refresher = Refresher(spark, config, catalog, report=status.batch, stopping=lambda: stop["requested"])
+
+    def refresh(full: bool = False) -> None:
+        project.refresh(views or None, full=full, on_batch=status.batch, stopping=lambda: stop["requested"])
+
+    project.spark  # noqa: B018 (start Spark now, before Ctrl-C is taken over)
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if continuous else {}
     try:
-        refresher.refresh(views or None, full=full)
+        refresh(full)
         while continuous and not stop["requested"]:
             deadline = time.monotonic() + period
             while time.monotonic() < deadline and not stop["requested"]:
                 time.sleep(min(0.1, period))
             if not stop["requested"]:
-                refresher.refresh(views or None)
+                refresh()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

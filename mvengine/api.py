@@ -1,0 +1,244 @@
+"""mvengine's Python API: a project on disk, its views refreshed, read, queried and described. The `mv` commands
+are a thin layer over this class.
+
+    from mvengine import Project
+    project = Project.open("path/to/project")
+    project.refresh()
+    project.table("team_totals", version=3).show()
+    project.query("SELECT * FROM team_totals TIMESTAMP AS OF '2026-11-21 12:03:00'").show()
+
+Spark starts on the first call that needs it (`describe` and `history` never do); pass `spark=` to use a session
+of your own (mvengine registers its Delta data source on it).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from functools import cached_property
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+from mvengine.errors import MvError
+from mvengine.project.catalog import Catalog, load_catalog
+from mvengine.project.config import Config, load_config
+from mvengine.project.layout import app_id, last_commit, view_tables
+from mvengine.reading.versions import Versions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from mvengine.runtime.refresh import BatchReport
+
+TEMP_VIEW = re.compile(r"`?__mv_(\w+?)_v\d+`?")  # what `mv query` reads a table as (see reading.time_travel)
+
+
+class Project:
+    def __init__(self, config: Config, *, spark: SparkSession | None = None) -> None:
+        self.config = config
+        self._spark = spark
+        self._registered = False
+
+    @classmethod
+    def open(cls, path: str | PathLike[str] = ".", *, spark: SparkSession | None = None) -> Project:
+        """The project in folder `path` (conf/mvengine.toml and views/); its SQL is read on first use."""
+        return cls(load_config(path), spark=spark)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """Every source and view in views/, parsed and planned (SQL mistakes raise SqlError here)."""
+        return load_catalog(self.config)
+
+    @property
+    def spark(self) -> SparkSession:
+        if self._spark is None:
+            from mvengine.runtime.session import spark_session
+
+            self._spark = spark_session(self.config)
+        elif not self._registered:
+            from mvengine.runtime.session import register_data_sources
+
+            register_data_sources(self._spark)
+        self._registered = True
+        return self._spark
+
+    def versions(self) -> Versions:
+        """The tables' versions as of now (a new snapshot of their logs per call)."""
+        return Versions(self.config, self.catalog)
+
+    # -- refresh --------------------------------------------------------------------------------------------
+
+    def refresh(self, views: list[str] | None = None, *, full: bool = False,
+                on_batch: Callable[[BatchReport], None] | None = None,
+                stopping: Callable[[], bool] | None = None) -> list[BatchReport]:
+        """Bring `views` (default: all) and the views they read up to date with every input commit that exists
+        now; returns one report per committed batch (`on_batch` also gets each as it commits). `stopping` is
+        asked between views and batches: return True to stop after the current one."""
+        from mvengine.runtime.refresh import Refresher
+
+        reports: list[BatchReport] = []
+
+        def report(r: BatchReport) -> None:
+            reports.append(r)
+            if on_batch is not None:
+                on_batch(r)
+
+        refresher = Refresher(self.spark, self.config, self.catalog, report=report,
+                              stopping=stopping or (lambda: False))
+        refresher.refresh(views or None, full=full)
+        return reports
+
+    # -- reading --------------------------------------------------------------------------------------------
+
+    def table(self, name: str, version: int | None = None,
+              timestamp: str | datetime | None = None) -> DataFrame:
+        """A source or a view's snapshot: the latest version, `version`, or the last version committed at or
+        before `timestamp` (naive times are UTC)."""
+        if version is not None and timestamp is not None:
+            raise MvError("give a version or a timestamp, not both")
+        versions = self.versions()
+        name = versions.name(name)
+        if version is not None:
+            version = versions.check_version(name, version)
+        elif timestamp is not None:
+            version = versions.version_at(name, timestamp)
+        else:
+            version = versions.latest(name)
+        return self._read(versions, name, version)
+
+    def query(self, sql: str, *, as_of_source: dict[str, int] | None = None) -> DataFrame:
+        """Spark SQL over sources and view snapshots by name, with time travel (see `mv query --help`)."""
+        return self.query_reads(sql, as_of_source=as_of_source)[0]
+
+    def query_reads(self, sql: str, *, as_of_source: dict[str, int] | None = None
+                    ) -> tuple[DataFrame, list[tuple[str, int]]]:
+        """`query`, and which version of which table it read."""
+        from mvengine.reading.time_travel import pin_versions
+
+        versions = self.versions()
+        cut = self._cut(versions, as_of_source)
+        pinned = pin_versions(sql, versions, as_of_source=cut, evaluate=self._evaluate_time)
+        for read in pinned.reads:
+            self._read(versions, read.name, read.version).createOrReplaceTempView(read.temp_view)
+        return self._spark_sql(pinned.sql), [(r.name, r.version) for r in pinned.reads]
+
+    def changes(self, name: str, from_version: int | None = None, to_version: int | None = None, *,
+                since: str | datetime | None = None, upsert: bool = False) -> DataFrame:
+        """The view's changelog rows of snapshot versions `from_version..to_version` (both included; or from
+        the first version committed at or after `since`), in retract form or, with `upsert`, in upsert form;
+        in emission order."""
+        versions = self.versions()
+        view = versions.view(name)
+        first, last = _version_range(versions, view, from_version, to_version, since)
+        return self._changes(view, first, last, upsert)
+
+    def follow_changes(self, name: str, from_version: int | None = None, *, since: str | datetime | None = None,
+                       upsert: bool = False, interval: float = 1.0,
+                       stopping: Callable[[], bool] = lambda: False) -> Iterator[DataFrame]:
+        """The changes from `from_version` or `since` (default: all), then those of every batch that lands,
+        as it lands (looked for every `interval` seconds), until `stopping()` is true."""
+        versions = self.versions()
+        view = versions.view(name)
+        first, _ = _version_range(versions, view, from_version, None, since)
+        if upsert:
+            self._changes(view, first, first, upsert)  # a view without a key fails now, not at its first batch
+        while not stopping():
+            through = self._changelog_through(view)
+            if through >= first:
+                yield self._changes(view, first, through, upsert)
+                first = through + 1
+            else:
+                time.sleep(interval)
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """What DESIGN.md §5 lists (name, kind, paths, key, strategy, version, inputs), with the schema, row
+        count, sizes, lineage (`source_versions`) and freshness. Reads Delta logs only: no Spark."""
+        from mvengine.reading.describe import describe
+
+        return describe(self.versions(), name)
+
+    def history(self, name: str) -> list[dict[str, Any]]:
+        """One entry per version of a view's snapshot (batch, kind, changes, input versions) or of a source."""
+        from mvengine.reading.describe import history
+
+        return history(self.versions(), name)
+
+    # -- helpers --------------------------------------------------------------------------------------------
+
+    def _read(self, versions: Versions, name: str, version: int) -> DataFrame:
+        from mvengine.storage.api import read_own_table, read_table
+
+        ref = versions.table(name)
+        if versions.is_view(name):
+            return read_own_table(self.spark, ref, version=version)
+        return read_table(self.spark, ref, version=version)
+
+    def _changes(self, view: str, first: int, last: int, upsert: bool) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        from mvengine.reading.changes import retract
+        from mvengine.reading.changes import upsert as upsert_form
+        from mvengine.storage.api import read_own_table
+
+        plan = self.catalog.plans[view]
+        rows = read_own_table(self.spark, view_tables(plan, self.config.storage_options).changelog)
+        rows = rows.where(F.col("_version").between(first, last))
+        return upsert_form(rows, plan) if upsert else retract(rows, plan)
+
+    def _changelog_through(self, view: str) -> int:
+        """The latest snapshot version whose changelog rows are committed (a batch commits its snapshot, then
+        its changelog)."""
+        tables = view_tables(self.catalog.plans[view], self.config.storage_options)
+        last = last_commit(tables.snapshot)
+        if last is None:
+            return -1
+        from mvengine.storage.tables import is_committed
+
+        done = is_committed(tables.changelog, app_id(view, last.generation), last.batch_id)
+        return last.version if done else last.version - 1
+
+    def _cut(self, versions: Versions, as_of_source: dict[str, int] | None) -> dict[str, int] | None:
+        if not as_of_source:
+            return None
+        cut = {}
+        for name, version in as_of_source.items():
+            source = versions.name(name)
+            if versions.is_view(source):
+                raise MvError(f"--as-of-source names view {source}; it takes sources (SOURCE=VERSION)",
+                              hint="pin a view with FROM view VERSION AS OF n in the query")
+            cut[source] = versions.check_version(source, version)
+        return cut
+
+    def _evaluate_time(self, expression: str) -> datetime:
+        micros = self._spark_sql(f"SELECT unix_micros(CAST(({expression}) AS TIMESTAMP)) AS t").collect()[0]["t"]
+        if micros is None:
+            raise MvError(f"the time travel expression {expression} is NULL")
+        return datetime.fromtimestamp(micros / 1_000_000, tz=UTC)
+
+    def _spark_sql(self, sql: str) -> DataFrame:
+        from pyspark.errors import AnalysisException, ParseException
+
+        try:
+            return self.spark.sql(sql)
+        except (AnalysisException, ParseException) as e:
+            # Positions ("line 1 pos 7") are in the rewritten query, not the one given: left out.
+            message = TEMP_VIEW.sub(r"\1", str(e).split("\n")[0].split("; line ")[0]).strip()
+            raise MvError(f"Spark rejects the query: {message}",
+                          hint="the query is Spark SQL over sources and views by name") from None
+
+
+def _version_range(versions: Versions, view: str, from_version: int | None, to_version: int | None,
+                   since: str | datetime | None) -> tuple[int, int]:
+    """The snapshot versions whose changes are asked for, checked."""
+    if since is not None and from_version is not None:
+        raise MvError("give a first version or a time to start from (--from-version or --since), not both")
+    if since is not None:
+        first = versions.first_version_since(view, since)
+    else:
+        first = versions.check_version(view, from_version) if from_version is not None else 0
+    last = versions.check_version(view, to_version) if to_version is not None else versions.latest(view)
+    if from_version is not None and first > last:
+        raise MvError(f"the first version asked for ({first}) is after the last ({last})")
+    return first, last

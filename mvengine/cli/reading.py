@@ -1,0 +1,111 @@
+"""`mv query`, `mv changes`, `mv history`, `mv describe`: the Python API's reads, printed."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any
+
+from mvengine.api import Project
+from mvengine.cli.console import Console
+from mvengine.cli.output import RowWriter
+from mvengine.errors import MvError
+from mvengine.project.config import parse_duration
+
+
+def run_query(project: Project, console: Console, sql: str, *, as_of_source: list[str], fmt: str,
+              out: str | None, limit: int | None) -> int:
+    writer = RowWriter(console, fmt, out, limit=limit)
+    df, reads = project.query_reads(sql, as_of_source=_cut(as_of_source))
+    writer.write(df)
+    writer.finish("read " + ", ".join(f"{name}@v{version}" for name, version in reads) if reads else "")
+    return 0
+
+
+def run_changes(project: Project, console: Console, view: str, *, from_version: int | None,
+                to_version: int | None, since: str | None, upsert: bool, follow: bool, interval: str | None,
+                fmt: str, out: str | None, limit: int | None) -> int:
+    writer = RowWriter(console, fmt, out, limit=limit)
+    if not follow:
+        if interval is not None:
+            raise MvError("--interval only applies with --follow", hint=f"mv changes {view} --follow --interval 5s")
+        writer.write(project.changes(view, from_version, to_version, since=since, upsert=upsert))
+        writer.finish()
+        return 0
+    if to_version is not None:
+        raise MvError("--follow keeps printing new versions, so it takes no --to-version")
+    stop = {"requested": False}
+
+    def request_stop(_signum, _frame) -> None:
+        stop["requested"] = True
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        seconds = parse_duration(interval) if interval is not None else project.config.refresh_interval_s
+        for part in project.follow_changes(view, from_version, since=since, upsert=upsert, interval=seconds,
+                                           stopping=lambda: stop["requested"] or _full(writer)):
+            writer.write(part)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        writer.finish()
+    return 0
+
+
+def run_history(project: Project, console: Console, name: str, *, as_json: bool) -> int:
+    entries = project.history(name)
+    if as_json:
+        for entry in entries:
+            console.out(json.dumps(entry))
+        return 0
+    if entries and "batch_id" in entries[0]:
+        console.table(["version", "committed (UTC)", "batch", "kind", "changes", "inputs"], [
+            [str(e["version"]), e["committed"], str(e["batch_id"]), e["kind"],
+             "-" if e["changes"] is None else str(e["changes"]),
+             ", ".join(f"{n}@v{v}" for n, v in e["inputs"].items())] for e in entries])
+    else:
+        console.table(["version", "committed (UTC)", "operation"],
+                      [[str(e["version"]), e["committed"], str(e["operation"])] for e in entries])
+    return 0
+
+
+def run_describe(project: Project, console: Console, name: str, *, as_json: bool) -> int:
+    info = project.describe(name)
+    if as_json:
+        console.out(json.dumps(info, indent=2))
+        return 0
+    width = max(len(k) for k in info)
+    for key, value in info.items():
+        console.out(f"{key.ljust(width)}  {_show(key, value)}")
+    return 0
+
+
+def _show(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key == "columns":
+        return ", ".join(f"{c['name']} {c['type']}{'' if c['nullable'] else ' NOT NULL'}" for c in value)
+    if key in ("inputs", "source_versions"):
+        return ", ".join(f"{n}@v{v}" for n, v in value.items()) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={'-' if v is None else v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _cut(pairs: list[str]) -> dict[str, int] | None:
+    """`--as-of-source SOURCE=VERSION` options as a dict."""
+    cut: dict[str, int] = {}
+    for pair in pairs:
+        name, _, version = pair.partition("=")
+        if not name.strip() or not version.strip().isdigit():
+            raise MvError(f"--as-of-source {pair!r} is not SOURCE=VERSION", hint="e.g. --as-of-source user_scores=12")
+        cut[name.strip()] = int(version)
+    return cut or None
+
+
+def _full(writer: RowWriter) -> bool:
+    return writer.limit is not None and writer.rows >= writer.limit

@@ -1,0 +1,126 @@
+"""`mv describe` and `mv history`: what a source or view is and what its tables hold, from the plan and the
+Delta logs alone (no Spark). DESIGN.md §5 lists the fields describe must report; the rest says how big and how
+fresh a view is."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from mvengine.plan.types import type_name
+from mvengine.project.layout import view_tables
+from mvengine.reading.versions import Versions, show_time
+from mvengine.storage.tables import TableRef
+
+
+def describe(versions: Versions, name: str) -> dict[str, Any]:
+    name = versions.name(name)
+    if versions.is_view(name):
+        return _describe_view(versions, name)
+    return _describe_source(versions, name)
+
+
+def history(versions: Versions, name: str) -> list[dict[str, Any]]:
+    """One entry per version still in the log, oldest first: for a view, the batch that wrote it; for a
+    source, the Delta operation."""
+    name = versions.name(name)
+    if not versions.is_view(name):
+        ref = versions.table(name)
+        versions.commits(name)  # the error for a missing table
+        return [{"version": int(h["version"]), "committed": show_time(int(h["timestamp"])),
+                 "operation": h.get("operation")} for h in sorted(ref.open().history(), key=lambda h: h["version"])]
+    return [{"version": c.version, "committed": show_time(c.timestamp_ms), "batch_id": c.batch_id,
+             "kind": c.kind, "changes": c.changes, "inputs": c.inputs,
+             **lineage(versions.source_versions(name, c.version))}
+            for c in versions.snapshot_commits(name).values()]
+
+
+def lineage(reflects: dict[str, list[int]]) -> dict[str, Any]:
+    """`source_versions`: the version of each source a view version reflects. When its inputs had reached
+    different versions of one source, that source's oldest is given and `mixed_source_versions` lists all."""
+    mixed = {s: v for s, v in reflects.items() if len(v) > 1}
+    return {"source_versions": {s: v[0] for s, v in reflects.items()}} | (
+        {"mixed_source_versions": mixed} if mixed else {})
+
+
+def _describe_view(versions: Versions, name: str) -> dict[str, Any]:
+    plan = versions.catalog.plans[name]
+    tables = view_tables(plan, versions.config.storage_options)
+    info: dict[str, Any] = {
+        "name": name, "kind": "view", "file": plan.view.file, "line": plan.view.line,
+        "snapshot_path": tables.snapshot.uri, "changelog_path": tables.changelog.uri, "state_path": tables.state,
+        "key": None if plan.key is None else list(plan.key), "changelog": plan.changelog,
+        "strategy": plan.strategy, "reason": plan.reason, "inputs_declared": list(plan.inputs),
+        "columns": _columns(plan.columns),
+    }
+    if not tables.snapshot.exists():
+        return info | {"refreshed": False, "version": None, "inputs": None, "source_versions": None}
+    latest = versions.snapshot_commit(name, versions.latest(name))
+    reflects = versions.source_versions(name, latest.version)
+    snapshot_rows, snapshot_bytes = _table_size(tables.snapshot)
+    changelog_rows, changelog_bytes = _table_size(tables.changelog) if tables.changelog.exists() else (0, 0)
+    stale_since = _stale_since(versions, reflects)
+    return info | {
+        "refreshed": True, "version": latest.version, "batch_id": latest.batch_id,
+        "generation": latest.generation, "inputs": latest.inputs, **lineage(reflects),
+        "row_count": snapshot_rows, "changelog_rows": changelog_rows,
+        "sizes": {"snapshot_bytes": snapshot_bytes, "changelog_bytes": changelog_bytes,
+                  "state_bytes": _folder_bytes(tables.state)},
+        "last_refresh": show_time(latest.timestamp_ms),
+        "stale_since": None if stale_since is None else show_time(stale_since),
+        "freshness_lag_s": 0.0 if stale_since is None else round(time.time() - stale_since / 1000, 3),
+    }
+
+
+def _describe_source(versions: Versions, name: str) -> dict[str, Any]:
+    source = versions.catalog.sources[name]
+    ref = versions.table(name)
+    info: dict[str, Any] = {
+        "name": name, "kind": "source", "file": source.file, "line": source.line, "snapshot_path": ref.uri,
+        "changelog_path": None, "key": None if source.key is None else list(source.key),
+        "append_only": source.append_only,
+        "watermark": f"{source.watermark.column} AS {source.watermark.expression}" if source.watermark else None,
+        "strategy": None, "reason": None, "inputs": None,
+        "columns": [{"name": f.name, "type": type_name(t), "nullable": f.nullable}
+                    for f, t in zip(source.schema, source.sql_types)],
+    }
+    if not ref.exists():
+        return info | {"exists": False, "version": None}
+    rows, size = _table_size(ref)
+    last = versions.commits(name)[-1]
+    return info | {"exists": True, "version": last.version, "row_count": rows, "sizes": {"table_bytes": size},
+                   "last_commit": show_time(last.timestamp_ms)}
+
+
+def _columns(fields) -> list[dict[str, Any]]:
+    return [{"name": f.name, "type": type_name(f.type), "nullable": f.nullable} for f in fields]
+
+
+def _table_size(ref: TableRef) -> tuple[int | None, int]:
+    """Rows (None when a file has no statistics) and bytes of the table's current files."""
+    actions = pa.table(ref.open().get_add_actions(flatten=True)).to_pydict()
+    records = actions.get("num_records", [])
+    rows = None if any(r is None for r in records) else sum(records)
+    return rows, sum(actions.get("size_bytes", []))
+
+
+def _stale_since(versions: Versions, reflects: dict[str, list[int]]) -> int | None:
+    """Commit time (ms) of the oldest source commit the view does not reflect yet, through any path; None when
+    it reflects the latest version of every source it depends on."""
+    times = []
+    for source, seen in reflects.items():
+        missing = [c for c in versions.commits(source) if c.version > min(seen)]
+        if missing:
+            times.append(missing[0].timestamp_ms)
+    return min(times) if times else None
+
+
+def _folder_bytes(path: str) -> int | None:
+    """Bytes on disk under a local folder (every version of the state tables); None on object stores."""
+    local = path.removeprefix("file:")
+    if "://" in local:
+        return None
+    return sum(os.path.getsize(os.path.join(folder, f)) for folder, _, files in os.walk(local) for f in files)
