@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import signal
 from typing import Any
 
 from mvengine.api import Project
 from mvengine.cli.console import Console
 from mvengine.cli.output import RowWriter
+from mvengine.cli.stop import stop_on_signal
 from mvengine.errors import MvError
 from mvengine.project.config import parse_duration
 
@@ -34,21 +34,14 @@ def run_changes(project: Project, console: Console, view: str, *, from_version: 
         return 0
     if to_version is not None:
         raise MvError("--follow keeps printing new versions, so it takes no --to-version")
-    stop = {"requested": False}
-
-    def request_stop(_signum, _frame) -> None:
-        stop["requested"] = True
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        seconds = parse_duration(interval) if interval is not None else project.config.refresh_interval_s
-        for part in project.follow_changes(view, from_version, since=since, upsert=upsert, interval=seconds,
-                                           stopping=lambda: stop["requested"] or _full(writer)):
-            writer.write(part)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        writer.finish()
+    seconds = parse_duration(interval) if interval is not None else project.config.refresh_interval_s
+    with stop_on_signal() as stopping:
+        try:
+            for part in project.follow_changes(view, from_version, since=since, upsert=upsert, interval=seconds,
+                                               stopping=lambda: stopping() or _full(writer)):
+                writer.write(part)
+        finally:
+            writer.finish()
     return 0
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import time
 
 from mvengine.api import Project
 from mvengine.cli.console import Console
+from mvengine.cli.stop import stop_on_signal
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, parse_duration
@@ -25,34 +25,25 @@ def run_refresh(project: Project, console: Console, views: list[str], *, full: b
     for name in _orphans(config, catalog):
         console.out(f"warning: {name} has tables in the warehouse but is no longer in views/; they are left as "
                     "they are")
-    stop = {"requested": False}
-
-    def request_stop(signum, _frame) -> None:
-        if stop["requested"]:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop now
-        stop["requested"] = True
-        console.out("stopping after the current batch (Ctrl-C again to stop at once)")
-
     status = _Status(console)
 
     def refresh(full: bool = False) -> None:
-        project.refresh(views or None, full=full, on_batch=status.batch, stopping=lambda: stop["requested"])
+        project.refresh(views or None, full=full, on_batch=status.batch, stopping=stopping)
 
     project.spark  # noqa: B018 (start Spark now, before Ctrl-C is taken over)
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)} \
-        if continuous else {}
-    try:
-        refresh(full)
-        while continuous and not stop["requested"]:
-            deadline = time.monotonic() + period
-            while time.monotonic() < deadline and not stop["requested"]:
-                time.sleep(min(0.1, period))
-            if not stop["requested"]:
-                refresh()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        status.close()
+    stops = stop_on_signal(lambda: console.out("stopping after the current batch (Ctrl-C again to stop at once)")) \
+        if continuous else contextlib.nullcontext(lambda: False)
+    with stops as stopping:
+        try:
+            refresh(full)
+            while continuous and not stopping():
+                deadline = time.monotonic() + period
+                while time.monotonic() < deadline and not stopping():
+                    time.sleep(min(0.1, period))
+                if not stopping():
+                    refresh()
+        finally:
+            status.close()
     if status.batches == 0 and not continuous:
         console.out("every view is up to date")
     return 0
