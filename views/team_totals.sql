@@ -1,5 +1,5 @@
 -- A grouped aggregate: one row per team, updated (-U/+U) as scores arrive.
--- (Refreshed once the refresh milestone lands; `mv plan` shows how.)
+-- Its changelog is seed 002's STREAM rendering: `mv changes team_totals` shows the undo rows.
 CREATE MATERIALIZED VIEW team_totals AS
 SELECT team, SUM(score) AS total, COUNT(*) AS n
 FROM user_scores

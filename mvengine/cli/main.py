@@ -37,6 +37,8 @@ examples:
   mv changes team_totals     the view's changelog: +I, -U, +U, -D rows (--follow to keep printing)
   mv history team_totals     one line per version: batch, changes, input versions
   mv describe team_totals    paths, key, strategy, size, lineage and freshness (--json)
+  mv demo                    a live stream of changes into the example sources (a batch a second)
+  mv init my_project         start a new project
 """
 
 
@@ -105,6 +107,28 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                          help="with --continuous: how often to look for new input commits (default: [refresh] "
                               "interval, 1s)")
     _reading_commands(commands)
+    demo = commands.add_parser(
+        "demo", help="write a live stream of changes into the example project's sources",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write a realistic stream of changes into the example project's sources (user_scores and "
+                    "users, as declared in this repository's views/sources.sql): every --interval, a few new "
+                    "scores with event times near now, some minutes late and out of order; now and then a user "
+                    "renamed (old key deleted, new key inserted), a user moving country, or a score taken back "
+                    "(a compensating event with the negated score: user_scores is append-only). Run "
+                    "`mv refresh --continuous` in another terminal to watch the views follow, and "
+                    "`mv changes team_totals --follow` to see their undo rows as they happen.",
+        epilog="examples:\n"
+               "  mv demo                              a batch every second for a minute\n"
+               "  mv demo --interval 200ms --duration 10s --seed 7\n")
+    demo.add_argument("--interval", default="1s", metavar="DURATION", help="time between batches (default: 1s)")
+    demo.add_argument("--duration", default="60s", metavar="DURATION", help="how long to write (default: 60s)")
+    demo.add_argument("--seed", type=int, metavar="N", help="random seed: the same seed writes the same changes")
+    init = commands.add_parser(
+        "init", help="start a new project: settings, one source, one view, a .gitignore",
+        description="Create folder DIR with conf/mvengine.toml (every setting, commented out at its default), "
+                    "views/sources.sql (one source table), views/customer_totals.sql (one view) and a .gitignore "
+                    "for the warehouse, then print the next commands to run. Writes nothing where a project is.")
+    init.add_argument("dir", metavar="DIR", help="the new project's folder")
     return parser
 
 
@@ -183,7 +207,7 @@ def _output_options(command) -> None:
     command.add_argument("--limit", type=int, metavar="N", help="print at most N rows")
 
 
-COMMANDS = ("sources", "plan", "graph", "refresh", "query", "changes", "history", "describe")
+COMMANDS = ("sources", "plan", "graph", "refresh", "query", "changes", "history", "describe", "demo", "init")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
@@ -211,6 +235,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
 def _run(args: argparse.Namespace, console: Console) -> int:
     from mvengine.project.config import load_config
 
+    if args.command == "init":
+        return _init(console, args.dir)
     config = load_config(args.project)
     if args.command == "sources":
         return _sources(config, console, create=args.create, as_json=args.json)
@@ -219,6 +245,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return print_plan(config, console, args.views, as_json=args.json)
     if args.command == "graph":
         return _graph(config, console, args.format, args.out)
+    if args.command == "demo":
+        return _demo(config, console, args.interval, args.duration, args.seed)
     from mvengine.api import Project
 
     project = Project(config)
@@ -241,6 +269,37 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "describe":
         return reading.run_describe(project, console, args.name, as_json=args.json)
     raise AssertionError(args.command)
+
+
+def _init(console: Console, folder: str) -> int:
+    import shlex
+
+    from mvengine.scaffold import NEXT_STEPS, init_project
+
+    written = init_project(folder)
+    console.out(f"created {len(written)} files in {folder}: " + ", ".join(
+        str(p.relative_to(folder)) for p in written))
+    console.out(f"next, in {folder} (cd {shlex.quote(folder)}):")
+    width = max(len(command) for command, _ in NEXT_STEPS)
+    for command, why in NEXT_STEPS:
+        console.out(f"  {command.ljust(width)}  # {why}")
+    return 0
+
+
+def _demo(config, console: Console, interval: str, duration: str, seed: int | None) -> int:
+    from mvengine.cli.stop import stop_on_signal
+    from mvengine.demo import run_demo
+    from mvengine.project.catalog import load_catalog
+    from mvengine.project.config import parse_duration
+
+    every, total = parse_duration(interval), parse_duration(duration)
+    if every <= 0:
+        raise MvError("--interval must be more than 0", hint="e.g. --interval 500ms")
+    with stop_on_signal() as stopping:
+        batches = run_demo(config, load_catalog(config), interval=every, duration=total, seed=seed,
+                           report=console.out, stopping=stopping)
+    console.out(f"wrote {batches} batches of changes")
+    return 0
 
 
 def _graph(config, console: Console, fmt: str, out: str | None) -> int:
