@@ -186,4 +186,7 @@ def test_the_example_project_plans(tmp_path):
     root = Path(__file__).parent.parent
     shutil.copytree(root / "views", tmp_path / "views")
     c = load_catalog(load_config(tmp_path))
-    assert c.plans and all(p.strategy == "incremental" for p in c.plans.values())
+    # Every example view is incremental, but the join, which is recomputed until incremental joins land.
+    assert {n: p.strategy for n, p in c.plans.items()} == {n: "full" if n == "scores_by_country" else "incremental"
+                                                          for n in c.plans}
+    assert c.plans["scores_by_country"].reason.startswith("joins are recomputed in full")
