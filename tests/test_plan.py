@@ -186,7 +186,33 @@ def test_the_example_project_plans(tmp_path):
     root = Path(__file__).parent.parent
     shutil.copytree(root / "views", tmp_path / "views")
     c = load_catalog(load_config(tmp_path))
-    # Every example view is incremental, but the join, which is recomputed until incremental joins land.
-    assert {n: p.strategy for n, p in c.plans.items()} == {n: "full" if n == "scores_by_country" else "incremental"
-                                                          for n in c.plans}
-    assert c.plans["scores_by_country"].reason.startswith("joins are recomputed in full")
+    assert {n: p.strategy for n, p in c.plans.items()} == {n: "incremental" for n in c.plans}
+
+
+@pytest.mark.parametrize("select", [
+    "SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id AND o.qty > 10",
+    "SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id AND c.country = 'NL'",
+    "SELECT o.id, c.name FROM orders o FULL JOIN customers c ON o.customer_id = c.id",
+    "SELECT o.id, c.name FROM orders o, customers c WHERE o.customer_id = c.id",
+    "SELECT id FROM customers WHERE id IN (SELECT customer_id FROM orders WHERE qty > 0)",
+    "SELECT id FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)",
+    "SELECT c.country, SUM(o.qty) AS total FROM orders o JOIN customers c ON o.customer_id = c.id GROUP BY 1",
+])
+def test_equi_joins_are_incremental(tmp_path, select):
+    p = plan(tmp_path, select)
+    assert (p.strategy, p.reason) == ("incremental", None)
+    assert "join: none" in p.state
+
+
+@pytest.mark.parametrize("select, reason", [
+    ("SELECT o.id, c.name FROM orders o CROSS JOIN customers c", "a join without an equality condition"),
+    ("SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id AND o.qty > c.id",
+     "a left join whose ON condition compares the two sides other than by equality"),
+    ("SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)", "NOT IN (subquery)"),
+    ("SELECT c.id, t.total FROM customers c JOIN (SELECT customer_id, SUM(qty) AS total FROM orders "
+     "GROUP BY customer_id) t ON t.customer_id = c.id", "an aggregate or DISTINCT inside a join's input"),
+])
+def test_joins_planned_full_say_why(tmp_path, select, reason):
+    p = plan(tmp_path, select)
+    assert p.strategy == "full"
+    assert reason in p.reason

@@ -1,25 +1,48 @@
-"""What a delta rule sees of one batch: the changes of every input, the view's state, and Spark."""
+"""What a delta rule sees of one batch: the changes of every input, the inputs as they were before the batch,
+the view's state, and Spark."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from mvengine.incremental.state import StateStore
-from mvengine.plan.nodes import Node
+from mvengine.incremental.zset import inserts
+from mvengine.plan.nodes import Node, Scan
 
 
 @dataclass
 class Batch:
     spark: SparkSession
-    changes: dict[str, DataFrame]  # input name → Z-set of its rows (its columns, _w, _mtime)
+    changes: Mapping[str, DataFrame]  # input name → Z-set of its rows (its columns, _w, _mtime)
     state: StateStore
+    # input name → its rows at the version before the batch (read by time travel, when a rule asks);
+    # None when the view starts from nothing (a bootstrap: every input's rows are its changes).
+    before: dict[str, Callable[[], DataFrame]] | None = None
+    moved: frozenset[str] | None = None  # the inputs with changes in this batch; None: all of them
     node_ids: dict[int, int] = field(default_factory=dict)  # id(node) → its position in the plan (names state)
     checkpoints: list[DataFrame] = field(default_factory=list)  # released when the batch ends
+    _as_before: Batch | None = field(default=None, repr=False)
 
     def node_id(self, node: Node) -> int:
         return self.node_ids[id(node)]
+
+    def changed(self, node: Node) -> bool:
+        """Whether any input under `node` changed in this batch (if not, the node's changes are empty)."""
+        return self.moved is None or any(isinstance(n, Scan) and n.input in self.moved for n in node.walk())
+
+    def as_before(self) -> Batch | None:
+        """A batch whose changes are the inputs' whole contents before this batch, all as inserts: evaluating a
+        stateless subtree over it gives the subtree's rows before the batch. None when there were none."""
+        if self.before is None:
+            return None
+        if self._as_before is None:
+            self._as_before = Batch(self.spark, _Contents(self.before), self.state, node_ids=self.node_ids,
+                                    checkpoints=self.checkpoints)
+        return self._as_before
 
     def keep(self, df: DataFrame, *, eager: bool = False) -> DataFrame:
         """Compute a DataFrame used more than once in the batch only once (`eager`: now), and cut its plan:
@@ -33,3 +56,22 @@ class Batch:
         for df in self.checkpoints:
             df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # the checkpoint's blocks
         self.checkpoints.clear()
+
+
+class _Contents(Mapping[str, DataFrame]):
+    """Inputs' whole contents as inserts, each read (by time travel) only when a rule asks for it."""
+
+    def __init__(self, readers: dict[str, Callable[[], DataFrame]]) -> None:
+        self._readers = readers
+        self._read: dict[str, DataFrame] = {}
+
+    def __getitem__(self, name: str) -> DataFrame:
+        if name not in self._read:
+            self._read[name] = inserts(self._readers[name](), F.lit(None).cast("timestamp"))
+        return self._read[name]
+
+    def __iter__(self):
+        return iter(self._readers)
+
+    def __len__(self) -> int:
+        return len(self._readers)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from mvengine.incremental import aggregate, distinct, filter, project, scan, union
+from mvengine.incremental import aggregate, distinct, filter, join, project, scan, union
 from mvengine.incremental.batch import Batch
-from mvengine.plan.nodes import Aggregate, Distinct, Filter, Node, Project, Scan, UnionAll
+from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll
 
 RULES = {Scan: scan.delta, Filter: filter.delta, Project: project.delta, Aggregate: aggregate.delta,
-         Distinct: distinct.delta, UnionAll: union.delta}
+         Distinct: distinct.delta, UnionAll: union.delta, Join: join.delta}
 
 
 def supports(root: Node) -> bool:

@@ -41,12 +41,9 @@ def full_refresh_reasons(root: Node) -> list[str]:
     for node in root.walk():
         if isinstance(node, Opaque):
             add(node.reason)
-        if isinstance(node, Join) and not node.equi:
-            add("a join without an equality condition (cross join)")
-        elif isinstance(node, Join):
-            add("joins are recomputed in full (incremental joins are not built yet)")
-        if isinstance(node, Join) and node.null_aware:
-            add("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
+        if isinstance(node, Join):
+            for reason in _join_reasons(node):
+                add(reason)
         if isinstance(node, Aggregate):
             for agg in node.aggregates:
                 reason = _aggregate_reason(agg, node.child.fields)
@@ -61,6 +58,21 @@ def full_refresh_reasons(root: Node) -> list[str]:
                 add(f"window function {show(window, inputs)}")
             if e.find(exp.Query) is not None:
                 add("a subquery inside an expression")
+    return reasons
+
+
+def _join_reasons(node: Join) -> list[str]:
+    reasons = []
+    if not node.equi:
+        reasons.append("a join without an equality condition (cross join)")
+    if node.null_aware:
+        reasons.append("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
+    if node.kind != "inner" and node.conditions()[2]:
+        reasons.append(f"a {node.kind} join whose ON condition compares the two sides other than by equality")
+    for side in node.children:
+        if any(isinstance(n, (Aggregate, Distinct)) for n in side.walk()):
+            reasons.append("an aggregate or DISTINCT inside a join's input: make that subquery a view of its own, "
+                           "and join the view")
     return reasons
 
 
@@ -145,6 +157,8 @@ def state_of(root: Node, strategy: str) -> State:
         elif isinstance(node, Distinct):
             parts.append("per distinct row: count")
             bounded = False
+        elif isinstance(node, Join) and "join: none (each side read at the batch's input versions)" not in parts:
+            parts.append("join: none (each side read at the batch's input versions)")
     return State("; ".join(parts) if parts else "none", bounded)
 
 

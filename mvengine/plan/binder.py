@@ -16,7 +16,7 @@ from sqlglot import exp
 from mvengine.errors import SqlError
 from mvengine.names import did_you_mean
 from mvengine.plan.nodes import (Aggregate, Distinct, Field, Filter, Join, Node, Opaque, Project, Scan, UnionAll,
-                                 requalify, show, show_name)
+                                 conjuncts, requalify, show, show_name)
 from mvengine.plan.types import aggregate_type, build, infer_nullable, infer_type, wider_type
 
 
@@ -208,7 +208,7 @@ class Binder:
             if j.args.get("using"):
                 self._using(j, step, scope, left_aliases)
             elif j.args.get("on") is not None:
-                for conjunct in _conjuncts(j.args["on"]):
+                for conjunct in conjuncts(j.args["on"]):
                     bound = self.bind(conjunct, scope)
                     pair = _equality(bound, set(a.lower() for a in left_aliases), alias.lower())
                     if pair:
@@ -330,7 +330,7 @@ class Binder:
                laterals: list[tuple[Field, ...]], scope: Scope, ctes: dict[str, Node]) -> Node:
         semi_joins: list[Join] = []
         rest: list[exp.Expression] = []
-        for conjunct in _conjuncts(predicate) if predicate is not None else []:
+        for conjunct in conjuncts(predicate) if predicate is not None else []:
             semi = self._semi_join(conjunct, scope, ctes)
             if semi is not None:
                 semi_joins.append(semi)
@@ -682,14 +682,6 @@ def _first_words(e: exp.Expression) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
-    if isinstance(e, exp.Paren) and isinstance(e.this, exp.And):
-        return _conjuncts(e.this)
-    if isinstance(e, exp.And):
-        return _conjuncts(e.this) + _conjuncts(e.expression)
-    return [e]
-
-
 def _and(parts: list[exp.Expression]) -> exp.Expression:
     result = parts[0]
     for p in parts[1:]:
@@ -776,7 +768,7 @@ def _split_correlation(sub: Node):
     if project is not None and any(_has_outer(p) for p in project.projections):
         return None
     pairs, rest = [], []
-    for conjunct in _conjuncts(body.predicate):
+    for conjunct in conjuncts(body.predicate):
         if not _has_outer(conjunct):
             rest.append(conjunct)
             continue

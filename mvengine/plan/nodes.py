@@ -167,6 +167,16 @@ class Join(Node):
     def expressions(self) -> list[exp.Expression]:
         return [e for pair in self.equi for e in pair] + ([self.residual] if self.residual is not None else [])
 
+    def conditions(self) -> tuple[list[exp.Expression], list[exp.Expression], list[exp.Expression]]:
+        """The parts of the residual condition that read the left side only, the right side only, and both."""
+        left = {(f.qualifier, f.name) for f in self.left.fields}
+        right = {(f.qualifier, f.name) for f in self.right.fields}
+        parts: tuple[list[exp.Expression], list[exp.Expression], list[exp.Expression]] = ([], [], [])
+        for conjunct in conjuncts(self.residual) if self.residual is not None else []:
+            refs = {(c.table or None, c.name) for c in conjunct.find_all(exp.Column)}
+            parts[0 if refs <= left else 1 if refs <= right else 2].append(conjunct)
+        return parts
+
     def describe(self) -> str:
         inputs = self.left.fields + self.right.fields
         on = " AND ".join(f"{show(a, inputs)} = {show(b, inputs)}" for a, b in self.equi)
@@ -240,6 +250,15 @@ class Opaque(Node):
 
     def describe(self) -> str:
         return f"Opaque {self.what}"
+
+
+def conjuncts(e: exp.Expression) -> list[exp.Expression]:
+    """The parts of `a AND b AND ...` (a parenthesized OR stays one part)."""
+    if isinstance(e, exp.Paren) and isinstance(e.this, exp.And):
+        return conjuncts(e.this)
+    if isinstance(e, exp.And):
+        return conjuncts(e.this) + conjuncts(e.expression)
+    return [e]
 
 
 def _is_ref_to(expression: exp.Expression, target: Field) -> bool:

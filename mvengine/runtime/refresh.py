@@ -99,11 +99,22 @@ class Refresher:
         return [self.catalog.plans[n] for n in self.catalog.order if n in wanted]
 
     def refresh(self, names: list[str] | None = None, *, full: bool = False) -> None:
+        """Bring the views to one consistent cut: the sources' versions when the refresh starts. In DAG order,
+        each view then reads its sources at the cut and its upstream views at the versions they just reached,
+        so every view reflects the same version of every source it depends on, however many paths lead there."""
         self.prepare_sources()
-        for plan in self.plans_for(names):
+        plans = self.plans_for(names)
+        cut = self.source_cut(plans)
+        for plan in plans:
             if self.stopping():
                 return
-            self.refresh_view(plan, full=full)
+            self.refresh_view(plan, full=full, cut=cut)
+
+    def source_cut(self, plans: list[ViewPlan]) -> dict[str, int]:
+        """The current version of every source the views read."""
+        names = sorted({n for plan in plans for n in plan.inputs if n in self.catalog.sources})
+        return {n: source_table(self.catalog.sources[n], self.config.storage_options).open().version()
+                for n in names}
 
     def prepare_sources(self) -> None:
         if self._sources_ready:
@@ -126,18 +137,22 @@ class Refresher:
 
     # -- one view -------------------------------------------------------------------------------------------
 
-    def refresh_view(self, plan: ViewPlan, *, full: bool = False) -> None:
+    def refresh_view(self, plan: ViewPlan, *, full: bool = False, cut: dict[str, int] | None = None) -> None:
+        """Bring one view up to the cut (default: its inputs' current versions), its upstream views being there."""
         tables = view_tables(plan, self.config.storage_options)
+        refs = self.input_refs(plan)
+        targets = {n: (cut or {}).get(n, r.open().version()) if n in self.catalog.sources else r.open().version()
+                   for n, r in refs.items()}
         last = last_commit(tables.snapshot)
         digest = sql_hash(plan)
         incremental = plan.strategy == "incremental" and supports(plan.root)
         if last is not None and not is_committed(tables.changelog, app_id(plan.name, last.generation), last.batch_id):
             # The process stopped between the snapshot and the changelog of a batch: finish that batch first.
             if last.kind == "stream":
-                self._stream(plan, tables, last)  # Structured Streaming replays the uncommitted batch
+                self._stream(plan, tables, last, targets)  # Structured Streaming replays the uncommitted batch
             else:
-                self._recompute(plan, tables, last.generation, last.batch_id, last.kind, incremental,
-                                pinned=last.inputs, note="finishing an interrupted batch")
+                self._recompute(plan, tables, last.generation, last.batch_id, last.kind, incremental, last.inputs,
+                                resuming=True, note="finishing an interrupted batch")
             last = last_commit(tables.snapshot)
         if last is None or last.sql_hash != digest or full:
             note = ("new view" if last is None else "SQL changed: rebuilt from the inputs" if last.sql_hash != digest
@@ -153,18 +168,14 @@ class Refresher:
             generation = 0 if last is None else last.generation + 1
             batch_id = 0 if last is None else last.batch_id + 1
             self._recompute(plan, tables, generation, batch_id, "bootstrap" if incremental else "full",
-                            incremental, note=note)
+                            incremental, targets, note=note)
             last = last_commit(tables.snapshot)
         assert last is not None
         if incremental:
-            refs = self.input_refs(plan)
-            if any(r.open().version() > last.inputs.get(n, -1) for n, r in refs.items()):
-                self._stream(plan, tables, last)
-        else:
-            refs = self.input_refs(plan)
-            current = {n: r.open().version() for n, r in refs.items()}
-            if current != last.inputs:
-                self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False)
+            if any(v > last.inputs.get(n, -1) for n, v in targets.items()):
+                self._stream(plan, tables, last, targets)
+        elif targets != last.inputs:
+            self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False, targets)
 
     def _columns_changed(self, plan: ViewPlan, tables: ViewTables) -> bool:
         names = [f.name for f in tables.snapshot.open().schema().fields]
@@ -173,13 +184,12 @@ class Refresher:
     # -- recomputation (bootstrap of incremental views, every batch of full-refresh views) -----------------
 
     def _recompute(self, plan: ViewPlan, tables: ViewTables, generation: int, batch_id: int, kind: str,
-                   incremental: bool, *, pinned: dict[str, int] | None = None, note: str = "") -> None:
+                   incremental: bool, versions: dict[str, int], *, resuming: bool = False, note: str = "") -> None:
         started = time.monotonic()
         refs = self.input_refs(plan)
-        versions = pinned or {n: r.open().version() for n, r in refs.items()}
         application = app_id(plan.name, generation)
         mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
-        if kind == "bootstrap" and pinned is None:
+        if kind == "bootstrap" and not resuming:
             # A new generation starts from no operator state (the emit revisions of the view's keys stay).
             _remove_tree(join_uri(tables.checkpoints, f"g{generation}"), self.config.storage_options, prefix=True)
             for name in _state_tables(tables):
@@ -221,7 +231,10 @@ class Refresher:
 
     # -- incremental batches --------------------------------------------------------------------------------
 
-    def _stream(self, plan: ViewPlan, tables: ViewTables, last: Committed) -> None:
+    def _stream(self, plan: ViewPlan, tables: ViewTables, last: Committed, targets: dict[str, int]) -> None:
+        """Process the inputs' changes after the last batch's versions up to `targets`, in one batch (more
+        after a crash, which replays the batch that was running), each ending at versions the inputs reached
+        together."""
         refs = self.input_refs(plan)
         checkpoint = _checkpoint(tables, last)
         base = int(os.path.basename(checkpoint).split("_b")[1])
@@ -252,7 +265,9 @@ class Refresher:
                     changes[name] = from_change_feed(rows, columns)
                 state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                                    fresh=False, on_driver=rows_in <= DRIVER_ROWS)
-                batch = Batch(self.spark, changes, state)
+                before = {n: _reader(self._read_input, n, refs[n], lo) for n, (lo, hi) in ranges.items()}
+                moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
+                batch = Batch(self.spark, changes, state, before=before, moved=moved)
                 try:
                     zset = view_delta(plan.root, batch)
                     versions = {n: hi for n, (lo, hi) in ranges.items()}
@@ -267,7 +282,7 @@ class Refresher:
             self.report(BatchReport(plan.name, batch_id, "stream", versions, rows_in, rows_out,
                                     int((time.monotonic() - started) * 1000)))
 
-        stream = stream_changes(self.spark, refs, starting_versions=last.inputs)
+        stream = stream_changes(self.spark, refs, starting_versions=last.inputs, ending_versions=targets)
         query = (stream.writeStream.queryName(f"mvengine_{plan.name}").foreachBatch(run)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         try:
@@ -301,6 +316,11 @@ class Refresher:
         write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
                     on_driver=on_driver)
         return rows_out
+
+
+def _reader(read: Callable[[str, TableRef, int], DataFrame], name: str, ref: TableRef,
+            version: int) -> Callable[[], DataFrame]:
+    return lambda: read(name, ref, version)
 
 
 def _version_before(ref: TableRef, app_id: str, batch_id: int) -> int | None:

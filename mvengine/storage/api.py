@@ -94,11 +94,13 @@ def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | N
 
 
 def stream_changes(spark: "SparkSession", refs: dict[str, TableRef],
-                   starting_versions: dict[str, int] | None = None) -> "DataFrame":
+                   starting_versions: dict[str, int] | None = None,
+                   ending_versions: dict[str, int] | None = None) -> "DataFrame":
     """A streaming DataFrame of the changes of several tables (see stream_reader for its shape).
 
     `starting_versions` gives, per input, the last version already processed; the default is each table's
-    current version (only changes committed from now on).
+    current version (only changes committed from now on). `ending_versions` gives, per input, the last
+    version to read (by default, there is none).
     """
     for name, ref in refs.items():
         validate_name(name, "input name")
@@ -109,6 +111,8 @@ def stream_changes(spark: "SparkSession", refs: dict[str, TableRef],
     reader = reader.option("tables", json.dumps({n: r.uri for n, r in refs.items()}))
     if starting_versions:
         reader = reader.option("startingVersions", json.dumps(starting_versions))
+    if ending_versions:
+        reader = reader.option("endingVersions", json.dumps(ending_versions))
     return reader.load()
 
 

@@ -51,9 +51,11 @@ class ChangeStreamPartition(InputPartition):
 
 class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, refs: dict[str, TableRef], starting: dict[str, int], schema: StructType, *,
+                 ending: dict[str, int] | None = None,
                  files_per_partition: int = DEFAULT_FILES_PER_PARTITION) -> None:
         self.refs = refs
         self.starting = starting
+        self.ending = ending or {}  # versions never read past (a consistent cut of several tables)
         self.schema = schema
         self.files_per_partition = files_per_partition
         self.target: dict[str, int] | None = None
@@ -77,8 +79,9 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: Offset, limit: ReadLimit = ReadAllAvailable()) -> Offset:
         done = {n: r["to"] for n, r in start["tables"].items()}
         latest = {n: self._latest(n) for n in self.refs}
-        if self.target is not None:
-            latest = {n: min(v, self.target[n]) for n, v in latest.items()}
+        for bound in (self.target, self.ending):
+            if bound:
+                latest = {n: min(v, bound.get(n, v)) for n, v in latest.items()}
         if all(latest[n] <= done.get(n, -1) for n in self.refs):
             return start
         return {"tables": {n: {"from": done[n], "to": max(latest[n], done[n])} for n in self.refs}}

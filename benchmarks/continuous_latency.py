@@ -1,0 +1,112 @@
+"""End-to-end latency of `mv refresh --continuous`: from a source commit to the commit of the last view of a
+three-view chain that reflects it.
+
+The chain of refresh_join.py (per_dim → dim_totals → per_region over facts and dims, N fact rows). The
+benchmark runs `mv refresh --continuous --interval 0.1s` in a child process, then makes --commits small commits
+to facts (--changed rows updated each), one at a time: it commits, waits until per_region has a commit that
+reflects that facts version (through the views it reads, as `mv describe` reports `source_versions`), and
+takes the difference of the two commit times from the Delta logs. Writes go through delta-rs from this process:
+no Spark here, so the child has the machine to itself.
+
+    python benchmarks/continuous_latency.py --rows 100000 --commits 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from mvengine.project.catalog import load_catalog
+from mvengine.project.config import load_config
+from mvengine.project.layout import source_table
+from mvengine.reading.versions import Versions
+from mvengine.storage.sources import ensure_source_table
+from mvengine.storage.tables import commit_metadata
+
+sys.path.insert(0, str(Path(__file__).parent))
+from refresh_join import REGIONS, SQL  # noqa: E402  (the same project as the side-by-side benchmark)
+
+LAST_VIEW = "per_region"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000, help="fact rows (dimension rows: 1%%)")
+    parser.add_argument("--commits", type=int, default=50)
+    parser.add_argument("--changed", type=int, default=10, help="fact rows updated per commit")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for one commit")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="mvlatency"))
+    (root / "views").mkdir()
+    (root / "views" / "bench.sql").write_text(SQL)
+    config = load_config(root)
+    catalog = load_catalog(config)
+    facts = source_table(catalog.sources["facts"], {})
+    dims = source_table(catalog.sources["dims"], {})
+    for source, ref in (("facts", facts), ("dims", dims)):
+        ensure_source_table(ref, catalog.sources[source].schema)
+    n, dim_rows = args.rows, max(args.rows // 100, 1)
+    write_deltalake(facts.uri, _facts(catalog, range(n), 0, dim_rows), mode="append")
+    write_deltalake(dims.uri, pa.Table.from_pylist(
+        [{"d": d, "name": f"dim {d}", "region": d % REGIONS} for d in range(dim_rows)],
+        schema=catalog.sources["dims"].schema), mode="append")
+
+    mv = Path(sys.executable).parent / "mv"
+    child = subprocess.Popen([str(mv), "--project", str(root), "refresh", "--continuous", "--interval", "0.1s"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for(config, catalog, facts.open().version(), args.timeout)  # the bootstrap
+        latencies = []
+        for i in range(args.commits):
+            first = (i * 7919) % max(n - args.changed, 1)
+            ref = facts.open()
+            (ref.merge(_facts(catalog, range(first, first + args.changed), i + 1, dim_rows), "t.id = s.id",
+                       source_alias="s", target_alias="t")
+             .when_matched_update_all().when_not_matched_insert_all().execute())
+            version = facts.open().version()
+            committed = int(commit_metadata(facts.open(), version)["timestamp"])
+            reflected = _wait_for(config, catalog, version, args.timeout)
+            latencies.append((reflected - committed) / 1000)
+            print(f"commit {i + 1:>3}: facts@{version} in {LAST_VIEW} after {latencies[-1]:.2f} s", flush=True)
+    finally:
+        os.killpg(child.pid, signal.SIGTERM)
+        child.wait(timeout=60)
+    latencies.sort()
+    p95 = latencies[min(len(latencies) - 1, int(round(0.95 * len(latencies))) - 1)]
+    print(f"\n{len(latencies)} commits of {args.changed} rows, {n} fact rows: "
+          f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, max {latencies[-1]:.2f} s")
+
+
+def _facts(catalog, ids, revision: int, dim_rows: int) -> pa.Table:
+    return pa.Table.from_pylist([{"id": i, "d": (i + revision) % dim_rows, "v": (i + revision) % 89} for i in ids],
+                                schema=catalog.sources["facts"].schema)
+
+
+def _wait_for(config, catalog, version: int, timeout: float) -> int:
+    """The commit time (ms) of the first version of the last view that reflects `version` of facts."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        versions = Versions(config, catalog)  # fresh: it caches the logs it read
+        try:
+            commits = versions.snapshot_commits(LAST_VIEW)
+        except Exception:  # not bootstrapped yet
+            commits = {}
+        for v in sorted(commits):
+            if min(versions.source_versions(LAST_VIEW, v).get("facts", [-1])) >= version:
+                return commits[v].timestamp_ms
+        time.sleep(0.05)
+    raise SystemExit(f"{LAST_VIEW} did not reflect facts@{version} within {timeout} s")
+
+
+if __name__ == "__main__":
+    main()

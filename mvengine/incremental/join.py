@@ -1,0 +1,198 @@
+"""Equi-joins (inner, left, right and full outer, semi, anti) as delta rules over Z-sets.
+
+The inner join is bilinear: Δ(L⋈R) = ΔL⋈R₀ + L₀⋈ΔR + ΔL⋈ΔR, where L₀ and R₀ are the sides as they were before
+the batch, evaluated over the inputs read by time travel at the versions the batch starts from. The join keeps
+no state of its own: its inputs are Delta tables whose every version stays readable, and a side whose inputs did
+not change in the batch contributes no term (a fact table's new rows are joined to the dimension, and the fact
+table is not read at all).
+
+A semi join L⋉R keeps the rows of L whose key matches a row of R. Its change is the rows of ΔL whose key matches
+in R₁ = R₀+ΔR, plus the rows of L₀ whose key found its first match in the batch, minus those whose key lost its
+last one; the anti join's change is ΔL minus that. An outer join is the inner join plus the NULL-padded anti join
+of each preserved side: a first match retracts the padded row, deleting the last match brings it back.
+
+NULL keys never match. A condition of ON that reads one side only makes that side's key NULL where it is not
+true (the row matches nothing, as SQL has it); one that reads both sides filters the pairs of an inner join
+(other kinds with such a condition are planned full, see plan.analysis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.zset import MTIME, WEIGHT
+from mvengine.plan.nodes import Join, Node
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side of the join: how its Z-sets are framed for matching (key columns `_<tag>k<i>`, weight
+    `_<tag>w`, time `_<tag>t`, next to the side's own columns, which keep their qualifiers)."""
+
+    node: Node
+    tag: str  # "l" or "r"
+    keys: tuple[exp.Expression, ...]
+    condition: exp.Expression | None  # the ON conditions over this side only
+
+    def key(self, i: int) -> str:
+        return f"_{self.tag}k{i}"
+
+    @property
+    def weight(self) -> str:
+        return f"_{self.tag}w"
+
+    @property
+    def time(self) -> str:
+        return f"_{self.tag}t"
+
+    def frame(self, zset: DataFrame) -> DataFrame:
+        keys = {}
+        for i, k in enumerate(self.keys):
+            value = F.expr(k.sql("spark"))
+            if self.condition is not None:
+                value = F.when(F.expr(self.condition.sql("spark")), value)
+            keys[self.key(i)] = value
+        return zset.withColumnsRenamed({WEIGHT: self.weight, MTIME: self.time}).withColumns(keys)
+
+    def helpers(self) -> list[str]:
+        return [self.weight, self.time, *[self.key(i) for i in range(len(self.keys))]]
+
+    def matches(self, other: _Side | str) -> Column:
+        """Equal keys (never true for a NULL key), against the other side or a table of keys `_<tag>k<i>`."""
+        tag = other.tag if isinstance(other, _Side) else other
+        return reduce(lambda a, b: a & b, [F.col(self.key(i)) == F.col(f"_{tag}k{i}") for i in range(len(self.keys))])
+
+    def unframe(self, df: DataFrame) -> DataFrame:
+        """The side's rows again, with their weight and time (from a frame with only this side's helpers)."""
+        return df.withColumns({WEIGHT: F.col(self.weight), MTIME: F.col(self.time)}).drop(*self.helpers())
+
+
+def delta(node: Join, batch: Batch, child_delta) -> DataFrame:
+    left, right, both = _sides(node)
+    before = batch.as_before()
+    changed = {left.tag: batch.changed(node.left), right.tag: batch.changed(node.right)}
+    deltas = {s.tag: s.frame(child_delta(s.node, batch)) for s in (left, right)}
+    olds: dict[str, DataFrame | None] = {}
+
+    def old(side: _Side) -> DataFrame | None:
+        """The side before the batch (None when the view starts from nothing), read once it is needed."""
+        if side.tag not in olds:
+            olds[side.tag] = None if before is None else side.frame(child_delta(side.node, before))
+        return olds[side.tag]
+
+    terms: list[DataFrame] = []
+    if node.kind in ("inner", "left", "right", "full"):
+        if changed["l"] and old(right) is not None:
+            terms.append(_pairs(left, right, deltas["l"], old(right), both))
+        if changed["r"] and old(left) is not None:
+            terms.append(_pairs(left, right, old(left), deltas["r"], both))
+        if changed["l"] and changed["r"]:
+            terms.append(_pairs(left, right, deltas["l"], deltas["r"], both))
+    for probe, other in _unmatched_sides(node.kind, left, right):
+        semi, anti = _semi_anti(probe, other, deltas, old, changed)
+        if node.kind == "semi":
+            terms.extend(probe.unframe(t) for t in semi)
+        elif node.kind == "anti":
+            terms.extend(probe.unframe(t) for t in anti)
+        else:
+            template = (deltas[other.tag] if changed[other.tag] or old(other) is None else old(other))
+            terms.extend(_padded(probe, other, t, template) for t in anti)
+    if not terms:  # nothing under this join changed (the batch's changes are elsewhere in the view)
+        empty = _pairs(left, right, deltas["l"], deltas["r"], both).limit(0)
+        terms.append(left.unframe(deltas["l"]).limit(0) if node.kind in ("semi", "anti") else empty)
+    result = reduce(DataFrame.unionAll, terms)
+    if all(f.qualifier is None for f in node.fields):  # the view's root: its columns as the view names them
+        result = result.toDF(*[f.name for f in node.fields], WEIGHT, MTIME)
+    return result
+
+
+def _sides(node: Join) -> tuple[_Side, _Side, exp.Expression | None]:
+    """The two sides with their keys and one-side conditions, and the condition reading both sides."""
+    left_only, right_only, both = node.conditions()
+    left = _Side(node.left, "l", tuple(pair[0] for pair in node.equi), _and(left_only))
+    right = _Side(node.right, "r", tuple(pair[1] for pair in node.equi), _and(right_only))
+    return left, right, _and(both)
+
+
+def _unmatched_sides(kind: str, left: _Side, right: _Side) -> list[tuple[_Side, _Side]]:
+    """(probe, other) for each side whose rows are kept by whether they match: semi and anti joins keep or drop
+    the left rows, outer joins pad the unmatched rows of the sides they preserve."""
+    return {"semi": [(left, right)], "anti": [(left, right)], "left": [(left, right)],
+            "right": [(right, left)], "full": [(left, right), (right, left)]}.get(kind, [])
+
+
+def _pairs(left: _Side, right: _Side, l: DataFrame, r: DataFrame, both: exp.Expression | None) -> DataFrame:
+    """The matching pairs of two framed Z-sets: weights multiply, the time is the later one."""
+    pairs = l.join(r, left.matches(right), "inner")
+    if both is not None:
+        pairs = pairs.where(F.expr(both.sql("spark")))
+    pairs = pairs.withColumns({WEIGHT: F.col(left.weight) * F.col(right.weight),
+                               MTIME: F.greatest(F.col(left.time), F.col(right.time))})
+    return pairs.drop(*left.helpers(), *right.helpers())
+
+
+def _counts(side: _Side, zset: DataFrame, tag: str) -> DataFrame:
+    """Per key (without NULLs, which match nothing): the side's net number of rows `_<tag>n`, keys `_<tag>k<i>`,
+    latest change `_<tag>t`."""
+    keys = range(len(side.keys))
+    matchable = reduce(lambda a, b: a & b, [F.col(side.key(i)).isNotNull() for i in keys])
+    return (zset.where(matchable).groupBy(*[F.col(side.key(i)).alias(f"_{tag}k{i}") for i in keys])
+            .agg(F.sum(side.weight).alias(f"_{tag}n"), F.max(side.time).alias(f"_{tag}t")))
+
+
+def _semi_anti(probe: _Side, other: _Side, deltas: dict[str, DataFrame], old, changed: dict[str, bool]):
+    """The changes of the probe side's matched (semi) and unmatched (anti) rows, as framed probe rows."""
+    keys = range(len(probe.keys))
+    other_old = old(other)
+    before = _counts(other, other_old, "b") if other_old is not None else None  # keys _bk<i>, count _bn
+    moved = _counts(other, deltas[other.tag], "d") if changed[other.tag] else None  # keys _dk<i>, count _dn
+    # The keys that match after the batch.
+    parts = [c.toDF(*[f"_ak{i}" for i in keys], "_an", "_at") for c in (before, moved) if c is not None]
+    after = (reduce(DataFrame.unionAll, parts).groupBy(*[f"_ak{i}" for i in keys])
+             .agg(F.sum("_an").alias("_an")).where(F.col("_an") > 0))
+    semi: list[DataFrame] = []
+    anti: list[DataFrame] = []
+    if changed[probe.tag]:
+        semi.append(deltas[probe.tag].join(after, probe.matches("a"), "left_semi"))
+        anti.append(deltas[probe.tag].join(after, probe.matches("a"), "left_anti"))
+    probe_old = old(probe)
+    if moved is not None and probe_old is not None:
+        # Keys whose first match arrived (+1) or whose last match went (-1) in the batch.
+        if before is not None:
+            joined = moved.join(before, reduce(lambda a, b: a & b, [F.col(f"_dk{i}") == F.col(f"_bk{i}")
+                                                                     for i in keys]), "left")
+            had = F.coalesce(F.col("_bn"), F.lit(0))
+        else:
+            joined, had = moved, F.lit(0)
+        has = had + F.col("_dn")
+        flip = F.when((had <= 0) & (has > 0), F.lit(1)).when((had > 0) & (has <= 0), F.lit(-1))
+        flips = joined.select(*[f"_dk{i}" for i in keys], flip.cast("long").alias("_flip"),
+                              F.col("_dt").alias("_ft")).where(F.col("_flip").isNotNull())
+        flipped = probe_old.join(flips, probe.matches("d"), "inner")
+        helpers = [*[f"_dk{i}" for i in keys], "_flip", "_ft"]
+        semi.append(flipped.withColumns({probe.weight: F.col(probe.weight) * F.col("_flip"),
+                                         probe.time: F.col("_ft")}).drop(*helpers))
+        anti.append(flipped.withColumns({probe.weight: -F.col(probe.weight) * F.col("_flip"),
+                                         probe.time: F.col("_ft")}).drop(*helpers))
+    return semi, anti
+
+
+def _padded(probe: _Side, other: _Side, rows: DataFrame, template: DataFrame) -> DataFrame:
+    """Framed probe rows with NULLs for the other side's columns, in the join's column order."""
+    nothing = template.where(F.lit(False))
+    if probe.tag == "l":
+        padded = rows.join(nothing, F.lit(False), "left_outer")
+    else:
+        padded = nothing.join(rows, F.lit(False), "right_outer")
+    return padded.withColumns({WEIGHT: F.col(probe.weight), MTIME: F.col(probe.time)}).drop(
+        *probe.helpers(), *other.helpers())
+
+
+def _and(parts: list[exp.Expression]) -> exp.Expression | None:
+    return exp.and_(*parts, copy=False) if parts else None
