@@ -8,7 +8,7 @@ from deltalake import DeltaTable
 
 from mvengine.errors import StorageError
 from mvengine.storage.api import merge_into, read_table, replace_rows, write_table
-from mvengine.storage.tables import is_committed
+from mvengine.storage.tables import commit_history, is_committed
 
 # Writes and merges go through a Spark job, or (on_driver, for a small batch) through Arrow on the driver:
 # both paths must commit the same.
@@ -88,3 +88,23 @@ def test_replace_rows_removes_every_copy_of_the_keys_then_inserts(spark, table, 
     assert DeltaTable(ref.uri).history(1)[0]["mvengine.batch_id"] == "3"
     assert not replace_rows(inserts, ref, keys, deletes, txn=("r", 3), on_driver=on_driver)
     assert DeltaTable(ref.uri).version() == 1
+
+
+def test_commit_history_numbers_the_versions_right_when_a_commit_lands_after_the_table_was_loaded(table):
+    """delta-rs numbers history() down from the version it loaded but reads the log as it is then: a commit in
+    between (a view refreshing while it is described) would shift every label by one."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, write_deltalake
+
+    ref = table()
+
+    def commit(n: int) -> None:
+        write_deltalake(ref.uri, pa.table({"n": [n]}), mode="append",
+                        commit_properties=CommitProperties(custom_metadata={"n": str(n)}))
+
+    for n in range(3):
+        commit(n)
+    loaded = ref.open()
+    commit(3)  # lands after `loaded` was read
+    entries = commit_history(loaded)
+    assert sorted((h["version"], h["n"]) for h in entries) == [(v, str(v)) for v in range(4)]

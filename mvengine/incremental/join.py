@@ -101,11 +101,11 @@ def delta(node: Join, batch: Batch, child_delta) -> DataFrame:
         elif node.kind == "anti":
             terms.extend(probe.unframe(t) for t in anti)
         else:
-            template = (deltas[other.tag] if changed[other.tag] or old(other) is None else old(other))
-            terms.extend(_padded(probe, other, t, template) for t in anti)
+            terms.extend(_padded(probe, other, t, deltas[other.tag]) for t in anti)
     if not terms:  # nothing under this join changed (the batch's changes are elsewhere in the view)
-        empty = _pairs(left, right, deltas["l"], deltas["r"], both).limit(0)
-        terms.append(left.unframe(deltas["l"]).limit(0) if node.kind in ("semi", "anti") else empty)
+        shape = (left.unframe(deltas["l"]) if node.kind in ("semi", "anti")
+                 else _pairs(left, right, deltas["l"], deltas["r"], both))
+        terms.append(shape.limit(0))
     result = reduce(DataFrame.unionAll, terms)
     if all(f.qualifier is None for f in node.fields):  # the view's root: its columns as the view names them
         result = result.toDF(*[f.name for f in node.fields], WEIGHT, MTIME)
@@ -183,9 +183,10 @@ def _semi_anti(probe: _Side, other: _Side, deltas: dict[str, DataFrame], old, ch
     return semi, anti
 
 
-def _padded(probe: _Side, other: _Side, rows: DataFrame, template: DataFrame) -> DataFrame:
-    """Framed probe rows with NULLs for the other side's columns, in the join's column order."""
-    nothing = template.where(F.lit(False))
+def _padded(probe: _Side, other: _Side, rows: DataFrame, other_shape: DataFrame) -> DataFrame:
+    """Framed probe rows with NULLs for the other side's columns (taken, with their qualifiers, from a frame of
+    the other side that is never read), in the join's column order."""
+    nothing = other_shape.where(F.lit(False))
     if probe.tag == "l":
         padded = rows.join(nothing, F.lit(False), "left_outer")
     else:

@@ -19,8 +19,10 @@ from mvengine.storage.api import merge_into, read_own_table, write_table
 from mvengine.storage.tables import TableRef, version_before
 
 # Up to this many affected keys, a state read is narrowed by `key IN (...)`, which the Delta data source
-# pushes down to skip files by their min/max statistics; beyond it, the state is scanned and joined. Listing
-# the keys costs a Spark job, so it is done only for state tables larger than PUSHDOWN_MIN_BYTES.
+# pushes down to skip files by their min/max statistics; beyond it, by `key BETWEEN min AND max` of the
+# affected keys, which skips the files of other key ranges (keys that arrive in order, such as ids or times,
+# keep their files apart). Listing the keys costs a Spark job, so it is done only for state tables larger than
+# PUSHDOWN_MIN_BYTES.
 PUSHDOWN_KEYS = 5000
 PUSHDOWN_MIN_BYTES = 32 * 1024 * 1024
 
@@ -67,8 +69,13 @@ class StateStore:
             return state
         first = key_columns[0]
         values = [r[0] for r in keys.select(quote(first)).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
-        if not 0 < len(values) <= PUSHDOWN_KEYS:
+        if not values:
             return state
+        if len(values) > PUSHDOWN_KEYS:
+            column = F.col(quote(first))
+            low, high, nulls = keys.agg(F.min(column), F.max(column), F.count_if(column.isNull())).collect()[0]
+            narrow = column.between(low, high)
+            return state.where(narrow | column.isNull() if nulls else narrow)
         present = [v for v in values if v is not None]
         narrow = F.col(quote(first)).isin(present) if present else F.lit(False)
         if len(present) < len(values):

@@ -11,7 +11,7 @@ from mvengine.errors import MvError
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.config import join_uri
 from mvengine.sql.sources import SourceDef
-from mvengine.storage.tables import TableRef, commit_metadata
+from mvengine.storage.tables import TableRef, commit_history, commit_metadata
 
 
 @dataclass(frozen=True)
@@ -78,4 +78,4 @@ def snapshot_commits(ref: TableRef) -> list[Committed]:
     """Every commit of a view's snapshot still in its log, oldest first ([] when never refreshed)."""
     if not ref.exists():
         return []
-    return sorted((Committed.from_info(ref, info) for info in ref.open().history()), key=lambda c: c.version)
+    return sorted((Committed.from_info(ref, info) for info in commit_history(ref.open())), key=lambda c: c.version)

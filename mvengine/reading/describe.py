@@ -13,7 +13,7 @@ import pyarrow as pa
 from mvengine.plan.types import type_name
 from mvengine.project.layout import view_tables
 from mvengine.reading.versions import Versions, show_time
-from mvengine.storage.tables import TableRef
+from mvengine.storage.tables import TableRef, commit_history
 
 
 def describe(versions: Versions, name: str) -> dict[str, Any]:
@@ -30,8 +30,9 @@ def history(versions: Versions, name: str) -> list[dict[str, Any]]:
     if not versions.is_view(name):
         ref = versions.table(name)
         versions.commits(name)  # the error for a missing table
+        entries = sorted(commit_history(ref.open()), key=lambda h: h["version"])
         return [{"version": int(h["version"]), "committed": show_time(int(h["timestamp"])),
-                 "operation": h.get("operation")} for h in sorted(ref.open().history(), key=lambda h: h["version"])]
+                 "operation": h.get("operation")} for h in entries]
     return [{"version": c.version, "committed": show_time(c.timestamp_ms), "batch_id": c.batch_id,
              "kind": c.kind, "changes": c.changes, "inputs": c.inputs,
              **lineage(versions.source_versions(name, c.version))}

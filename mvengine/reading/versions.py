@@ -15,7 +15,7 @@ from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config
 from mvengine.project.layout import Committed, snapshot_commits, source_table, view_tables
-from mvengine.storage.tables import TableRef, parse_timestamp
+from mvengine.storage.tables import TableRef, commit_history, parse_timestamp
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ class Versions:
             ref = self.table(name)
             if not ref.exists():
                 raise self._missing(name)
-            history = ref.open().history()
-            self._commits[name] = sorted((Commit(int(h["version"]), int(h["timestamp"])) for h in history),
+            entries = commit_history(ref.open())
+            self._commits[name] = sorted((Commit(int(h["version"]), int(h["timestamp"])) for h in entries),
                                          key=lambda c: c.version)
         return self._commits[name]
 

@@ -57,9 +57,9 @@ class TableRef:
         elif timestamp is not None:
             when = parse_timestamp(timestamp)
             try:
-                history = dt.history()  # read before time travel: history() of an older version mislabels
+                entries = commit_history(dt)  # read before time travel: history() of an older version mislabels
                 dt.load_as_version(when)
-                committed_ms = next(h["timestamp"] for h in history if h.get("version") == dt.version())
+                committed_ms = next(h["timestamp"] for h in entries if h.get("version") == dt.version())
             except Exception as e:
                 committed_ms, reason = None, self.redact(str(e))
             else:
@@ -144,12 +144,33 @@ def version_before(ref: TableRef, app_id: str, version: int) -> int:
     return dt.version() - 1 if committed is not None and committed >= version else dt.version()
 
 
+def commit_history(dt: DeltaTable, limit: int | None = None) -> list[dict[str, Any]]:
+    """The table's commitInfos, newest first, each with its `version`. `dt` must be loaded at its latest
+    version (it is moved to the newest one).
+
+    delta-rs numbers the entries down from the version `dt` was loaded at, but reads the log as it is when
+    called: a commit landing in between shifts every label by one (a view refreshing while it is described).
+    So the log is read again until no commit landed while it was read.
+    """
+    for _ in range(HISTORY_ATTEMPTS):
+        loaded = dt.version()
+        entries = dt.history(limit)
+        dt.update_incremental()
+        if dt.version() == loaded:
+            return entries
+    raise StorageError(f"the log of {dt.table_uri} kept changing while it was read ({HISTORY_ATTEMPTS} times)",
+                       hint="try again")
+
+
+HISTORY_ATTEMPTS = 20
+
+
 def commit_metadata(dt: DeltaTable, version: int) -> dict[str, Any]:
     """The commitInfo of one version (operation, timestamp and any custom metadata such as mvengine.*).
 
     `dt` must be loaded at its latest version: delta-rs mislabels the history of a time-travelled table.
     """
-    for entry in dt.history():
+    for entry in commit_history(dt):
         if entry.get("version") == version:
             return entry
     raise StorageError(f"version {version} of table at {dt.table_uri} is not in its history "
