@@ -18,6 +18,7 @@ true (the row matches nothing, as SQL has it); one that reads both sides filters
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 
@@ -146,7 +147,9 @@ def _counts(side: _Side, zset: DataFrame, tag: str) -> DataFrame:
             .agg(F.sum(side.weight).alias(f"_{tag}n"), F.max(side.time).alias(f"_{tag}t")))
 
 
-def _semi_anti(probe: _Side, other: _Side, deltas: dict[str, DataFrame], old, changed: dict[str, bool]):
+def _semi_anti(probe: _Side, other: _Side, deltas: dict[str, DataFrame],
+               old: Callable[[_Side], DataFrame | None],
+               changed: dict[str, bool]) -> tuple[list[DataFrame], list[DataFrame]]:
     """The changes of the probe side's matched (semi) and unmatched (anti) rows, as framed probe rows."""
     keys = range(len(probe.keys))
     other_old = old(other)

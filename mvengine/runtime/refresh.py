@@ -140,9 +140,8 @@ class Refresher:
     def refresh_view(self, plan: ViewPlan, *, full: bool = False, cut: dict[str, int] | None = None) -> None:
         """Bring one view up to the cut (default: its inputs' current versions), its upstream views being there."""
         tables = view_tables(plan, self.config.storage_options)
-        refs = self.input_refs(plan)
-        targets = {n: (cut or {}).get(n, r.open().version()) if n in self.catalog.sources else r.open().version()
-                   for n, r in refs.items()}
+        # A source at the cut; a view at its latest version (refreshed to the cut just before, in DAG order).
+        targets = {n: cut[n] if cut and n in cut else r.open().version() for n, r in self.input_refs(plan).items()}
         last = last_commit(tables.snapshot)
         digest = sql_hash(plan)
         incremental = plan.strategy == "incremental" and supports(plan.root)
