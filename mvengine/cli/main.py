@@ -90,8 +90,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                     "commit that exists when the command starts, in dependency order; then exit. A new view, or "
                     "one whose SQL changed, is first computed from its inputs (and says so). Incremental views "
                     "then apply only the inputs' changes; full-refresh views (see `mv plan`) are recomputed "
-                    "when an input moved. Each committed batch prints one line: view, batch, input versions, "
-                    "changes in, changelog rows out, milliseconds.",
+                    "when an input moved. Every view ends at the same cut: the sources' versions when the "
+                    "command started, whatever path (through other views) leads to them. Each committed batch "
+                    "prints one line: view, batch, input versions, changes in, changelog rows out, milliseconds.",
         epilog="examples:\n"
                "  mv refresh                     every view, once\n"
                "  mv refresh team_totals         that view and what it reads\n"
