@@ -5,6 +5,10 @@ Times `start()` to the first `foreachBatch` call and to the query's end, for a P
 one row (what mvengine's change stream is built on), for mvengine's own change stream over a one-row Delta table,
 and for Spark's built-in text file source. Medians of --repeat runs, after one warm-up run of each.
 
+Each source is measured twice, in two child processes (a process has one Spark session): with the workers
+started through `mvengine-worker-python` (what mvengine does) and with the plain interpreter, which imports
+pyspark from the zip Spark puts on the workers' path.
+
     python benchmarks/stream_start.py --repeat 5
 """
 
@@ -12,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +25,7 @@ from pathlib import Path
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+from mvengine.runtime import session
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import stream_changes, write_table
 from mvengine.storage.tables import TableRef
@@ -57,7 +64,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--workers", choices=["launcher", "interpreter"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.workers is None:
+        print(f"{'workers':12} {'source':32} {'to first batch s':>17} {'whole query s':>14}", flush=True)
+        for workers in ("launcher", "interpreter"):
+            subprocess.run([sys.executable, __file__, "--repeat", str(args.repeat), "--master", args.master,
+                            "--workers", workers], check=True)
+        return
+    if args.workers == "interpreter":
+        session.worker_python = lambda: sys.executable
     spark = spark_session(master=args.master)
     spark.dataSource.register(OneRowSource)
     root = Path(tempfile.mkdtemp(prefix="mvstart"))
@@ -70,7 +86,6 @@ def main() -> None:
         "mvengine change stream (Delta)": lambda: stream_changes(spark, {"t": delta}, starting_versions={"t": -1}),
         "built-in text file source": lambda: spark.readStream.format("text").load(str(root / "text")),
     }
-    print(f"{'source':32} {'to first batch s':>17} {'whole query s':>14}")
     for label, make in sources.items():
         first, whole = [], []
         for run in range(args.repeat + 1):
@@ -82,7 +97,7 @@ def main() -> None:
             if run:  # the first run warms up the JVM and the Python workers
                 first.append(seen[0] - started)
                 whole.append(time.monotonic() - started)
-        print(f"{label:32} {statistics.median(first):>17.2f} {statistics.median(whole):>14.2f}", flush=True)
+        print(f"{args.workers:12} {label:32} {statistics.median(first):>17.2f} {statistics.median(whole):>14.2f}", flush=True)
 
 
 if __name__ == "__main__":
