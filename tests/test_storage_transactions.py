@@ -59,6 +59,19 @@ def test_merge_upserts_and_deletes_by_key_with_null_keys(spark, table, on_driver
 
 
 @BOTH_PATHS
+def test_merge_matches_null_keys_column_by_column(spark, table, on_driver):
+    """A key column without NULL in the merged rows is matched by `=` (fast), one with NULL by IS NOT DISTINCT
+    FROM: the target's NULL keys must neither match a non-NULL key nor be lost."""
+    ref = table()
+    write_table(spark.createDataFrame([(1, None, "a"), (1, 1, "b"), (None, None, "c"), (None, 2, "d")],
+                                      "a long, b long, v string"), ref)
+    delta = spark.createDataFrame([(1, None, "A"), (1, 1, "B"), (5, None, "E")], "a long, b long, v string")
+    merge_into(delta, ref, ["a", "b"], on_driver=on_driver)
+    assert rows(read_table(spark, ref)) == [(1, 1, "B"), (1, None, "A"), (5, None, "E"), (None, 2, "d"),
+                                            (None, None, "c")]
+
+
+@BOTH_PATHS
 def test_merge_with_duplicate_keys_is_refused_and_writes_nothing(spark, table, on_driver):
     ref = table()
     write_table(spark.createDataFrame([(1, "a")], "k long, v string"), ref)

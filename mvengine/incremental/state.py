@@ -67,20 +67,19 @@ class StateStore:
             return state
         if _size_bytes(self.ref(name)) < PUSHDOWN_MIN_BYTES:
             return state
-        first = key_columns[0]
-        values = [r[0] for r in keys.select(quote(first)).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
-        if not values:
-            return state
-        if len(values) > PUSHDOWN_KEYS:
-            column = F.col(quote(first))
-            low, high, nulls = keys.agg(F.min(column), F.max(column), F.count_if(column.isNull())).collect()[0]
-            narrow = column.between(low, high)
-            return state.where(narrow | column.isNull() if nulls else narrow)
-        present = [v for v in values if v is not None]
-        narrow = F.col(quote(first)).isin(present) if present else F.lit(False)
-        if len(present) < len(values):
-            narrow = narrow | F.col(quote(first)).isNull()
-        return state.where(narrow)
+        column = F.col(quote(key_columns[0]))
+        # One Spark job tells the range and about how many keys there are; listing them costs a second one,
+        # run only when they are few enough to list.
+        low, high, nulls, estimate = keys.agg(F.min(column), F.max(column), F.count_if(column.isNull()),
+                                              F.approx_count_distinct(column)).collect()[0]
+        values = []
+        if estimate <= PUSHDOWN_KEYS:
+            values = [r[0] for r in keys.select(column).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
+        if estimate > PUSHDOWN_KEYS or len(values) > PUSHDOWN_KEYS:
+            narrow = column.between(low, high) if low is not None else F.lit(False)
+        else:
+            narrow = column.isin([v for v in values if v is not None]) if low is not None else F.lit(False)
+        return state.where(narrow | column.isNull() if nulls else narrow)
 
     def _starts_empty(self, name: str) -> bool:
         return self.fresh and name not in self.persistent
@@ -98,7 +97,7 @@ class StateStore:
             if self._starts_empty(name) or not ref.exists() or not keys:
                 # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
                 kept = rows.where(~F.col(quote(delete_column))).drop(delete_column) if delete_column else rows
-                write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver)
+                write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver, cluster_by=keys)
             else:
                 merge_into(rows, ref, keys, delete_column=delete_column, txn=txn, on_driver=self.on_driver)
         self._pending = [p for p in self._pending if p not in chosen]

@@ -25,6 +25,9 @@ EMIT_STATE = "emit"
 REVISION = "_rev"
 
 
+UPSERT_DELETE = "_mvengine_delete"
+
+
 @dataclass
 class ViewChanges:
     changelog: DataFrame  # the view's columns, then _op, _undo, _mtime, _version, _batch_id, _emit_index, _emit_timing
@@ -32,6 +35,9 @@ class ViewChanges:
     inserts: DataFrame  # rows the snapshot gains
     keys: list[str]  # the columns `deletes` matches on
     rows: int  # changelog rows
+    # Keyed views: the same edit as one row per changed key, its new row or (UPSERT_DELETE true) its removal,
+    # for an upsert by key; None for bags, views of one row, and batches that change nothing.
+    upserts: DataFrame | None = None
 
 
 def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: TableRef,
@@ -87,8 +93,12 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch,
                                         kept_revision.cast("long").alias(REVISION)), key)
     deletes = rows.select(*[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)])
     inserts = rows.where(has).select(*[F.col(f"new.{quote(c)}").alias(c) for c in columns])
+    key_column = {k: F.col(f"_k{i}") for i, k in enumerate(key)}
+    upserts = rows.select(*[key_column.get(c, F.col(f"new.{quote(c)}")).alias(c) for c in columns],
+                          (~has).alias(UPSERT_DELETE))
     count = _count_keyed(plan, rows, key)
-    return ViewChanges(_finish(changelog, version, batch_id), deletes if count else None, inserts, key, count)
+    return ViewChanges(_finish(changelog, version, batch_id), deletes if count else None, inserts, key, count,
+                       upserts if count and key else None)
 
 
 def _key_match(key: list[str], left: str, right: str) -> Column:

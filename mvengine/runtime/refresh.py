@@ -30,9 +30,10 @@ from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
-from mvengine.runtime.emit import EMIT_STATE, view_changes
+from mvengine.runtime.emit import EMIT_STATE, UPSERT_DELETE, view_changes
 from mvengine.storage.api import (
     batch_ranges,
+    merge_into,
     read_own_table,
     read_table,
     remove_folder,
@@ -309,8 +310,12 @@ class Refresher:
                     "mvengine.kind": kind, "mvengine.changes": str(rows_out)}
         txn = (app_id, batch_id)
         on_driver = batch.state.on_driver and rows_out <= DRIVER_ROWS
-        replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata, txn=txn,
-                     on_driver=on_driver)
+        if changes.upserts is not None and tables.snapshot.exists():
+            merge_into(changes.upserts, tables.snapshot, changes.keys, delete_column=UPSERT_DELETE,
+                       metadata=metadata, txn=txn, on_driver=on_driver)
+        else:
+            replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata,
+                         txn=txn, on_driver=on_driver)
         batch.state.commit()
         write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
                     on_driver=on_driver)

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mvengine.errors import StorageError
 from mvengine.names import quote_identifier, validate_name
@@ -118,11 +119,14 @@ def stream_changes(spark: "SparkSession", refs: dict[str, TableRef],
 
 def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partition_by: Sequence[str] = (),
                 metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
-                target_file_rows: int | None = None, on_driver: bool = False) -> bool:
+                target_file_rows: int | None = None, on_driver: bool = False,
+                cluster_by: Sequence[str] = ()) -> bool:
     """Append to or overwrite a table (created with the change data feed on when missing) in one commit.
 
     With `on_driver` (for few rows: a caller that knows), the rows are collected as Arrow and written by the
-    driver, which costs far less than a Spark write job. Returns False, writing nothing, when the application
+    driver, which costs far less than a Spark write job. With `cluster_by`, the rows are written in the order
+    of those columns, so each file holds a narrow range of them: a later MERGE by them rewrites only the files
+    whose range the merged keys fall in, not every file. Returns False, writing nothing, when the application
     transaction `txn` is already committed.
     """
     if mode not in ("append", "overwrite"):
@@ -136,8 +140,14 @@ def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partiti
             overwrite=mode == "overwrite", partition_by=tuple(partition_by),
             metadata=tuple(sorted((metadata or {}).items())), txn=txn,
             target_file_rows=target_file_rows or WriteOptions.target_file_rows))
-        writer.commit([writer.write(iter(_collected(df).to_batches()))])
+        rows = _collected(df)
+        if cluster_by:
+            rows = rows.sort_by([(c, "ascending") for c in cluster_by])
+        writer.commit([writer.write(iter(rows.to_batches()))])
         return True
+    if cluster_by:
+        columns = [quote_identifier(c) for c in cluster_by]
+        df = df.repartitionByRange(*columns).sortWithinPartitions(*columns)
     writer = _storage(df.write.format(FORMAT).mode(mode), ref)
     if ref.name:
         writer = writer.option("name", ref.name)
@@ -173,7 +183,6 @@ def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_co
         raise StorageError(f"cannot merge into {ref.label}: the data's columns {data_columns} must be the "
                            f"table's {table_columns}, and the keys {list(keys)} some of them")
     q = _datafusion_identifier
-    on = " AND ".join(f"(t.{q(k)} IS NOT DISTINCT FROM s.{q(k)})" for k in keys)
     values = {q(c): f"s.{q(c)}" for c in table_columns}
     keep = f"s.{q(delete_column)} IS NOT TRUE" if delete_column else None
 
@@ -183,7 +192,7 @@ def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_co
         merger = merger.when_matched_update(values, predicate=keep)
         return merger.when_not_matched_insert(values, predicate=keep)
 
-    return _merge(df, ref, dt, on, clauses, metadata, txn, on_driver, keyed=True)
+    return _merge(df, ref, dt, keys, clauses, metadata, txn, on_driver)
 
 
 def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], deletes: "DataFrame | None", *,
@@ -200,7 +209,8 @@ def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], delet
     if txn is not None and is_committed(ref, *txn):
         return False
     if not ref.exists() or deletes is None:
-        return write_table(inserts, ref, metadata=metadata, txn=txn, on_driver=on_driver)
+        return write_table(inserts, ref, metadata=metadata, txn=txn, on_driver=on_driver,
+                           cluster_by=keys if not ref.exists() else ())
     dt = ref.open()
     columns = [f.name for f in dt.schema().fields]
     from pyspark.sql import functions as F
@@ -211,37 +221,47 @@ def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], delet
               .unionByName(inserts.select(*[F.col(quote_identifier(c)) for c in columns],
                                           F.lit(False).alias(REPLACE_MARK))))
     q = _datafusion_identifier
-    # No keys (a view of one row): the delete marker matches every row.
-    on = " AND ".join([f"s.{q(REPLACE_MARK)}", *[f"(t.{q(k)} IS NOT DISTINCT FROM s.{q(k)})" for k in keys]])
     values = {q(c): f"s.{q(c)}" for c in columns}
 
     def clauses(merger):
         return (merger.when_matched_delete()
                 .when_not_matched_insert(values, predicate=f"NOT s.{q(REPLACE_MARK)}"))
 
-    _merge(marked, ref, dt, on, clauses, metadata, txn, on_driver, keyed=bool(keys))
+    # No keys (a view of one row): the delete marker matches every row.
+    _merge(marked, ref, dt, keys, clauses, metadata, txn, on_driver, guard=f"s.{q(REPLACE_MARK)}")
     return True
 
 
 REPLACE_MARK = "_mvengine_delete"
 
 
-def _merge(df: "DataFrame", ref: TableRef, dt: Any, on: str, clauses: Any, metadata: dict[str, Any] | None,
-           txn: tuple[str, int] | None, on_driver: bool, *, keyed: bool) -> dict[str, Any]:
-    """MERGE `df` in with the given clauses in one commit: collected as Arrow (`on_driver`), or staged as
-    Parquet under the table and streamed from there. A source in memory lets delta-rs skip target files by
-    the source's key ranges, but its planning of that fails for a merge without keys (`keyed`)."""
+def _merge(df: "DataFrame", ref: TableRef, dt: Any, keys: Sequence[str], clauses: Any,
+           metadata: dict[str, Any] | None, txn: tuple[str, int] | None, on_driver: bool, *,
+           guard: str | None = None) -> dict[str, Any]:
+    """MERGE `df` in, matching rows by `keys` (NULL matches NULL) and `guard`, with the given clauses in one
+    commit: collected as Arrow (`on_driver`), or staged as Parquet under the table and streamed from there.
+
+    A source in memory lets delta-rs skip the target files outside the source's key ranges, but its planning
+    of that fails for a merge without keys. A key column the source holds no NULL in is matched by `=`, which
+    delta-rs runs as a hash join, five times faster than the `IS NOT DISTINCT FROM` that NULL keys need (and
+    equal to it: a NULL target key matches no source key either way)."""
     staging = TableRef(join_uri(ref.uri, STAGING_DIR, uuid.uuid4().hex), ref.storage_options)
     try:
         if on_driver:
             source = _collected(df)
-            if not keyed:
+            nulls = {k: source.column(k).null_count > 0 for k in keys}
+            if not keys:
                 source = source.to_reader()
         else:
             write_table(df, staging)
+            nulls = _null_columns(staging, keys)
             source = staging.open().to_pyarrow_dataset().scanner(batch_size=65_536).to_reader()
+        q = _datafusion_identifier
+        on = " AND ".join([*([guard] if guard else []),
+                           *[f"(t.{q(k)} IS NOT DISTINCT FROM s.{q(k)})" if nulls[k] else f"t.{q(k)} = s.{q(k)}"
+                             for k in keys]])
         options = WriteOptions(metadata=tuple(sorted((metadata or {}).items())), txn=txn)
-        merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=not (on_driver and keyed),
+        merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=not (on_driver and keys),
                           commit_properties=options.commit_properties())
         try:
             return clauses(merger).execute()
@@ -251,6 +271,17 @@ def _merge(df: "DataFrame", ref: TableRef, dt: Any, on: str, clauses: Any, metad
     finally:
         if not on_driver:
             remove_folder(staging)
+
+
+def _null_columns(ref: TableRef, columns: Sequence[str]) -> dict[str, bool]:
+    """Which of the columns may hold NULL in the table, by its files' statistics (True where they are missing)."""
+    actions = pa.table(ref.open().get_add_actions(flatten=True))
+    found = {}
+    for column in columns:
+        stat = f"null_count.{column}"
+        counts = actions.column(stat) if stat in actions.column_names else None
+        found[column] = counts is None or counts.null_count > 0 or (pc.sum(counts).as_py() or 0) > 0
+    return found
 
 
 def _collected(df: "DataFrame") -> pa.Table:
