@@ -112,6 +112,20 @@ def test_reads_are_split_into_one_partition_per_file_group(spark, table):
     assert rows(one_per_file) == [(i,) for i in range(60)]
 
 
+@pytest.mark.parametrize("on_driver", [False, True], ids=["spark", "driver"])
+def test_a_clustered_write_gives_each_file_its_own_key_range(spark, table, on_driver):
+    """So that a later MERGE of a few keys rewrites only the files of their range (delta-rs skips the others)."""
+    import pyarrow as pa
+
+    ref = table()
+    shuffled = spark.range(30000).selectExpr("(id * 7919) % 30000 AS k", "id AS v").repartition(3)
+    write_table(shuffled, ref, cluster_by=["k"], target_file_rows=10000, on_driver=on_driver)
+    files = pa.table(DeltaTable(ref.uri).get_add_actions(flatten=True)).sort_by("min.k")
+    lows, highs = files.column("min.k").to_pylist(), files.column("max.k").to_pylist()
+    assert len(lows) >= 3 and all(high < low for high, low in zip(highs, lows[1:]))
+    assert read_table(spark, ref).count() == 30000
+
+
 def test_write_with_other_columns_is_refused_and_writes_nothing(spark, table):
     ref = table()
     write_table(spark.range(3), ref)

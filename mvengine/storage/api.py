@@ -136,14 +136,14 @@ def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partiti
     if ref.exists():
         check_compatible(ref, spark_to_arrow_schema(df.schema), list(partition_by))
     if on_driver:  # the data source's own writer, run on the driver over the collected rows
-        writer = DeltaWriter(ref, df.schema, WriteOptions(
-            overwrite=mode == "overwrite", partition_by=tuple(partition_by),
-            metadata=tuple(sorted((metadata or {}).items())), txn=txn,
-            target_file_rows=target_file_rows or WriteOptions.target_file_rows))
+        options = WriteOptions(overwrite=mode == "overwrite", partition_by=tuple(partition_by),
+                               metadata=tuple(sorted((metadata or {}).items())), txn=txn,
+                               target_file_rows=target_file_rows or WriteOptions.target_file_rows)
+        writer = DeltaWriter(ref, df.schema, options)
         rows = _collected(df)
         if cluster_by:
             rows = rows.sort_by([(c, "ascending") for c in cluster_by])
-        writer.commit([writer.write(iter(rows.to_batches()))])
+        writer.commit([writer.write(iter(rows.to_batches(max_chunksize=options.target_file_rows)))])
         return True
     if cluster_by:
         columns = [quote_identifier(c) for c in cluster_by]
