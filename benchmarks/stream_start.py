@@ -97,7 +97,8 @@ def main() -> None:
             if run:  # the first run warms up the JVM and the Python workers
                 first.append(seen[0] - started)
                 whole.append(time.monotonic() - started)
-        print(f"{args.workers:12} {label:32} {statistics.median(first):>17.2f} {statistics.median(whole):>14.2f}", flush=True)
+        print(f"{args.workers:12} {label:32} {statistics.median(first):>17.2f} "
+              f"{statistics.median(whole):>14.2f}", flush=True)
 
 
 if __name__ == "__main__":

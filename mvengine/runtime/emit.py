@@ -18,14 +18,11 @@ from mvengine.incremental.batch import Batch
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.storage.api import read_own_table
+from mvengine.storage.api import DELETE_MARK, read_own_table
 from mvengine.storage.tables import TableRef
 
 EMIT_STATE = "emit"
 REVISION = "_rev"
-
-
-UPSERT_DELETE = "_mvengine_delete"
 
 
 @dataclass
@@ -35,7 +32,7 @@ class ViewChanges:
     inserts: DataFrame  # rows the snapshot gains
     keys: list[str]  # the columns `deletes` matches on
     rows: int  # changelog rows
-    # Keyed views: the same edit as one row per changed key, its new row or (UPSERT_DELETE true) its removal,
+    # Keyed views: the same edit as one row per changed key, its new row or (DELETE_MARK true) its removal,
     # for an upsert by key; None for bags, views of one row, and batches that change nothing.
     upserts: DataFrame | None = None
 
@@ -95,7 +92,7 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch,
     inserts = rows.where(has).select(*[F.col(f"new.{quote(c)}").alias(c) for c in columns])
     key_column = {k: F.col(f"_k{i}") for i, k in enumerate(key)}
     upserts = rows.select(*[key_column.get(c, F.col(f"new.{quote(c)}")).alias(c) for c in columns],
-                          (~has).alias(UPSERT_DELETE))
+                          (~has).alias(DELETE_MARK))
     count = _count_keyed(plan, rows, key)
     return ViewChanges(_finish(changelog, version, batch_id), deletes if count else None, inserts, key, count,
                        upserts if count and key else None)

@@ -30,8 +30,9 @@ from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
-from mvengine.runtime.emit import EMIT_STATE, UPSERT_DELETE, view_changes
+from mvengine.runtime.emit import EMIT_STATE, view_changes
 from mvengine.storage.api import (
+    DELETE_MARK,
     batch_ranges,
     merge_into,
     read_own_table,
@@ -311,7 +312,7 @@ class Refresher:
         txn = (app_id, batch_id)
         on_driver = batch.state.on_driver and rows_out <= DRIVER_ROWS
         if changes.upserts is not None and tables.snapshot.exists():
-            merge_into(changes.upserts, tables.snapshot, changes.keys, delete_column=UPSERT_DELETE,
+            merge_into(changes.upserts, tables.snapshot, changes.keys, delete_column=DELETE_MARK,
                        metadata=metadata, txn=txn, on_driver=on_driver)
         else:
             replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata,

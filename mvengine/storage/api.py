@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import DataStreamReader
 
 STAGING_DIR = "_mvengine_staging"  # under a table's root; Delta ignores folders starting with '_'
+# The column of merged rows that says a row deletes (its key) rather than adds: named so that no table column
+# is likely to be called so.
+DELETE_MARK = "_mvengine_delete"
 
 
 def _storage(reader_or_writer: Any, ref: TableRef) -> Any:
@@ -217,22 +220,19 @@ def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], delet
 
     marked = (deletes.select(*[F.col(quote_identifier(k)) for k in keys]).distinct()
               .select(*[F.col(quote_identifier(c)) if c in keys else F.lit(None).cast(inserts.schema[c].dataType)
-                        .alias(c) for c in columns], F.lit(True).alias(REPLACE_MARK))
+                        .alias(c) for c in columns], F.lit(True).alias(DELETE_MARK))
               .unionByName(inserts.select(*[F.col(quote_identifier(c)) for c in columns],
-                                          F.lit(False).alias(REPLACE_MARK))))
+                                          F.lit(False).alias(DELETE_MARK))))
     q = _datafusion_identifier
     values = {q(c): f"s.{q(c)}" for c in columns}
 
     def clauses(merger):
         return (merger.when_matched_delete()
-                .when_not_matched_insert(values, predicate=f"NOT s.{q(REPLACE_MARK)}"))
+                .when_not_matched_insert(values, predicate=f"NOT s.{q(DELETE_MARK)}"))
 
     # No keys (a view of one row): the delete marker matches every row.
-    _merge(marked, ref, dt, keys, clauses, metadata, txn, on_driver, guard=f"s.{q(REPLACE_MARK)}")
+    _merge(marked, ref, dt, keys, clauses, metadata, txn, on_driver, guard=f"s.{q(DELETE_MARK)}")
     return True
-
-
-REPLACE_MARK = "_mvengine_delete"
 
 
 def _merge(df: "DataFrame", ref: TableRef, dt: Any, keys: Sequence[str], clauses: Any,
