@@ -231,6 +231,25 @@ def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
     except BrokenPipeError:  # the reader of our output stopped early (`mv changes v | head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit must not fail
         return 141
+    except Exception as e:  # a failure inside mvengine or Spark: one line too; the traceback only with --debug
+        if args.debug:
+            traceback.print_exc()
+        console.error(internal_error(e))
+        return 1
+
+
+def internal_error(e: BaseException) -> MvError:
+    """An unexpected exception as an error line: its first meaningful line (a Java exception's message, not
+    py4j's "An error occurred while calling o123.foo"), what mvengine was doing, and what to do."""
+    lines = [line.strip().removeprefix(": ").strip() for line in str(e).splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("An error occurred while calling", "at "))]
+    summary = lines[0] if lines else type(e).__name__
+    if len(summary) > 300:
+        summary = summary[:297] + "..."
+    context = "; ".join(getattr(e, "__notes__", []))
+    return MvError(f"{context + ': ' if context else ''}internal error: {summary}",
+                   hint="this is a failure inside mvengine or Spark, not a mistake in your project: run the same "
+                        "command with --debug for the full traceback, and report it")
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:

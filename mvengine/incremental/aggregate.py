@@ -171,13 +171,18 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
     new_exists = (F.col(COUNT) > 0) if groups else F.lit(True)
     old_exists = F.col("_old_exists")
     changed = ~(old_exists & new_exists & old_row.eqNullSafe(new_row))
+    # _mtime rides inside the exploded struct: beside it, Spark's nested-column pruning through the explode
+    # can drop it when a filter (a HAVING) sits above (INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND).
+    mtime = F.col(MTIME)
     emitted = F.filter(F.array(
-        F.struct(F.lit(-1).cast("long").alias(WEIGHT), old_row.alias("row"), (old_exists & changed).alias("on")),
-        F.struct(F.lit(1).cast("long").alias(WEIGHT), new_row.alias("row"), (new_exists & changed).alias("on"))),
+        F.struct(F.lit(-1).cast("long").alias(WEIGHT), old_row.alias("row"), mtime.alias(MTIME),
+                 (old_exists & changed).alias("on")),
+        F.struct(F.lit(1).cast("long").alias(WEIGHT), new_row.alias("row"), mtime.alias(MTIME),
+                 (new_exists & changed).alias("on"))),
         lambda e: e["on"])
-    return (new.select(F.explode(emitted).alias("_e"), F.col(MTIME))
+    return (new.select(F.explode(emitted).alias("_e"))
             .select(*[F.col("_e.row").getField(c).alias(c) for c in outputs], F.col(f"_e.{WEIGHT}").alias(WEIGHT),
-                    F.col(MTIME)))
+                    F.col(f"_e.{MTIME}").alias(MTIME)))
 
 
 def _arguments(aggs: list[_Agg]) -> list[str]:

@@ -98,7 +98,17 @@ def _function_name(f: exp.Expression) -> str:
 
 
 def is_append_only(node: Node) -> bool:
-    """True when the node, fed append-only changes, never emits a retraction."""
+    """True when the node's output can only ever gain rows, whatever its inputs do within their own claims.
+
+    Sound by construction, node by node: a source is append-only when declared so, a view when its own plan
+    says so; filters, projections, DISTINCT, UNION ALL and inner, cross and semi joins are monotone (more input
+    rows never take an output row away) unless an expression in them reads something that can change its
+    value for rows already emitted: a window function (a new row changes its partition's values), a subquery
+    (its result moves with tables the node does not otherwise read) or a non-deterministic function. Everything
+    else (aggregates, outer and anti joins, top-N, opaque nodes) can retract.
+    """
+    if any(_reads_beyond_row(e) for e in node.expressions()):
+        return False
     if isinstance(node, Scan):
         return node.append_only
     if isinstance(node, (Filter, Project, Distinct)):
@@ -107,7 +117,13 @@ def is_append_only(node: Node) -> bool:
         return all(is_append_only(c) for c in node.inputs)
     if isinstance(node, Join):
         return node.kind in ("inner", "cross", "semi") and all(is_append_only(c) for c in node.children)
-    return False  # aggregates update their rows; outer and anti joins retract; opaque nodes are recomputed
+    return False
+
+
+def _reads_beyond_row(e: exp.Expression) -> bool:
+    """Whether the expression's value for a row can change after the row was emitted."""
+    return (e.find(exp.Window) is not None or e.find(exp.Query) is not None
+            or any(_function_name(f) in NON_DETERMINISTIC for f in e.find_all(exp.Func)))
 
 
 def key_is_guaranteed(root: Node) -> bool:
@@ -131,8 +147,10 @@ def _key_origin(root: Node) -> Node:
 
 
 def changelog_kind(root: Node, deterministic: bool) -> str:
-    """A deterministic view that never retracts over append-only inputs only ever gains rows, whether it is
-    maintained incrementally or recomputed (its recomputations only add rows)."""
+    """A deterministic view whose plan is append-only (see is_append_only) only ever gains rows, whether it is
+    maintained incrementally or recomputed: a recomputation of a monotone query over inputs that only grew is a
+    superset of the last one, so its changelog holds `+I` rows only. `deterministic` is False for what the plan
+    does not show (TABLESAMPLE)."""
     if deterministic and is_append_only(root):
         return "append-only"
     return "upsert" if root.key is not None else "retract"

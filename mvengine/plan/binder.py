@@ -106,7 +106,7 @@ class Binder:
         elif isinstance(q, (exp.Intersect, exp.Except)):
             word = "INTERSECT" if isinstance(q, exp.Intersect) else "EXCEPT"
             left = self.query(q.this, outer, ctes, names_required)
-            right = self.query(q.expression, outer, ctes, names_required)
+            right = self.query(q.expression, outer, ctes, names_required=False)  # named by the left side
             self._check_arity(left, right, word, q)
             node = Opaque(fields=left.fields, inputs=(left, right), what=word,
                           reason=f"{word} is recomputed in full")
@@ -120,17 +120,21 @@ class Binder:
     def _union(self, q: exp.Union, outer, ctes, names_required) -> Node:
         branches: list[Node] = []
 
+        def add(part: exp.Expression) -> None:
+            # The union's columns are named by its first branch, as Spark names them: the others need no names.
+            branches.append(self.query(part, outer, ctes, names_required and not branches))
+
         def collect(part: exp.Expression) -> None:
             # UNION ALL chains flatten into one n-ary union; a UNION (distinct) inside is its own node.
             if isinstance(part, exp.Union) and not part.args.get("distinct") and not _has_modifiers(part):
                 collect(part.this)
                 collect(part.expression)
             else:
-                branches.append(self.query(part, outer, ctes, names_required))
+                add(part)
 
         if q.args.get("distinct"):
-            branches = [self.query(q.this, outer, ctes, names_required),
-                        self.query(q.expression, outer, ctes, names_required)]
+            add(q.this)
+            add(q.expression)
         else:
             collect(q.this)
             collect(q.expression)
@@ -388,6 +392,10 @@ class Binder:
         else:
             right, pairs = split
         equi.extend(pairs)
+        if split is not None and not pairs and probe is None:
+            # An uncorrelated [NOT] EXISTS: either every row of the left side matches or none does. One constant
+            # key on both sides makes it the equi semi (anti) join the join rule maintains.
+            equi.append((_constant_key(), _constant_key()))
         if probe is not None:
             inner_expr = sub.projections[0] if isinstance(sub, Project) and split and right is not sub \
                 else sub.fields[0].ref()
@@ -675,6 +683,13 @@ def _position(at: exp.Expression | None) -> tuple[int | None, int | None]:
                 col -= meta["end"] - meta["start"]
             return meta["line"], col
     return None, None
+
+
+def _constant_key() -> exp.Expression:
+    key = exp.Literal.number(1)
+    key.type = build("INT")
+    key.meta["nullable"] = False
+    return key
 
 
 def _first_words(e: exp.Expression) -> str:

@@ -53,8 +53,10 @@ DRIVER_ROWS = 500_000
 
 def sql_hash(plan: ViewPlan) -> str:
     """Identifies what a view computes: its query (as sqlglot prints it, so comments and layout do not count),
-    its column names and its strategy."""
-    text = "|".join([plan.strategy, ",".join(c.name for c in plan.columns), plan.view.query.sql("spark")])
+    its column names, its strategy and the state it keeps (which changes when an input's append-only claim
+    does: a MIN/MAX then needs its multiset)."""
+    text = "|".join([plan.strategy, ",".join(c.name for c in plan.columns), plan.view.query.sql("spark"),
+                     plan.state])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -110,7 +112,12 @@ class Refresher:
         for plan in plans:
             if self.stopping():
                 return
-            self.refresh_view(plan, full=full, cut=cut)
+            try:
+                self.refresh_view(plan, full=full, cut=cut)
+            except MvError:
+                raise
+            except Exception as e:
+                raise _view_error(plan, e) from e
 
     def source_cut(self, plans: list[ViewPlan]) -> dict[str, int]:
         """The current version of every source the views read."""
@@ -258,7 +265,7 @@ class Refresher:
             batch_id = base + spark_batch + 1
             df = df.persist()
             try:
-                rows_in = df.count()
+                rows_in = self._count_changes(plan, df, ranges)
                 changes = {}
                 for name in refs:
                     rows = df.where(F.col("_table") == name).select(f"{quote(name)}.*", *CHANGE_COLUMNS)
@@ -293,6 +300,25 @@ class Refresher:
                 raise failures[0] from None
             raise
 
+    def _count_changes(self, plan: ViewPlan, df: DataFrame, ranges: dict[str, tuple[int, int]]) -> int:
+        """The batch's change rows, checking in the same Spark job that no source declared append-only deleted
+        or updated a row: the views over it trust the claim (a MIN/MAX keeps only the current extreme), so a
+        retraction would make them silently wrong."""
+        retracting = F.col("_change_type").isin("delete", "update_preimage")
+        per_input = df.groupBy("_table").agg(F.count(F.lit(1)).alias("rows"),
+                                             F.sum(retracting.cast("long")).alias("retractions")).collect()
+        for row in per_input:
+            source = self.catalog.sources.get(row["_table"])
+            if source is not None and source.append_only and row["retractions"]:
+                lo, hi = ranges[source.name]
+                raise MvError(
+                    f"source {source.name} is declared append-only, but its versions {lo + 1}..{hi} delete or "
+                    f"update {row['retractions']} rows; view {plan.name} would go wrong, so nothing was written",
+                    hint=f"if the source does change rows, drop 'append_only' = 'true' from its CREATE TABLE "
+                         f"({source.file}:{source.line}): the views over it are then rebuilt to keep what deletes "
+                         f"need; otherwise undo those commits (restore the table to version {lo}) and refresh")
+        return sum(row["rows"] for row in per_input)
+
     # -- the writes of one batch ----------------------------------------------------------------------------
 
     def _commit(self, plan: ViewPlan, tables: ViewTables, batch: Batch, zset: DataFrame, *, app_id: str,
@@ -321,6 +347,23 @@ class Refresher:
         write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
                     on_driver=on_driver)
         return rows_out
+
+
+def _view_error(plan: ViewPlan, e: Exception) -> Exception:
+    """A failure while refreshing a view, attributed to it. Spark's own errors about the query or its data
+    (an unknown function, a division by zero under ANSI mode, a bad cast) are the user's to fix and become an
+    MvError naming the view's file and line; anything else (Spark's INTERNAL_ERROR classes included) is a bug,
+    kept as it is with a note saying which view it stopped."""
+    from pyspark.errors import PySparkException
+
+    condition = (e.getCondition() or "") if isinstance(e, PySparkException) else ""
+    if condition and not condition.startswith("INTERNAL_ERROR"):
+        message = (e.getMessage() or str(e)).strip().splitlines()[0]
+        return MvError(f"{plan.view.file}:{plan.view.line}: view {plan.name}: Spark cannot compute it: {message}",
+                       hint="fix the view's SQL, or the input rows it fails on (mv plan checks names and types, "
+                            "not every function or value), then run mv refresh again")
+    e.add_note(f"refreshing view {plan.name}")
+    return e
 
 
 def _reader(read: Callable[[str, TableRef, int], DataFrame], name: str, ref: TableRef,
