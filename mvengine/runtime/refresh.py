@@ -301,23 +301,39 @@ class Refresher:
             raise
 
     def _count_changes(self, plan: ViewPlan, df: DataFrame, ranges: dict[str, tuple[int, int]]) -> int:
-        """The batch's change rows, checking in the same Spark job that no source declared append-only deleted
-        or updated a row: the views over it trust the claim (a MIN/MAX keeps only the current extreme), so a
-        retraction would make them silently wrong."""
+        """The batch's change rows, checking in the same Spark job that no input claimed append-only (a source
+        declared so, or a view planned so) deleted or updated a row: the view trusts the claim (a MIN/MAX keeps
+        only the current extreme), so a retraction would make it silently wrong."""
         retracting = F.col("_change_type").isin("delete", "update_preimage")
         per_input = df.groupBy("_table").agg(F.count(F.lit(1)).alias("rows"),
                                              F.sum(retracting.cast("long")).alias("retractions")).collect()
         for row in per_input:
-            source = self.catalog.sources.get(row["_table"])
-            if source is not None and source.append_only and row["retractions"]:
-                lo, hi = ranges[source.name]
+            name = row["_table"]
+            if row["retractions"] and self._claims_append_only(name):
+                lo, hi = ranges[name]
                 raise MvError(
-                    f"source {source.name} is declared append-only, but its versions {lo + 1}..{hi} delete or "
-                    f"update {row['retractions']} rows; view {plan.name} would go wrong, so nothing was written",
-                    hint=f"if the source does change rows, drop 'append_only' = 'true' from its CREATE TABLE "
-                         f"({source.file}:{source.line}): the views over it are then rebuilt to keep what deletes "
-                         f"need; otherwise undo those commits (restore the table to version {lo}) and refresh")
+                    f"{self._kind(name)} {name} is {'declared' if name in self.catalog.sources else 'planned'} "
+                    f"append-only, but its versions {lo + 1}..{hi} delete or update {row['retractions']} rows; "
+                    f"view {plan.name} would go wrong, so nothing was written",
+                    hint=self._append_only_hint(name, lo))
         return sum(row["rows"] for row in per_input)
+
+    def _claims_append_only(self, name: str) -> bool:
+        if name in self.catalog.sources:
+            return self.catalog.sources[name].append_only
+        return self.catalog.plans[name].changelog == "append-only"
+
+    def _kind(self, name: str) -> str:
+        return "source" if name in self.catalog.sources else "view"
+
+    def _append_only_hint(self, name: str, lo: int) -> str:
+        if name not in self.catalog.sources:
+            return (f"a source that view {name} reads is declared append-only but deleted or updated rows: find "
+                    f"it with mv history, then fix its declaration or its data")
+        source = self.catalog.sources[name]
+        return (f"if the source does change rows, drop 'append_only' = 'true' from its CREATE TABLE "
+                f"({source.file}:{source.line}): the views over it are then rebuilt to keep what deletes need; "
+                f"otherwise undo those commits (restore the table to version {lo}) and refresh")
 
     # -- the writes of one batch ----------------------------------------------------------------------------
 
