@@ -82,6 +82,17 @@ def test_key_is_carried_through_a_chain_of_views(tmp_path):
     ("SELECT url FROM clicks UNION ALL SELECT name AS url FROM customers", "retract"),
     ("SELECT id, name FROM customers", "upsert"),
     ("SELECT url FROM clicks ORDER BY ts LIMIT 3", "retract"),  # recomputed in full: rows come and go
+    # Monotone operators over append-only inputs, but an expression changes its value for rows already emitted:
+    ("SELECT user_id, COUNT(*) OVER (PARTITION BY user_id) AS c FROM clicks", "retract"),
+    ("SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn "
+     "FROM clicks) AS r WHERE rn = 1", "retract"),
+    ("SELECT url FROM clicks WHERE user_id > (SELECT MIN(id) FROM customers)", "retract"),
+    ("SELECT url FROM clicks WHERE user_id > (SELECT MIN(user_id) FROM clicks)", "retract"),
+    ("SELECT url, rand() AS r FROM clicks", "retract"),
+    ("SELECT url FROM clicks WHERE user_id IN (SELECT id FROM customers) OR url IS NULL", "retract"),
+    ("SELECT a.url FROM clicks a CROSS JOIN clicks b", "append-only"),  # recomputed in full, but monotone
+    ("SELECT url FROM clicks WHERE EXISTS (SELECT 1 FROM clicks WHERE user_id > 5)", "append-only"),
+    ("SELECT url FROM clicks WHERE NOT EXISTS (SELECT 1 FROM clicks WHERE user_id > 5)", "retract"),
 ])
 def test_changelog_kind(tmp_path, select, changelog):
     assert plan(tmp_path, select).changelog == changelog

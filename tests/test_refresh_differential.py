@@ -110,6 +110,23 @@ def check_view(spark, catalog, name: str) -> None:
             f"{name}: changelog replay differs from snapshot version {version}"
 
 
+def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False) -> None:
+    """Refresh the project, then per step: apply its commits, refresh, and check every view (check_view).
+    With `all_incremental`, first check that every view is planned incremental."""
+    config = load_config(root)
+    catalog = load_catalog(config)
+    if all_incremental:
+        assert {n: p.strategy for n, p in catalog.plans.items()} == {n: "incremental" for n in catalog.plans}
+    refresher = Refresher(spark, config, catalog)
+    refresher.refresh()
+    for commits in steps:
+        for commit in commits:
+            apply_commit(spark, catalog, commit)
+        refresher.refresh()
+        for name in catalog.plans:
+            check_view(spark, catalog, name)
+
+
 # Each example refreshes six views a few times: few examples, and no shrinking (a failure is reported as
 # generated; shrinking would rerun the whole refresh dozens of times).
 @settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.generate],
@@ -124,17 +141,7 @@ def check_view(spark, catalog, name: str) -> None:
     [("upsert_t", [(1, "b", -1)]), ("insert_b", [("a", 1)]), ("delete_b", (None, None)), ("delete_t", [3])],
 ])
 def test_snapshots_equal_their_sql_after_random_changes(spark, tmp_path_factory, steps):
-    root = make_project(tmp_path_factory.mktemp("diff"))
-    config = load_config(root)
-    catalog = load_catalog(config)
-    refresher = Refresher(spark, config, catalog)
-    refresher.refresh()
-    for commits in steps:
-        for commit in commits:
-            apply_commit(spark, catalog, commit)
-        refresher.refresh()
-        for name in catalog.plans:
-            check_view(spark, catalog, name)
+    refresh_steps(spark, make_project(tmp_path_factory.mktemp("diff")), steps)
 
 
 @pytest.mark.parametrize("name", ["v_proj", "v_agg", "v_global", "v_distinct", "v_bag"])

@@ -9,9 +9,6 @@ from __future__ import annotations
 from hypothesis import HealthCheck, Phase, example, given, settings
 
 import tests.test_refresh_differential as differential
-from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
-from mvengine.runtime.refresh import Refresher
 
 VIEWS = """
 -- MIN and MAX, not selected, under updates and deletes
@@ -38,15 +35,5 @@ HAVING COUNT(*) > 1 AND AVG(v) >= 0 AND COUNT(DISTINCT g) >= 1 AND SUM(DISTINCT 
     [("upsert_t", [(2, "a", 3), (6, "c", 7)]), ("delete_t", [5, 3]), ("insert_b", [("b", 2)])],
 ])
 def test_having_on_unselected_aggregates_equals_its_sql(spark, tmp_path_factory, steps):
-    root = differential.make_project(tmp_path_factory.mktemp("having"), VIEWS)
-    config = load_config(root)
-    catalog = load_catalog(config)
-    assert {n: p.strategy for n, p in catalog.plans.items()} == {n: "incremental" for n in catalog.plans}
-    refresher = Refresher(spark, config, catalog)
-    refresher.refresh()
-    for commits in steps:
-        for commit in commits:
-            differential.apply_commit(spark, catalog, commit)
-        refresher.refresh()
-        for name in catalog.plans:
-            differential.check_view(spark, catalog, name)
+    differential.refresh_steps(spark, differential.make_project(tmp_path_factory.mktemp("having"), VIEWS), steps,
+                               all_incremental=True)

@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
     except BrokenPipeError:  # the reader of our output stopped early (`mv changes v | head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit must not fail
         return 141
-    except Exception as e:  # a failure inside mvengine or Spark: one line too; the traceback only with --debug
+    except Exception as e:  # noqa: BLE001 (a failure inside mvengine or Spark: one line too; traceback with --debug)
         if args.debug:
             traceback.print_exc()
         console.error(internal_error(e))
