@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 import tests.test_refresh_differential as differential
-from mvengine.cli.main import main
+from mvengine.cli.main import internal_error, main
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog, load_catalog
 from mvengine.project.config import load_config
@@ -228,3 +228,18 @@ def test_refreshed_corpus_views_keep_their_claims(spark, tmp_path_factory, data)
         for name in catalog.plans:
             differential.check_view(spark, catalog, name)
             check_changelog_kind(spark, catalog, name)
+
+
+def test_an_unexpected_failure_is_one_line_without_the_java_stack(spark):
+    """A failure that is no user mistake (a bug of mvengine's or Spark's) still prints as one line: the Java
+    exception's message, not py4j's "An error occurred while calling ..." nor its stack."""
+    from py4j.protocol import Py4JJavaError
+
+    with pytest.raises(Py4JJavaError) as failure:
+        spark._jvm.java.util.ArrayList().get(5)
+    assert str(failure.value).startswith("An error occurred while calling")  # what py4j says first
+    failure.value.add_note("refreshing view v")
+    error = internal_error(failure.value)
+    assert str(error).splitlines()[0] == ("refreshing view v: internal error: java.lang.IndexOutOfBoundsException: "
+                                          "Index 5 out of bounds for length 0")
+    assert "--debug" in error.hint
