@@ -117,7 +117,10 @@ class Refresher:
             except MvError:
                 raise
             except Exception as e:
-                raise _view_error(plan, e) from e
+                error = _view_error(plan, e)
+                if error is e:
+                    raise
+                raise error from e
 
     def source_cut(self, plans: list[ViewPlan]) -> dict[str, int]:
         """The current version of every source the views read."""
@@ -368,8 +371,8 @@ class Refresher:
 def _view_error(plan: ViewPlan, e: Exception) -> Exception:
     """A failure while refreshing a view, attributed to it. Spark's own errors about the query or its data
     (an unknown function, a division by zero under ANSI mode, a bad cast) are the user's to fix and become an
-    MvError naming the view's file and line; anything else (Spark's INTERNAL_ERROR classes included) is a bug,
-    kept as it is with a note saying which view it stopped."""
+    MvError naming the view's file and line; anything else (Spark's INTERNAL_ERROR classes included) is a bug:
+    `e` itself, with a note saying which view it stopped."""
     from pyspark.errors import PySparkException
 
     condition = (e.getCondition() or "") if isinstance(e, PySparkException) else ""
