@@ -3,6 +3,7 @@
 
 Times `start()` to the first `foreachBatch` call and to the query's end, for a Python data source that returns
 one row (what mvengine's change stream is built on), for mvengine's own change stream over a one-row Delta table,
+for Delta's own connector reading the change feed of the same table (when its jars are loaded: `make jars`),
 and for Spark's built-in text file source. Medians of --repeat runs, after one warm-up run of each.
 
 Each source is measured twice, in two child processes (a process has one Spark session): with the workers
@@ -86,6 +87,10 @@ def main() -> None:
         "mvengine change stream (Delta)": lambda: stream_changes(spark, {"t": delta}, starting_versions={"t": -1}),
         "built-in text file source": lambda: spark.readStream.format("text").load(str(root / "text")),
     }
+    if session.has_native_delta(spark):
+        sources["Delta connector change feed"] = lambda: (
+            spark.readStream.format("delta").option("readChangeFeed", "true").option("startingVersion", 0)
+            .load(delta.uri))
     for label, make in sources.items():
         first, whole = [], []
         for run in range(args.repeat + 1):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyspark
 
-from mvengine.runtime.session import worker_python
+from mvengine.runtime.session import DELTA_EXTENSION, delta_jars, has_native_delta, worker_python
 
 LAUNCHER = Path(sys.executable).parent / "mvengine-worker-python"
 
@@ -33,3 +33,27 @@ def test_workers_run_the_launcher_and_import_the_installed_pyspark(spark):
     assert os.environ["PYSPARK_PYTHON"] == str(LAUNCHER)
     where = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__).collect()
     assert where == [pyspark.__file__]
+
+
+def test_the_session_loads_deltas_connector_from_the_projects_jars(spark):
+    """`make jars` put Delta's Spark connector in jars/; the session loads it from there (spark.jars, not a
+    download) with Delta's extension and catalog."""
+    jars = delta_jars()
+    assert [Path(j).name.split("-4")[0] for j in jars] == ["delta-spark_4.2_2.13", "delta-storage"], jars
+    assert all(j in spark.conf.get("spark.jars").split(",") for j in jars)
+    assert spark.conf.get("spark.sql.extensions") == DELTA_EXTENSION
+    assert has_native_delta(spark)
+
+
+def test_tables_written_by_either_engine_are_read_by_the_other(spark, tmp_path):
+    """Spark's Delta connector and delta-rs write tables the other reads, at every version."""
+    from deltalake import DeltaTable, write_deltalake
+
+    path = str(tmp_path / "t")
+    spark.range(3).selectExpr("id", "CAST(id AS STRING) AS s").write.format("delta").save(path)
+    write_deltalake(path, DeltaTable(path).to_pyarrow_table().slice(0, 1), mode="append")
+    spark.range(5, 6).selectExpr("id", "'x' AS s").write.format("delta").mode("append").save(path)
+    for version, expected in enumerate([[0, 1, 2], [0, 0, 1, 2], [0, 0, 1, 2, 5]]):
+        by_spark = spark.read.format("delta").option("versionAsOf", version).load(path)
+        assert sorted(r.id for r in by_spark.collect()) == expected
+        assert sorted(DeltaTable(path, version=version).to_pyarrow_table().column("id").to_pylist()) == expected

@@ -1,8 +1,15 @@
 """The one place a SparkSession is made: config from conf/mvengine.toml, sane local defaults, the project's
-Python for the workers, and mvengine's Delta data source registered."""
+Python for the workers, Delta Lake's own Spark connector when its jars are there, and mvengine's Delta data
+source registered.
+
+Delta's connector comes from the project's `jars/` folder (filled by `make jars` from pom.xml, never at run
+time) or from the folder `MVENGINE_JARS` names, and is loaded with `spark.jars`. A Spark that brings Delta
+its own way (a cluster's `spark.jars.packages`, Databricks) is used as it is: `has_native_delta` asks the
+session whether the `delta` format is there."""
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import re
@@ -42,6 +49,37 @@ def worker_python() -> str:
     return launcher if os.access(launcher, os.X_OK) else sys.executable
 
 
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+DELTA_SOURCE = "org.apache.spark.sql.delta.sources.DeltaDataSource"
+
+
+def delta_jars() -> list[str]:
+    """The jars of Delta's Spark connector mvengine adds to Spark: those in `MVENGINE_JARS`, or in the `jars/`
+    folder of the checkout mvengine runs from; none when there are none (Spark may bring Delta itself)."""
+    folder = os.environ.get("MVENGINE_JARS") or os.path.join(os.path.dirname(__file__), "..", "..", "jars")
+    return sorted(os.path.abspath(j) for j in glob.glob(os.path.join(folder, "*.jar")))
+
+
+def _with_delta(settings: dict[str, str]) -> None:
+    """Add Delta's connector to the settings, when mvengine has its jars (the user's settings win)."""
+    jars = delta_jars()
+    if not jars:
+        return
+    given = [j for j in settings.get("spark.jars", "").split(",") if j]
+    settings["spark.jars"] = ",".join(given + [j for j in jars if j not in given])
+    settings.setdefault("spark.sql.extensions", DELTA_EXTENSION)
+    settings.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    # Delta rebuilds a table's state in 50 partitions by default: 50 tasks for every small table read here.
+    settings.setdefault("spark.databricks.delta.snapshotPartitions", settings.get("spark.sql.shuffle.partitions",
+                                                                                  "2"))
+
+
+def has_native_delta(spark: "SparkSession") -> bool:
+    """Whether the session can read and write the `delta` format with Delta's own connector."""
+    return bool(spark._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_SOURCE))
+
+
 def spark_session(config: Config | None = None, *, master: str | None = None,
                   conf: dict[str, str] | None = None) -> "SparkSession":
     """Get (or create) the process's SparkSession, configured for mvengine.
@@ -64,6 +102,7 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
     # Quiet start: without a log4j2 file Spark prints its default-profile banner and start-up warnings.
     log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
     settings.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
+    _with_delta(settings)
     builder = SparkSession.builder.master(master or (config.spark_master if config else "local[*]"))
     builder = builder.appName("mvengine")
     for key, value in settings.items():

@@ -1,0 +1,66 @@
+"""What reading a table's change data feed costs, by reader: mvengine's `mvdelta` Python data source (what
+refresh reads changes through today), Delta's own Spark connector (`readChangeFeed`, when its jars are loaded:
+`make jars`), and delta-rs alone on the driver (`load_cdf`, to Arrow). The table gets --rows inserted rows, then
+as many updated (a MERGE), so the feed of the two commits holds --rows inserts and 2 × --rows update images.
+
+Each reader counts the change rows of the two commits and collects their sum of ids (so every row is read);
+medians of --repeat runs after one warm-up run, all in one process.
+
+    python benchmarks/cdf_read.py --rows 200000 --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+from deltalake import DeltaTable
+
+from mvengine.runtime.session import has_native_delta, spark_session
+from mvengine.storage.api import merge_into, read_changes, write_table
+from mvengine.storage.tables import TableRef
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    spark = spark_session(master=args.master)
+    ref = TableRef(tempfile.mkdtemp(prefix="mvcdf") + "/t")
+    write_table(spark.range(args.rows).selectExpr("id", "id % 100 AS g"), ref)
+    merge_into(spark.range(args.rows).selectExpr("id", "id % 7 AS g"), ref, ["id"])
+    first, last = 1, 2  # version 0 creates the (empty) table with CDF on
+    if DeltaTable(ref.uri).version() == 1:
+        first, last = 0, 1
+
+    def mvdelta() -> int:
+        return read_changes(spark, ref, first, last).selectExpr("count(*)", "sum(id)").collect()[0][0]
+
+    def native() -> int:
+        df = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
+              .option("endingVersion", last).load(ref.uri))
+        return df.selectExpr("count(*)", "sum(id)").collect()[0][0]
+
+    def delta_rs() -> int:
+        return DeltaTable(ref.uri).load_cdf(starting_version=first, ending_version=last).read_all().num_rows
+
+    readers = {"mvdelta data source (Spark)": mvdelta, "delta-rs load_cdf (driver)": delta_rs}
+    if has_native_delta(spark):
+        readers["Delta connector readChangeFeed"] = native
+    print(f"{'reader':34} {'change rows':>12} {'median s':>9}")
+    for label, read in readers.items():
+        times, rows = [], 0
+        for run in range(args.repeat + 1):
+            started = time.monotonic()
+            rows = read()
+            if run:
+                times.append(time.monotonic() - started)
+        print(f"{label:34} {rows:>12} {statistics.median(times):>9.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
