@@ -24,5 +24,10 @@ MSG
 fi
 
 rm -rf jars
-mvn -q -B dependency:copy-dependencies
+# Quiet unless it fails (Maven prints colour resets even with -q).
+if ! out="$(mvn -q -B dependency:copy-dependencies 2>&1)"; then
+  echo "$out" >&2
+  echo "Error: could not fetch Delta Lake's jars (pom.xml) from Maven Central; see Maven's output above." >&2
+  exit 1
+fi
 ls jars/*.jar >/dev/null
