@@ -1,10 +1,11 @@
 """What starting a Structured Streaming query costs, by kind of source: the floor under every one-shot
 `mv refresh` of an incremental view (each runs one availableNow query per view).
 
-Times `start()` to the first `foreachBatch` call and to the query's end, for a Python data source that returns
-one row (what mvengine's change stream is built on), for mvengine's own change stream over a one-row Delta table,
-for Delta's own connector reading the change feed of the same table (when its jars are loaded: `make jars`),
-and for Spark's built-in text file source. Medians of --repeat runs, after one warm-up run of each.
+Times `start()` to the end of the first `foreachBatch` call, which counts the batch's rows, and to the query's
+end, for a Python data source that returns one row, for mvengine's change stream over a one-row Delta table
+(its version-range stream, a Python data source, with the batch's changes read by `read_changes`, as refresh
+does), for Delta's own connector streaming the change feed of the same table (when its jars are loaded:
+`make jars`), and for Spark's built-in text file source. Medians of --repeat runs, after one warm-up run of each.
 
 Each source is measured twice, in two child processes (a process has one Spark session): with the workers
 started through `mvengine-worker-python` (what mvengine does) and with the plain interpreter, which imports
@@ -28,7 +29,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from mvengine.runtime import session
 from mvengine.runtime.session import spark_session
-from mvengine.storage.api import stream_changes, write_table
+from mvengine.storage.api import batch_ranges, read_changes, stream_version_ranges, write_table
 from mvengine.storage.tables import TableRef
 
 
@@ -68,7 +69,7 @@ def main() -> None:
     parser.add_argument("--workers", choices=["launcher", "interpreter"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.workers is None:
-        print(f"{'workers':12} {'source':32} {'to first batch s':>17} {'whole query s':>14}", flush=True)
+        print(f"{'workers':12} {'source':32} {'first batch done s':>19} {'whole query s':>14}", flush=True)
         for workers in ("launcher", "interpreter"):
             subprocess.run([sys.executable, __file__, "--repeat", str(args.repeat), "--master", args.master,
                             "--workers", workers], check=True)
@@ -82,27 +83,42 @@ def main() -> None:
     (root / "text" / "a.txt").write_text("a\n")
     delta = TableRef(str(root / "delta"))
     write_table(spark.range(1), delta)
+
+    def count(df, batch_id, checkpoint):
+        return df.count()
+
+    def count_changes(df, batch_id, checkpoint):
+        (lo, hi), = batch_ranges(checkpoint, batch_id).values()
+        return read_changes(spark, delta, lo + 1, hi).count()
+
     sources = {
-        "python data source (one row)": lambda: spark.readStream.format("one_row").load(),
-        "mvengine change stream (Delta)": lambda: stream_changes(spark, {"t": delta}, starting_versions={"t": -1}),
-        "built-in text file source": lambda: spark.readStream.format("text").load(str(root / "text")),
+        "python data source (one row)": (lambda: spark.readStream.format("one_row").load(), count),
+        "mvengine change stream (Delta)": (
+            lambda: stream_version_ranges(spark, {"t": delta}, starting_versions={"t": -1}), count_changes),
+        "built-in text file source": (lambda: spark.readStream.format("text").load(str(root / "text")), count),
     }
     if session.has_native_delta(spark):
-        sources["Delta connector change feed"] = lambda: (
+        sources["Delta connector change feed"] = (lambda: (
             spark.readStream.format("delta").option("readChangeFeed", "true").option("startingVersion", 0)
-            .load(delta.uri))
-    for label, make in sources.items():
+            .load(delta.uri)), count)
+    for label, (make, consume) in sources.items():
         first, whole = [], []
         for run in range(args.repeat + 1):
             seen: list[float] = []
+            checkpoint = tempfile.mkdtemp(dir=root)
+
+            def batch(df, batch_id, seen=seen, checkpoint=checkpoint, consume=consume):
+                consume(df, batch_id, checkpoint)
+                seen.append(time.monotonic())
+
             started = time.monotonic()
-            query = (make().writeStream.foreachBatch(lambda df, _, seen=seen: seen.append(time.monotonic()))
-                     .option("checkpointLocation", tempfile.mkdtemp(dir=root)).trigger(availableNow=True).start())
+            query = (make().writeStream.foreachBatch(batch)
+                     .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
             query.awaitTermination()
             if run:  # the first run warms up the JVM and the Python workers
                 first.append(seen[0] - started)
                 whole.append(time.monotonic() - started)
-        print(f"{args.workers:12} {label:32} {statistics.median(first):>17.2f} "
+        print(f"{args.workers:12} {label:32} {statistics.median(first):>19.2f} "
               f"{statistics.median(whole):>14.2f}", flush=True)
 
 

@@ -168,22 +168,19 @@ class Project:
     # -- helpers --------------------------------------------------------------------------------------------
 
     def _read(self, versions: Versions, name: str, version: int) -> DataFrame:
-        from mvengine.storage.api import read_own_table, read_table
+        from mvengine.storage.api import read_table
 
-        ref = versions.table(name)
-        if versions.is_view(name):
-            return read_own_table(self.spark, ref, version=version)
-        return read_table(self.spark, ref, version=version)
+        return read_table(self.spark, versions.table(name), version=version)
 
     def _changes(self, view: str, first: int, last: int, upsert: bool) -> DataFrame:
         from pyspark.sql import functions as F
 
         from mvengine.reading.changes import retract
         from mvengine.reading.changes import upsert as upsert_form
-        from mvengine.storage.api import read_own_table
+        from mvengine.storage.api import read_table
 
         plan = self.catalog.plans[view]
-        rows = read_own_table(self.spark, view_tables(plan, self.config.storage_options).changelog)
+        rows = read_table(self.spark, view_tables(plan, self.config.storage_options).changelog)
         rows = rows.where(F.col("_version").between(first, last))
         return upsert_form(rows, plan) if upsert else retract(rows, plan)
 

@@ -1,5 +1,6 @@
-"""Filter push-down: files are skipped (proved by removing the files a filter excludes), and pushed filters
-keep Spark's semantics exactly (differential property test against Spark's own evaluation)."""
+"""Filter push-down of the `mvdelta` data source (which reads tables where Spark's own readers cannot): files
+are skipped (proved by removing the files a filter excludes), and pushed filters keep Spark's semantics exactly
+(differential property test against Spark's own evaluation)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import rows
-from mvengine.storage.api import read_table, write_table
+from mvengine.storage.api import write_table
+from mvengine.storage.datasource import FORMAT
 from mvengine.storage.snapshot_reader import ScanPlan
 from mvengine.storage.tables import TableRef
+
+
+def pushing(spark, ref: TableRef):
+    """The table read by `mvdelta`, pushing the DataFrame's filters down to skip files."""
+    return spark.read.format(FORMAT).option("pushFilters", "true").load(ref.uri)
 
 
 def _file_of(ref: TableRef, predicate: str) -> str:
@@ -26,11 +33,11 @@ def test_statistics_skip_files_that_cannot_match(spark, table):
     for lo in (0, 100, 200):
         write_table(spark.range(lo, lo + 100).selectExpr("id", "concat('k', id) as s").coalesce(1), ref)
     os.remove(_file_of(ref, "id < 100"))  # a read of this file would now fail
-    got = read_table(spark, ref, push_filters=True).where("id >= 150 AND id < 160")
+    got = pushing(spark, ref).where("id >= 150 AND id < 160")
     assert rows(got.select("id")) == [(i,) for i in range(150, 160)]
-    assert rows(read_table(spark, ref, push_filters=True).where("id IN (205, 299)").select("id")) == [(205,), (299,)]
+    assert rows(pushing(spark, ref).where("id IN (205, 299)").select("id")) == [(205,), (299,)]
     with pytest.raises(Exception):
-        read_table(spark, ref, push_filters=True).count()  # without the filter the removed file is needed
+        pushing(spark, ref).count()  # without the filter the removed file is needed
 
 
 def test_partition_values_skip_files(spark, table):
@@ -39,7 +46,7 @@ def test_partition_values_skip_files(spark, table):
     write_table(df, ref, partition_by=["part"])
     for path in DeltaTable(ref.uri).file_uris(file_pruning_predicate="part = '0'"):
         os.remove(path)
-    assert rows(read_table(spark, ref, push_filters=True).where("part = '1'").select("id")) == [(i,) for i in range(1, 30, 3)]
+    assert rows(pushing(spark, ref).where("part = '1'").select("id")) == [(i,) for i in range(1, 30, 3)]
 
 
 def test_scan_plan_counts_the_files_left_after_pruning(spark, table):
@@ -73,15 +80,15 @@ def test_pushed_filters_select_exactly_what_spark_selects(spark, tmp_path_factor
     df = spark.createDataFrame(data, schema).selectExpr("*", "date_add(date'2020-01-01', coalesce(i, 0)) as d")
     write_table(df.coalesce(1), ref)
     where = " AND ".join(f"({c})" for c in conditions)
-    assert rows(read_table(spark, ref, push_filters=True).where(where)) == rows(df.where(where))
+    assert rows(pushing(spark, ref).where(where)) == rows(df.where(where))
 
 
 def test_a_dataframe_scanned_twice_with_other_filters_reads_each_scan_whole(spark, table):
-    # Spark 4 reuses the reader of one scan's filter pushdown for the DataFrame's other scans; read_table
+    # Spark 4 reuses the reader of one scan's filter pushdown for the DataFrame's other scans; mvdelta
     # therefore pushes no filter unless asked, and a temporary view used twice answers right.
     ref = table()
     write_table(spark.createDataFrame([(None, 5), ("a", None), ("b", 1)], "g string, v int"), ref)
-    read_table(spark, ref).createOrReplaceTempView("twice")
+    spark.read.format(FORMAT).load(ref.uri).createOrReplaceTempView("twice")
     both = spark.sql("SELECT COUNT(*) AS n FROM twice UNION ALL SELECT COUNT(*) AS n FROM twice WHERE g = 'a'")
     assert sorted(r.n for r in both.collect()) == [1, 3]
     assert spark.sql("SELECT COUNT(*) AS n FROM twice").collect()[0].n == 3

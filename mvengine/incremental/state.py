@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from mvengine.incremental.zset import null_safe_equal, quote
 from mvengine.project.config import join_uri
-from mvengine.storage.api import merge_into, read_own_table, write_table
+from mvengine.storage.api import merge_into, read_table, write_table
 from mvengine.storage.tables import TableRef, version_before
 
 # Up to this many affected keys, a state read is narrowed by `key IN (...)`, which the Delta data source
@@ -47,7 +47,7 @@ class StateStore:
         ref = self.ref(name)
         if self._starts_empty(name) or not ref.exists():
             return template.limit(0)
-        return read_own_table(self.spark, ref, version=version_before(ref, self.app_id, self.batch_id))
+        return read_table(self.spark, ref, version=version_before(ref, self.app_id, self.batch_id))
 
     def read_for(self, name: str, template: DataFrame, keys: DataFrame, key_columns: Sequence[str]) -> DataFrame:
         """The rows of state table `name` whose key is one of `keys` (NULL matches NULL)."""

@@ -18,7 +18,7 @@ from mvengine.incremental.batch import Batch
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.storage.api import DELETE_MARK, read_own_table
+from mvengine.storage.api import DELETE_MARK, read_table
 from mvengine.storage.tables import TableRef
 
 EMIT_STATE = "emit"
@@ -121,7 +121,7 @@ def _bag(spark: SparkSession, changes: DataFrame, columns: list[str], snapshot: 
         inserts = changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
         return ViewChanges(_finish(changelog, version, batch_id), None, inserts, columns, count)
     # A bag row that loses copies is removed entirely and put back as many times as it still occurs.
-    before = read_own_table(spark, snapshot, version=snapshot_before).alias("s")
+    before = read_table(spark, snapshot, version=snapshot_before).alias("s")
     r = removed.alias("r")
     counts = (before.join(r, null_safe_equal(before, r, columns), "left_semi")
               .groupBy(*[quote(c) for c in columns]).agg(F.count(F.lit(1)).alias("_before")).alias("b"))

@@ -25,7 +25,7 @@ from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.compiler import supports, view_delta
 from mvengine.incremental.state import StateStore
-from mvengine.incremental.zset import MTIME, WEIGHT, from_change_feed, inserts, quote
+from mvengine.incremental.zset import MTIME, WEIGHT, from_change_feed, inserts
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
@@ -35,11 +35,11 @@ from mvengine.storage.api import (
     DELETE_MARK,
     batch_ranges,
     merge_into,
-    read_own_table,
+    read_changes,
     read_table,
     remove_folder,
     replace_rows,
-    stream_changes,
+    stream_version_ranges,
     write_table,
 )
 from mvengine.storage.change_reader import CHANGE_COLUMNS
@@ -218,7 +218,7 @@ class Refresher:
             snapshot_before = _version_before(tables.snapshot, application, batch_id)
             changes = new_rows
             if snapshot_before is not None:
-                old = read_own_table(self.spark, tables.snapshot, version=snapshot_before)
+                old = read_table(self.spark, tables.snapshot, version=snapshot_before)
                 changes = changes.unionByName(old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME)))
             rows_out = self._commit(plan, tables, batch, changes, app_id=application, batch_id=batch_id,
                                     generation=generation, kind=kind, inputs=versions,
@@ -236,9 +236,7 @@ class Refresher:
         return df.toDF(*[c.name for c in plan.columns])
 
     def _read_input(self, name: str, ref: TableRef, version: int) -> DataFrame:
-        if name in self.catalog.sources:
-            return read_table(self.spark, ref, version=version)
-        return read_own_table(self.spark, ref, version=version)  # an upstream view's snapshot
+        return read_table(self.spark, ref, version=version)
 
     # -- incremental batches --------------------------------------------------------------------------------
 
@@ -266,14 +264,11 @@ class Refresher:
                 return  # nothing new (a new query's first batch, or inputs that did not move)
             started = time.monotonic()
             batch_id = base + spark_batch + 1
-            df = df.persist()
+            feeds = {n: read_changes(self.spark, refs[n], lo + 1, hi).persist() for n, (lo, hi) in ranges.items()}
             try:
-                rows_in = self._count_changes(plan, df, ranges)
-                changes = {}
-                for name in refs:
-                    rows = df.where(F.col("_table") == name).select(f"{quote(name)}.*", *CHANGE_COLUMNS)
-                    columns = [c for c in rows.columns if c not in CHANGE_COLUMNS]
-                    changes[name] = from_change_feed(rows, columns)
+                rows_in = self._count_changes(plan, feeds, ranges)
+                changes = {n: from_change_feed(rows, [c for c in rows.columns if c not in CHANGE_COLUMNS])
+                           for n, rows in feeds.items()}
                 state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                                    fresh=False, on_driver=rows_in <= DRIVER_ROWS)
                 before = {n: _reader(self._read_input, n, refs[n], lo) for n, (lo, hi) in ranges.items()}
@@ -289,11 +284,12 @@ class Refresher:
                 finally:
                     batch.release()
             finally:
-                df.unpersist()
+                for rows in feeds.values():
+                    rows.unpersist()
             self.report(BatchReport(plan.name, batch_id, "stream", versions, rows_in, rows_out,
                                     int((time.monotonic() - started) * 1000)))
 
-        stream = stream_changes(self.spark, refs, starting_versions=last.inputs, ending_versions=targets)
+        stream = stream_version_ranges(self.spark, refs, starting_versions=last.inputs, ending_versions=targets)
         query = (stream.writeStream.queryName(f"mvengine_{plan.name}").foreachBatch(run)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         try:
@@ -303,10 +299,19 @@ class Refresher:
                 raise failures[0] from None
             raise
 
-    def _count_changes(self, plan: ViewPlan, df: DataFrame, ranges: dict[str, tuple[int, int]]) -> int:
-        """The batch's change rows, checking in the same Spark job that no input claimed append-only (a source
-        declared so, or a view planned so) deleted or updated a row: the view trusts the claim (a MIN/MAX keeps
-        only the current extreme), so a retraction would make it silently wrong."""
+    def _count_changes(self, plan: ViewPlan, feeds: dict[str, DataFrame],
+                       ranges: dict[str, tuple[int, int]]) -> int:
+        """The batch's change rows, checking in the same Spark job (which also fills the feeds' caches) that no
+        input claimed append-only (a source declared so, or a view planned so) deleted or updated a row: the
+        view trusts the claim (a MIN/MAX keeps only the current extreme), so a retraction would make it
+        silently wrong."""
+        moved = [rows.select(F.lit(n).alias("_table"), "_change_type") for n, rows in feeds.items()
+                 if ranges[n][1] > ranges[n][0]]
+        if not moved:
+            return 0
+        df = moved[0]
+        for rows in moved[1:]:
+            df = df.unionByName(rows)
         retracting = F.col("_change_type").isin("delete", "update_preimage")
         per_input = df.groupBy("_table").agg(F.count(F.lit(1)).alias("rows"),
                                              F.sum(retracting.cast("long")).alias("retractions")).collect()

@@ -1,9 +1,22 @@
-"""The storage API the rest of mvengine uses: reads, change reads, streams, writes and merges of Delta tables
-through the `mvdelta` data source. Each function validates on the driver first, so mistakes surface as
-MvErrors naming the table and path rather than as exceptions from inside Spark."""
+"""The storage API the rest of mvengine uses: reads, change reads, streams, writes and merges of Delta tables.
+Each function validates on the driver first (with delta-rs, which reads a table's log in milliseconds), so
+mistakes surface as MvErrors naming the table and path rather than as exceptions from inside Spark.
+
+Each read takes the reader that is fastest for the table (measured in benchmarks/README.md, "Which reader"):
+- a table whose rows are exactly its data files' rows (mvengine's own tables; sources without deletion
+  vectors, column mapping or partitions) is read by Spark's Parquet reader from the files delta-rs lists for
+  the version: no Spark job to rebuild the table's state, which Delta's connector runs for every version
+  it has not cached (0.6-1 s for time travel);
+- other tables, and every change data feed, by Delta's own connector (`delta` format);
+- by `mvdelta`, the Python data source over delta-rs, when the session has no Delta connector or the table is
+  on an object store Spark cannot reach yet.
+Writes and merges go through delta-rs (small ones from the driver), which records mvengine's commit metadata
+and application transactions in the same commit.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Sequence
@@ -19,8 +32,11 @@ from mvengine.project.config import join_uri
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import table_filesystem
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
+from mvengine.storage.change_reader import change_fields
 from mvengine.storage.tables import (
     TableRef,
+    commit_history,
+    in_plain_files,
     is_committed,
     require_cdf,
     require_columns,
@@ -47,39 +63,32 @@ def _storage(reader_or_writer: Any, ref: TableRef) -> Any:
 
 
 def read_table(spark: "SparkSession", ref: TableRef, *, version: int | None = None,
-               timestamp: str | datetime | None = None, columns: Sequence[str] | None = None,
-               push_filters: bool = False) -> "DataFrame":
-    """The table at its latest version, at `version` or as of `timestamp`; only `columns` are read if given.
-
-    With `push_filters`, filters applied to the DataFrame skip files by partition values and statistics; only
-    for a DataFrame scanned once (Spark 4 would carry one scan's pushed filters into the DataFrame's other
-    scans, e.g. a temporary view used twice in one query).
-    """
+               timestamp: str | datetime | None = None, columns: Sequence[str] | None = None) -> "DataFrame":
+    """The table at its latest version, at `version` or as of `timestamp`; only `columns` are read if given."""
     dt = ref.open(version=version, timestamp=timestamp)
-    require_readable(ref, dt)
-    reader = _storage(spark.read.format(FORMAT), ref).option("versionAsOf", dt.version())
-    reader = reader.option("pushFilters", str(push_filters).lower())
-    reader = reader.option("minPartitions", spark.sparkContext.defaultParallelism)
+    if _local(ref) and in_plain_files(dt):
+        df = _read_files(spark, dt)
+    elif _spark_reads(spark, ref):
+        df = spark.read.format("delta").option("versionAsOf", dt.version()).load(ref.uri)
+    else:
+        require_readable(ref, dt)
+        df = _storage(spark.read.format(FORMAT), ref).option("versionAsOf", dt.version())
+        df = df.option("minPartitions", spark.sparkContext.defaultParallelism)
+        if columns is not None:
+            from pyspark.sql.types import StructType
+
+            schema = delta_to_spark_schema(dt.schema().to_json())
+            require_columns(ref, schema.names, list(columns))
+            df = df.schema(StructType([schema[c] for c in columns]))
+        return df.load(ref.uri)
     if columns is not None:
-        from pyspark.sql.types import StructType
-
-        schema = delta_to_spark_schema(dt.schema().to_json())
-        require_columns(ref, schema.names, list(columns))
-        reader = reader.schema(StructType([schema[c] for c in columns]))
-    return reader.load(ref.uri)
+        require_columns(ref, df.columns, list(columns))
+        df = df.select(*[quote_identifier(c) for c in columns])
+    return df
 
 
-def read_own_table(spark: "SparkSession", ref: TableRef, *, version: int | None = None) -> "DataFrame":
-    """A table mvengine wrote itself (a view's snapshot or state) at `version`, read by Spark's native Parquet
-    reader from the files delta-rs lists for that version: much cheaper per read than the Python data source.
-
-    Valid because mvengine's own tables use no deletion vectors, no column mapping and no partitions; tables
-    on object stores (which Spark's Hadoop file system may not reach without extra jars) take `read_table`.
-    """
-    dt = ref.open(version=version)
-    local = "://" not in ref.uri or ref.uri.startswith("file://")
-    if not local or dt.metadata().partition_columns or dt.protocol().reader_features:
-        return read_table(spark, ref, version=dt.version())
+def _read_files(spark: "SparkSession", dt: Any) -> "DataFrame":
+    """The table's version `dt` read by Spark's Parquet reader from the data files delta-rs lists for it."""
     schema = delta_to_spark_schema(dt.schema().to_json())
     files = dt.file_uris()
     if not files:
@@ -88,23 +97,61 @@ def read_own_table(spark: "SparkSession", ref: TableRef, *, version: int | None 
 
 
 def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None) -> "DataFrame":
-    """The change data feed of versions `first..last` (both included; `last` defaults to the latest)."""
+    """The change data feed of versions `first..last` (both included; `last` defaults to the latest), with
+    `_change_type`, `_commit_version` and `_commit_timestamp`. `first = last + 1` is the empty range."""
     dt = ref.open()
     require_cdf(ref, dt)
     last = dt.version() if last is None else last
+    if first == last + 1:
+        from pyspark.sql.types import StructType
+
+        schema = delta_to_spark_schema(dt.schema().to_json())
+        return spark.createDataFrame([], StructType(list(schema.fields) + change_fields()))
     require_version_range(ref, dt, first, last)
-    reader = _storage(spark.read.format(FORMAT), ref).option("readChangeFeed", "true")
-    return reader.option("startingVersion", first).option("endingVersion", last).load(ref.uri)
+    if not _spark_reads(spark, ref):
+        reader = _storage(spark.read.format(FORMAT), ref).option("readChangeFeed", "true")
+        return reader.option("startingVersion", first).option("endingVersion", last).load(ref.uri)
+    from pyspark.sql import functions as F
+
+    df = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
+          .option("endingVersion", last).load(ref.uri))
+    # The connector times a commit by its log file's modification time; mvengine, delta-rs and `mv history` by
+    # the timestamp its commitInfo records (a few milliseconds earlier): one time per commit everywhere.
+    times = [(e["version"], e.get("timestamp")) for e in commit_history(dt, dt.version() - first + 1)
+             if first <= e.get("version", -1) <= last]
+    if not times:
+        return df
+    by_version = F.create_map(*[x for version, ms in times for x in (F.lit(version), F.lit(ms).cast("long"))])
+    recorded = F.timestamp_millis(F.element_at(by_version, F.col("_commit_version")))
+    return df.withColumn("_commit_timestamp", F.coalesce(recorded, F.col("_commit_timestamp")))
 
 
-def stream_changes(spark: "SparkSession", refs: dict[str, TableRef],
-                   starting_versions: dict[str, int] | None = None,
-                   ending_versions: dict[str, int] | None = None) -> "DataFrame":
-    """A streaming DataFrame of the changes of several tables (see stream_reader for its shape).
+def _local(ref: TableRef) -> bool:
+    """Whether the table is on a local or mounted path (Spark reaches object stores only with extra jars)."""
+    return "://" not in ref.uri or ref.uri.startswith("file://")
+
+
+def _spark_reads(spark: "SparkSession", ref: TableRef) -> bool:
+    """Whether Delta's connector reads the table (else `mvdelta` does)."""
+    return _local(ref) and _has_connector(spark)
+
+
+@functools.lru_cache(maxsize=4)
+def _has_connector(spark: "SparkSession") -> bool:
+    from mvengine.runtime.session import has_native_delta
+
+    return has_native_delta(spark)
+
+
+def stream_version_ranges(spark: "SparkSession", refs: dict[str, TableRef],
+                          starting_versions: dict[str, int] | None = None,
+                          ending_versions: dict[str, int] | None = None) -> "DataFrame":
+    """A streaming DataFrame whose micro-batches are version ranges of several tables, taken together (no
+    rows: `batch_ranges` gives a batch's ranges, `read_changes` their changes; see stream_reader).
 
     `starting_versions` gives, per input, the last version already processed; the default is each table's
     current version (only changes committed from now on). `ending_versions` gives, per input, the last
-    version to read (by default, there is none).
+    version to reach (by default, there is none).
     """
     for name, ref in refs.items():
         validate_name(name, "input name")
@@ -303,5 +350,5 @@ def _datafusion_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-__all__ = ["STAGING_DIR", "batch_ranges", "merge_into", "read_changes", "read_own_table", "read_table", "replace_rows",
-           "stream_changes", "write_table"]
+__all__ = ["STAGING_DIR", "batch_ranges", "merge_into", "read_changes", "read_table", "replace_rows",
+           "stream_version_ranges", "write_table"]

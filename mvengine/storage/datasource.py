@@ -5,7 +5,7 @@
     spark.read.format("mvdelta").schema("id long, name string").load(path)  # reads only these columns
     spark.read.format("mvdelta").option("readChangeFeed", "true")
          .option("startingVersion", 2).option("endingVersion", 5).load(path)
-    spark.readStream.format("mvdelta").option("tables", '{"a": "/p/a", "b": "/p/b"}').load()
+    spark.readStream.format("mvdelta").option("tables", '{"a": "/p/a", "b": "/p/b"}').load()  # version ranges
     df.write.format("mvdelta").mode("append").option("txnAppId", "v").option("txnVersion", 7).save(path)
 
 Options named `storage.<KEY>` are delta-rs storage options (credentials usually come from the environment).
@@ -23,9 +23,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from mvengine.errors import StorageError
-from mvengine.names import RESERVED_COLUMNS, validate_name
+from mvengine.names import validate_name
 from mvengine.storage.change_reader import DEFAULT_FILES_PER_PARTITION, ChangeReader, change_fields
-from mvengine.storage.stream_reader import ChangeStreamReader, stream_schema
+from mvengine.storage.stream_reader import STREAM_SCHEMA, VersionRangeStreamReader
 from mvengine.storage.tables import TableRef, require_cdf, require_columns, require_readable
 from mvengine.storage.types import delta_to_spark_schema
 
@@ -68,7 +68,7 @@ class DeltaDataSource(DataSource):
     # -- schema --------------------------------------------------------------------------------------------
     def schema(self) -> StructType:
         if "tables" in self.options:
-            return stream_schema({n: self._table_schema(r) for n, r in self._stream_refs().items()})
+            return STREAM_SCHEMA
         schema = self._table_schema(self._ref())
         if self._reads_changes():
             schema = StructType(list(schema.fields) + change_fields())
@@ -110,8 +110,6 @@ class DeltaDataSource(DataSource):
         refs = {}
         for name, path in tables.items():
             validate_name(name, "input name")
-            if name in RESERVED_COLUMNS:
-                raise StorageError(f"input name {name!r} is reserved for a column of the change stream")
             refs[name] = TableRef(str(path), self._storage_options(), name)
         return refs
 
@@ -127,9 +125,8 @@ class DeltaDataSource(DataSource):
         if not isinstance(ending, dict) or set(ending) - set(refs):
             raise StorageError("option endingVersions must be a JSON object whose keys are input names of "
                                f"option tables ({sorted(refs)}), each the last version to read")
-        return ChangeStreamReader(refs, {k: int(v) for k, v in starting.items()}, schema,
-                                  ending={k: int(v) for k, v in ending.items()},
-                                  files_per_partition=self._int("filesPerPartition", DEFAULT_FILES_PER_PARTITION))
+        return VersionRangeStreamReader(refs, {k: int(v) for k, v in starting.items()},
+                                        ending={k: int(v) for k, v in ending.items()})
 
     # -- writes --------------------------------------------------------------------------------------------
     def writer(self, schema: StructType, overwrite: bool) -> DeltaWriter:

@@ -17,6 +17,8 @@ from mvengine.project.config import redact_options
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 # Reader features that the pyarrow-dataset read path of delta-rs cannot apply.
 UNSUPPORTED_READER_FEATURES = {"deletionVectors", "columnMapping"}
+# Reader features that leave a table's rows exactly the rows of its data files, as a Parquet reader sees them.
+PLAIN_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,16 @@ def require_readable(ref: TableRef, dt: DeltaTable) -> None:
             f"{ref.label} uses Delta reader features {sorted(features & UNSUPPORTED_READER_FEATURES)}, "
             "which mvengine's reader does not support yet",
             hint="rewrite the table without them (e.g. REORG TABLE ... APPLY (PURGE) and disable the feature)")
+
+
+def in_plain_files(dt: DeltaTable) -> bool:
+    """Whether the table's rows at this version are the rows of its data files, column for column: no
+    deletion vectors, no column mapping, no partition values kept outside the files, no widened types."""
+    protocol, metadata = dt.protocol(), dt.metadata()
+    return (protocol.min_reader_version == 1
+            or (protocol.min_reader_version == 3 and set(protocol.reader_features or []) <= PLAIN_READER_FEATURES)) \
+        and metadata.configuration.get("delta.columnMapping.mode", "none") == "none" \
+        and not metadata.partition_columns
 
 
 def require_version_range(ref: TableRef, dt: DeltaTable, first: int, last: int) -> None:
