@@ -1,6 +1,7 @@
-"""What reading a table's change data feed costs, by reader: mvengine's `mvdelta` Python data source (what
-refresh reads changes through today), Delta's own Spark connector (`readChangeFeed`, when its jars are loaded:
-`make jars`), and delta-rs alone on the driver (`load_cdf`, to Arrow). The table gets --rows inserted rows, then
+"""What reading a table's change data feed costs, by reader: `read_changes` (what refresh reads changes with:
+Delta's own connector when the session has it, with mvengine's commit times), Delta's connector alone
+(`readChangeFeed`, when its jars are loaded: `make jars`), mvengine's `mvdelta` Python data source (delta-rs in
+Spark's Python workers), and delta-rs alone on the driver (`load_cdf`, to Arrow). The table gets --rows inserted rows, then
 as many updated (a MERGE), so the feed of the two commits holds --rows inserts and 2 × --rows update images.
 
 Each reader counts the change rows of the two commits and collects their sum of ids (so every row is read);
@@ -20,6 +21,7 @@ from deltalake import DeltaTable
 
 from mvengine.runtime.session import has_native_delta, spark_session
 from mvengine.storage.api import merge_into, read_changes, write_table
+from mvengine.storage.datasource import FORMAT
 from mvengine.storage.tables import TableRef
 
 
@@ -36,8 +38,13 @@ def main() -> None:
     last = DeltaTable(ref.uri).version()  # the MERGE
     first = last - 1  # the inserts
 
-    def mvdelta() -> int:
+    def api() -> int:
         return read_changes(spark, ref, first, last).selectExpr("count(*)", "sum(id)").collect()[0][0]
+
+    def mvdelta() -> int:
+        df = (spark.read.format(FORMAT).option("readChangeFeed", "true").option("startingVersion", first)
+              .option("endingVersion", last).load(ref.uri))
+        return df.selectExpr("count(*)", "sum(id)").collect()[0][0]
 
     def native() -> int:
         df = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
@@ -47,7 +54,8 @@ def main() -> None:
     def delta_rs() -> int:
         return DeltaTable(ref.uri).load_cdf(starting_version=first, ending_version=last).read_all().num_rows
 
-    readers = {"mvdelta data source (Spark)": mvdelta, "delta-rs load_cdf (driver)": delta_rs}
+    readers = {"read_changes (refresh)": api, "mvdelta data source (Spark)": mvdelta,
+               "delta-rs load_cdf (driver)": delta_rs}
     if has_native_delta(spark):
         readers["Delta connector readChangeFeed"] = native
     print(f"{'reader':34} {'change rows':>12} {'median s':>9}")
