@@ -1,5 +1,6 @@
-"""What reading a table's change data feed costs, by reader: `read_changes` (what refresh reads changes with:
-Delta's own connector when the session has it, with mvengine's commit times), Delta's connector alone
+"""What reading a table's change data feed costs, by reader: `read_change_feed` with the feed read by delta-rs on
+the driver and handed to Spark as Arrow (what refresh does for feeds of at most 500k rows), `read_changes`
+(Delta's own connector when the session has it, with mvengine's commit times), Delta's connector alone
 (`readChangeFeed`, when its jars are loaded: `make jars`), mvengine's `mvdelta` Python data source (delta-rs in
 Spark's Python workers), and delta-rs alone on the driver (`load_cdf`, to Arrow). The table gets --rows inserted rows, then
 as many updated (a MERGE), so the feed of the two commits holds --rows inserts and 2 × --rows update images.
@@ -20,7 +21,7 @@ import time
 from deltalake import DeltaTable
 
 from mvengine.runtime.session import has_native_delta, spark_session
-from mvengine.storage.api import merge_into, read_changes, write_table
+from mvengine.storage.api import merge_into, read_change_feed, read_changes, write_table
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.tables import TableRef
 
@@ -41,6 +42,10 @@ def main() -> None:
     def api() -> int:
         return read_changes(spark, ref, first, last).selectExpr("count(*)", "sum(id)").collect()[0][0]
 
+    def on_driver() -> int:
+        feed = read_change_feed(spark, ref, first, last, driver_rows=10 * args.rows)
+        return feed.rows.selectExpr("count(*)", "sum(id)").collect()[0][0]
+
     def mvdelta() -> int:
         df = (spark.read.format(FORMAT).option("readChangeFeed", "true").option("startingVersion", first)
               .option("endingVersion", last).load(ref.uri))
@@ -54,10 +59,13 @@ def main() -> None:
     def delta_rs() -> int:
         return DeltaTable(ref.uri).load_cdf(starting_version=first, ending_version=last).read_all().num_rows
 
-    readers = {"read_changes (refresh)": api, "mvdelta data source (Spark)": mvdelta,
+    readers = {"read_change_feed, on the driver": on_driver, "read_changes (connector)": api,
+               "mvdelta data source (Spark)": mvdelta,
                "delta-rs load_cdf (driver)": delta_rs}
     if has_native_delta(spark):
         readers["Delta connector readChangeFeed"] = native
+    for read in readers.values():  # warm the JVM up for all, so the first reader timed is not penalised
+        read()
     print(f"{'reader':34} {'change rows':>12} {'median s':>9}")
     for label, read in readers.items():
         times, rows = [], 0

@@ -28,6 +28,7 @@ from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
+from phases import median_phases  # benchmarks/phases.py
 
 SQL = """
 CREATE TABLE facts (id BIGINT NOT NULL, g BIGINT, v BIGINT, PRIMARY KEY (id) NOT ENFORCED);
@@ -52,6 +53,8 @@ def main() -> None:
     parser.add_argument("--groups", nargs="+", default=["1%"], help="group counts: 1000, or 1%% of the rows")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--profile", action="store_true",
+                        help="after each line, the median time and Spark jobs of every phase of the batches")
     args = parser.parse_args()
     spark = spark_session(master=args.master)
     print(f"{'rows':>10} {'groups':>8} {'changed':>9} {'incremental s':>14} {'batch s':>8} {'full s':>7} "
@@ -60,10 +63,10 @@ def main() -> None:
         for spec in args.groups:
             groups = group_count(spec, n)
             sizes = args.changed_rows or [max(int(n * share), 1) for share in args.changes]
-            _run(spark, n, groups, sizes, args.repeat)
+            _run(spark, n, groups, sizes, args.repeat, args.profile)
 
 
-def _run(spark, n: int, groups: int, sizes: list[int], repeat: int) -> None:
+def _run(spark, n: int, groups: int, sizes: list[int], repeat: int, profile: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="mvbench"))
     (root / "views").mkdir()
     (root / "views" / "bench.sql").write_text(SQL)
@@ -77,7 +80,7 @@ def _run(spark, n: int, groups: int, sizes: list[int], repeat: int) -> None:
                                       (F.col("id") % 97).alias("v")), facts)
     refresher.refresh()  # bootstrap
     for changed in sizes:
-        incremental, batch, full = [], [], []
+        incremental, batch, full, rounds = [], [], [], []
         for r in range(repeat):
             start = (r * 7919) % max(n - changed, 1)
             merge_into(spark.range(start, start + changed).select(
@@ -86,10 +89,13 @@ def _run(spark, n: int, groups: int, sizes: list[int], repeat: int) -> None:
             batches.clear()
             incremental.append(_timed(lambda: refresher.refresh()))
             batch.append(sum(b.millis for b in batches if b.kind == "stream") / 1000)
+            rounds.append([b for b in batches if b.kind == "stream"])
             full.append(_timed(lambda: refresher.refresh(full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
         print(f"{n:>10} {groups:>8} {changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} {ful:>7.1f} "
               f"{ful / inc:>9.1f}x", flush=True)
+        if profile:
+            print(median_phases(rounds), flush=True)
 
 
 def _timed(work) -> float:

@@ -31,6 +31,7 @@ from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
+from phases import median_phases  # benchmarks/phases.py
 
 SQL = """
 CREATE TABLE facts (id BIGINT NOT NULL, d BIGINT, v BIGINT, PRIMARY KEY (id) NOT ENFORCED);
@@ -56,6 +57,8 @@ def main() -> None:
                         help="share of the dimension rows renamed per round (default: none)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--profile", action="store_true",
+                        help="after each line, the median time and Spark jobs of every phase of the batches")
     args = parser.parse_args()
     spark = spark_session(master=args.master)
     print(f"{'view':>6} {'rows':>10} {'changed':>9} {'dims chg':>9} {'incremental s':>14} {'batch s':>8} "
@@ -63,10 +66,10 @@ def main() -> None:
     for n in args.rows:
         for view in args.view:
             _run(spark, view, n, [max(int(n * share), 1) for share in args.changes], args.dim_changes,
-                 args.repeat)
+                 args.repeat, args.profile)
 
 
-def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: int) -> None:
+def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: int, profile: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="mvbench"))
     (root / "views").mkdir()
     (root / "views" / "bench.sql").write_text(SQL)
@@ -84,7 +87,7 @@ def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: i
     refresher.refresh(target)  # bootstrap
     dim_changed = int(dim_rows * dim_share)
     for changed in sizes:
-        incremental, batch, full = [], [], []
+        incremental, batch, full, rounds = [], [], [], []
         for r in range(repeat):
             start = (r * 7919) % max(n - changed, 1)
             merge_into(spark.range(start, start + changed).select(
@@ -96,10 +99,13 @@ def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: i
             batches.clear()
             incremental.append(_timed(lambda: refresher.refresh(target)))
             batch.append(sum(b.millis for b in batches if b.kind == "stream") / 1000)
+            rounds.append([b for b in batches if b.kind == "stream"])
             full.append(_timed(lambda: refresher.refresh(target, full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
         print(f"{view:>6} {n:>10} {changed:>9} {dim_changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} "
               f"{ful:>7.1f} {ful / inc:>9.1f}x", flush=True)
+        if profile:
+            print(median_phases(rounds), flush=True)
 
 
 def _dims(spark, first: int, last: int, revision: int):

@@ -3,8 +3,8 @@
 
 Times `start()` to the end of the first `foreachBatch` call, which counts the batch's rows, and to the query's
 end, for a Python data source that returns one row, for mvengine's change stream over a one-row Delta table
-(its version-range stream, a Python data source, with the batch's changes read by `read_changes`, as refresh
-does), for Delta's own connector streaming the change feed of the same table (when its jars are loaded:
+(its version-range stream, a Python data source, with the batch's changes read by `read_change_feed`, as
+refresh does: a small feed by delta-rs on the driver), for Delta's own connector streaming the change feed of the same table (when its jars are loaded:
 `make jars`), and for Spark's built-in text file source. Medians of --repeat runs, after one warm-up run of each.
 
 Each source is measured twice, in two child processes (a process has one Spark session): with the workers
@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from mvengine.runtime import session
 from mvengine.runtime.session import spark_session
-from mvengine.storage.api import batch_ranges, read_changes, stream_version_ranges, write_table
+from mvengine.storage.api import batch_ranges, read_change_feed, stream_version_ranges, write_table
 from mvengine.storage.tables import TableRef
 
 
@@ -89,7 +89,7 @@ def main() -> None:
 
     def count_changes(df, batch_id, checkpoint):
         (lo, hi), = batch_ranges(checkpoint, batch_id).values()
-        return read_changes(spark, delta, lo + 1, hi).count()
+        return read_change_feed(spark, delta, lo + 1, hi, driver_rows=500_000).rows.count()
 
     sources = {
         "python data source (one row)": (lambda: spark.readStream.format("one_row").load(), count),

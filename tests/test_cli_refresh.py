@@ -1,13 +1,19 @@
-"""`mv refresh` as a user runs it (real processes): the batch lines, an up-to-date second run, a rebuild when the
-SQL changes, and `--continuous` stopping cleanly on SIGTERM."""
+"""`mv refresh` as a user runs it (real processes): the batch lines, an up-to-date second run, a batch's phases
+(`--profile`), a rebuild when the SQL changes, and `--continuous` stopping cleanly on SIGTERM."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from mvengine.project.catalog import load_catalog
+from mvengine.project.config import load_config
 from tests.test_cli import BIN, run
 
 SOURCES = "CREATE TABLE scores (name STRING NOT NULL, team STRING, score INT);\n"
@@ -30,6 +36,17 @@ def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_
     assert "default log4j profile" not in first.stderr and "Setting default log level" not in first.stderr  # quiet
     again = run("--project", str(root), "refresh")
     assert again.returncode == 0 and again.stdout.strip() == "every view is up to date"
+    scores = load_catalog(load_config(root)).sources["scores"].path
+    schema = pa.schema([pa.field("name", pa.string(), False), ("team", pa.string()), ("score", pa.int32())])
+    write_deltalake(scores, pa.table({"name": ["ann"], "team": ["red"], "score": [3]}, schema), mode="append")
+    profiled = run("--project", str(root), "refresh", "--profile")
+    assert profiled.returncode == 0, profiled.stderr
+    line, phases = profiled.stdout.splitlines()[:2]
+    assert line.startswith("totals: batch 1 [stream] inputs scores@1: 1 changes in, 1 changelog rows out")
+    # One row's changes are read by delta-rs on the driver: no Spark job reads or counts them.
+    assert phases.startswith("  phases: start query ") and "read changes " in phases
+    assert re.search(r"read changes \d+ ms \(0 jobs\), count changes \d+ ms \(0 jobs\)", phases), phases
+    assert re.search(r"commit changelog \d+ ms \(\d+ jobs?\)$", phases), phases
     (root / "views" / "totals.sql").write_text(VIEW.replace("SUM(score) AS total", "SUM(score) AS total, "
                                                                                   "COUNT(*) AS n"))
     changed = run("--project", str(root), "refresh", "totals")

@@ -1,13 +1,17 @@
-"""Change data feed reads (batch) after inserts, updates, deletes and merges."""
+"""Change data feed reads (batch) after inserts, updates, deletes and merges, by each reader."""
 
 from __future__ import annotations
 
 import pytest
 from deltalake import DeltaTable
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from conftest import rows
+from conftest import bag, rows
 from mvengine.errors import CdfDisabledError, StorageError
-from mvengine.storage.api import merge_into, read_changes, write_table
+from mvengine.storage.api import merge_into, read_change_feed, read_changes, write_table
+from mvengine.storage.datasource import FORMAT
+from mvengine.storage.tables import TableRef
 
 
 def changes(spark, ref, first, last=None):
@@ -67,3 +71,39 @@ def test_invalid_range_is_refused(spark, table):
     write_table(spark.range(1), ref)
     with pytest.raises(StorageError, match=r"invalid change range 0..5 .* versions are 0..0"):
         read_changes(spark, ref, 0, 5)
+
+
+COMMITS = st.lists(st.one_of(
+    st.tuples(st.just("insert"), st.lists(st.integers(0, 9), min_size=1, max_size=4)),
+    st.tuples(st.just("merge"), st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True)),
+    st.tuples(st.just("spark_update"), st.integers(0, 9)),
+    st.tuples(st.just("spark_delete"), st.integers(0, 9)),
+), min_size=1, max_size=5)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(commits=COMMITS, data=st.data())
+def test_every_reader_of_a_feed_gives_the_same_rows_and_commit_times(spark, tmp_path_factory, commits, data):
+    """delta-rs on the driver (`driver_rows`), Delta's connector, and mvdelta read the same feed, with the same
+    commit times, over commits by both engines."""
+    ref = TableRef(str(tmp_path_factory.mktemp("feeds") / "t"))
+    write_table(spark.createDataFrame([(0, "a")], "id long, v string"), ref)
+    for kind, arg in commits:
+        if kind == "insert":
+            write_table(spark.createDataFrame([(i, "i") for i in arg], "id long, v string"), ref)
+        elif kind == "merge":
+            merge_into(spark.createDataFrame([(i, "m") for i in arg], "id long, v string"), ref, ["id"])
+        elif kind == "spark_update":
+            spark.sql(f"UPDATE delta.`{ref.uri}` SET v = 'u' WHERE id = {arg}")
+        else:
+            spark.sql(f"DELETE FROM delta.`{ref.uri}` WHERE id = {arg}")
+    last = DeltaTable(ref.uri).version()
+    first = data.draw(st.integers(0, last))
+    feed = read_change_feed(spark, ref, first, last, driver_rows=1_000)
+    assert feed.arrow is not None and feed.counts()[0] == feed.arrow.num_rows
+    on_driver = feed.rows
+    by_connector = read_changes(spark, ref, first, last)
+    by_mvdelta = (spark.read.format(FORMAT).option("readChangeFeed", "true").option("startingVersion", first)
+                  .option("endingVersion", last).load(ref.uri))
+    assert on_driver.schema.simpleString() == by_mvdelta.schema.simpleString()
+    assert bag(on_driver) == bag(by_connector) == bag(by_mvdelta)

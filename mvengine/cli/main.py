@@ -107,6 +107,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     refresh.add_argument("--interval", metavar="DURATION",
                          help="with --continuous: how often to look for new input commits (default: [refresh] "
                               "interval, 1s)")
+    refresh.add_argument("--profile", action="store_true",
+                         help="under each batch line, where its time went: each phase (start query, read "
+                              "changes, plan delta rule, compute changes, each commit) with its milliseconds "
+                              "and Spark jobs")
     _reading_commands(commands)
     demo = commands.add_parser(
         "demo", help="write a live stream of changes into the example project's sources",
@@ -273,7 +277,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "refresh":
         from mvengine.cli.refresh import run_refresh
         return run_refresh(project, console, args.views, full=args.full, continuous=args.continuous,
-                           interval=args.interval)
+                           interval=args.interval, profile=args.profile)
     from mvengine.cli import reading
 
     if args.command == "query":

@@ -16,7 +16,7 @@ from mvengine.project.config import Config, parse_duration
 
 
 def run_refresh(project: Project, console: Console, views: list[str], *, full: bool, continuous: bool,
-                interval: str | None) -> int:
+                interval: str | None, profile: bool = False) -> int:
     config = project.config
     if interval is not None and not continuous:
         raise MvError("--interval only applies with --continuous", hint="mv refresh --continuous --interval 5s")
@@ -25,7 +25,7 @@ def run_refresh(project: Project, console: Console, views: list[str], *, full: b
     for name in _orphans(config, catalog):
         console.out(f"warning: {name} has tables in the warehouse but is no longer in views/; they are left as "
                     "they are")
-    status = _Status(console)
+    status = _Status(console, profile)
 
     def refresh(full: bool = False) -> None:
         project.refresh(views or None, full=full, on_batch=status.batch, stopping=stopping)
@@ -52,8 +52,9 @@ def run_refresh(project: Project, console: Console, views: list[str], *, full: b
 class _Status:
     """Batch lines as they commit; on a terminal, a spinner naming what is being worked on."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, profile: bool) -> None:
         self.console = console
+        self.profile = profile
         self.batches = 0
         self._live = None
         self._rich = None
@@ -67,10 +68,12 @@ class _Status:
 
     def batch(self, report) -> None:
         self.batches += 1
-        if self._rich is not None:
-            self._rich.print(report.line(), markup=False)  # above the spinner, not through it
-        else:
-            self.console.out(report.line())
+        lines = [report.line()] + ([report.profile()] if self.profile else [])
+        for line in lines:
+            if self._rich is not None:
+                self._rich.print(line, markup=False)  # above the spinner, not through it
+            else:
+                self.console.out(line)
 
     def close(self) -> None:
         if self._live is not None:

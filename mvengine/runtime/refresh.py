@@ -31,11 +31,14 @@ from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
 from mvengine.runtime.emit import EMIT_STATE, view_changes
+from mvengine.runtime.profile import Phase, Profile
 from mvengine.storage.api import (
     DELETE_MARK,
+    RETRACTIONS,
+    ChangeFeed,
     batch_ranges,
     merge_into,
-    read_changes,
+    read_change_feed,
     read_table,
     remove_folder,
     replace_rows,
@@ -46,8 +49,9 @@ from mvengine.storage.change_reader import CHANGE_COLUMNS
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import TableRef, commit_metadata, is_committed, version_before
 
-# A batch of at most this many input changes (and changelog rows) writes its state, snapshot and changelog
-# from the driver, collected as Arrow: Spark write jobs cost more than the work for small batches.
+# An input's changes of at most this many rows are read on the driver (delta-rs, as Arrow); a batch of at most
+# this many input changes (and changelog rows) writes its state, snapshot and changelog from the driver,
+# collected as Arrow: Spark jobs cost more than the work for small batches.
 DRIVER_ROWS = 500_000
 
 
@@ -70,6 +74,7 @@ class BatchReport:
     rows_out: int
     millis: int
     note: str = ""
+    phases: list[Phase] = field(default_factory=list)  # where the time went (runtime/profile.py)
 
     def line(self) -> str:
         versions = ", ".join(f"{n}@{v}" for n, v in self.inputs.items())
@@ -77,6 +82,10 @@ class BatchReport:
         work = "recomputed" if self.rows_in is None else f"{self.rows_in} changes in"
         return (f"{self.view}: batch {self.batch_id} [{self.kind}] inputs {versions}: {work}, "
                 f"{self.rows_out} changelog rows out, {self.millis} ms{note}")
+
+    def profile(self) -> str:
+        """The batch's phases, one line: `mv refresh --profile` prints it under the batch line."""
+        return "  phases: " + ", ".join(p.text() for p in self.phases)
 
 
 @dataclass
@@ -209,24 +218,27 @@ class Refresher:
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                            fresh=(kind == "bootstrap"), persistent=frozenset({EMIT_STATE}))
         batch = Batch(self.spark, {}, state)
+        profile = Profile(self.spark)
         try:
-            if incremental:
-                batch.changes = {n: inserts(self._read_input(n, r, versions[n]), mtime) for n, r in refs.items()}
-                new_rows = view_delta(plan.root, batch)
-            else:
-                new_rows = inserts(self._compute(plan, refs, versions), mtime)
-            snapshot_before = _version_before(tables.snapshot, application, batch_id)
-            changes = new_rows
-            if snapshot_before is not None:
-                old = read_table(self.spark, tables.snapshot, version=snapshot_before)
-                changes = changes.unionByName(old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME)))
+            with profile.phase("plan inputs"):
+                if incremental:
+                    batch.changes = {n: inserts(self._read_input(n, r, versions[n]), mtime) for n, r in refs.items()}
+                    new_rows = view_delta(plan.root, batch)
+                else:
+                    new_rows = inserts(self._compute(plan, refs, versions), mtime)
+                snapshot_before = _version_before(tables.snapshot, application, batch_id)
+                changes = new_rows
+                if snapshot_before is not None:
+                    old = read_table(self.spark, tables.snapshot, version=snapshot_before)
+                    changes = changes.unionByName(old.select("*", F.lit(-1).cast("long").alias(WEIGHT),
+                                                             mtime.alias(MTIME)))
             rows_out = self._commit(plan, tables, batch, changes, app_id=application, batch_id=batch_id,
                                     generation=generation, kind=kind, inputs=versions,
-                                    snapshot_before=snapshot_before)
+                                    snapshot_before=snapshot_before, profile=profile)
         finally:
             batch.release()
         self.report(BatchReport(plan.name, batch_id, kind, versions, None, rows_out,
-                                int((time.monotonic() - started) * 1000), note))
+                                int((time.monotonic() - started) * 1000), note, profile.phases))
 
     def _compute(self, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]) -> DataFrame:
         """The view's query run by Spark over its inputs at the given versions."""
@@ -250,6 +262,7 @@ class Refresher:
         application = app_id(plan.name, last.generation)
 
         failures: list[BaseException] = []
+        query_started = [time.monotonic()]  # until the query's first batch with work: its start is reported there
 
         def run(df: DataFrame, spark_batch: int) -> None:
             try:
@@ -264,30 +277,40 @@ class Refresher:
                 return  # nothing new (a new query's first batch, or inputs that did not move)
             started = time.monotonic()
             batch_id = base + spark_batch + 1
-            feeds = {n: read_changes(self.spark, refs[n], lo + 1, hi).persist() for n, (lo, hi) in ranges.items()}
+            profile = Profile(self.spark)
+            if query_started:
+                profile.add("start query", int((started - query_started.pop()) * 1000))
+            with profile.phase("read changes"):
+                feeds = {n: read_change_feed(self.spark, refs[n], lo + 1, hi, driver_rows=DRIVER_ROWS)
+                         for n, (lo, hi) in ranges.items()}
+                for feed in feeds.values():
+                    if feed.arrow is None:  # read by Spark: cached by the count, for the rule to read again
+                        feed.rows.persist()
             try:
-                rows_in = self._count_changes(plan, feeds, ranges)
-                changes = {n: from_change_feed(rows, [c for c in rows.columns if c not in CHANGE_COLUMNS])
-                           for n, rows in feeds.items()}
+                with profile.phase("count changes"):
+                    rows_in = self._count_changes(plan, feeds, ranges)
+                changes = {n: from_change_feed(f.rows, [c for c in f.rows.columns if c not in CHANGE_COLUMNS])
+                           for n, f in feeds.items()}
                 state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                                    fresh=False, on_driver=rows_in <= DRIVER_ROWS)
                 before = {n: _reader(self._read_input, n, refs[n], lo) for n, (lo, hi) in ranges.items()}
                 moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
                 batch = Batch(self.spark, changes, state, before=before, moved=moved)
                 try:
-                    zset = view_delta(plan.root, batch)
+                    with profile.phase("plan delta rule"):
+                        zset = view_delta(plan.root, batch)
                     versions = {n: hi for n, (lo, hi) in ranges.items()}
                     snapshot_before = _version_before(tables.snapshot, application, batch_id)
                     rows_out = self._commit(plan, tables, batch, zset, app_id=application, batch_id=batch_id,
                                             generation=last.generation, kind="stream", inputs=versions,
-                                            snapshot_before=snapshot_before)
+                                            snapshot_before=snapshot_before, profile=profile)
                 finally:
                     batch.release()
             finally:
-                for rows in feeds.values():
-                    rows.unpersist()
+                for feed in feeds.values():
+                    feed.rows.unpersist()
             self.report(BatchReport(plan.name, batch_id, "stream", versions, rows_in, rows_out,
-                                    int((time.monotonic() - started) * 1000)))
+                                    int((time.monotonic() - started) * 1000), phases=profile.phases))
 
         stream = stream_version_ranges(self.spark, refs, starting_versions=last.inputs, ending_versions=targets)
         query = (stream.writeStream.queryName(f"mvengine_{plan.name}").foreachBatch(run)
@@ -299,32 +322,32 @@ class Refresher:
                 raise failures[0] from None
             raise
 
-    def _count_changes(self, plan: ViewPlan, feeds: dict[str, DataFrame],
+    def _count_changes(self, plan: ViewPlan, feeds: dict[str, ChangeFeed],
                        ranges: dict[str, tuple[int, int]]) -> int:
-        """The batch's change rows, checking in the same Spark job (which also fills the feeds' caches) that no
-        input claimed append-only (a source declared so, or a view planned so) deleted or updated a row: the
-        view trusts the claim (a MIN/MAX keeps only the current extreme), so a retraction would make it
-        silently wrong."""
-        moved = [rows.select(F.lit(n).alias("_table"), "_change_type") for n, rows in feeds.items()
-                 if ranges[n][1] > ranges[n][0]]
-        if not moved:
-            return 0
-        df = moved[0]
-        for rows in moved[1:]:
-            df = df.unionByName(rows)
-        retracting = F.col("_change_type").isin("delete", "update_preimage")
-        per_input = df.groupBy("_table").agg(F.count(F.lit(1)).alias("rows"),
-                                             F.sum(retracting.cast("long")).alias("retractions")).collect()
-        for row in per_input:
-            name = row["_table"]
-            if row["retractions"] and self._claims_append_only(name):
+        """The batch's change rows, checking that no input claimed append-only (a source declared so, or a
+        view planned so) deleted or updated a row: the view trusts the claim (a MIN/MAX keeps only the current
+        extreme), so a retraction would make it silently wrong. Feeds read on the driver are counted there; the
+        others in one Spark job, which also fills their caches."""
+        counts = {n: f.counts() for n, f in feeds.items() if ranges[n][1] > ranges[n][0]}
+        in_spark = [feeds[n].rows.select(F.lit(n).alias("_table"), "_change_type")
+                    for n, c in counts.items() if c is None]
+        if in_spark:
+            df = in_spark[0]
+            for rows in in_spark[1:]:
+                df = df.unionByName(rows)
+            retracting = F.col("_change_type").isin(*RETRACTIONS)
+            for row in df.groupBy("_table").agg(F.count(F.lit(1)).alias("rows"),
+                                                F.sum(retracting.cast("long")).alias("retractions")).collect():
+                counts[row["_table"]] = (row["rows"], row["retractions"])
+        for name, (_, retractions) in counts.items():
+            if retractions and self._claims_append_only(name):
                 lo, hi = ranges[name]
                 raise MvError(
                     f"{self._kind(name)} {name} is {'declared' if name in self.catalog.sources else 'planned'} "
-                    f"append-only, but its versions {lo + 1}..{hi} delete or update {row['retractions']} rows; "
+                    f"append-only, but its versions {lo + 1}..{hi} delete or update {retractions} rows; "
                     f"view {plan.name} would go wrong, so nothing was written",
                     hint=self._append_only_hint(name, lo))
-        return sum(row["rows"] for row in per_input)
+        return sum(rows or 0 for rows, _ in counts.values())
 
     def _claims_append_only(self, name: str) -> bool:
         if name in self.catalog.sources:
@@ -347,29 +370,34 @@ class Refresher:
 
     def _commit(self, plan: ViewPlan, tables: ViewTables, batch: Batch, zset: DataFrame, *, app_id: str,
                 batch_id: int, generation: int, kind: str, inputs: dict[str, int],
-                snapshot_before: int | None) -> int:
+                snapshot_before: int | None, profile: Profile) -> int:
         """Operator state, snapshot, emit revisions, changelog: each skipped when this batch already committed
         it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
         (possibly from newer input versions, for a bootstrap), and must find the revisions as they were."""
-        changes = view_changes(plan, zset, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
-                               batch_id=batch_id)
+        with profile.phase("compute changes"):
+            changes = view_changes(plan, zset, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
+                                   batch_id=batch_id)
         changelog = changes.changelog
         rows_out = changes.rows
-        batch.state.commit(batch.state.staged - {EMIT_STATE})
+        with profile.phase("commit state"):
+            batch.state.commit(batch.state.staged - {EMIT_STATE})
         metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True), "mvengine.batch_id": str(batch_id),
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
                     "mvengine.kind": kind, "mvengine.changes": str(rows_out)}
         txn = (app_id, batch_id)
         on_driver = batch.state.on_driver and rows_out <= DRIVER_ROWS
-        if changes.upserts is not None and tables.snapshot.exists():
-            merge_into(changes.upserts, tables.snapshot, changes.keys, delete_column=DELETE_MARK,
-                       metadata=metadata, txn=txn, on_driver=on_driver)
-        else:
-            replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata,
-                         txn=txn, on_driver=on_driver)
-        batch.state.commit()
-        write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
-                    on_driver=on_driver)
+        with profile.phase("commit snapshot"):
+            if changes.upserts is not None and tables.snapshot.exists():
+                merge_into(changes.upserts, tables.snapshot, changes.keys, delete_column=DELETE_MARK,
+                           metadata=metadata, txn=txn, on_driver=on_driver)
+            else:
+                replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata,
+                             txn=txn, on_driver=on_driver)
+        with profile.phase("commit key revisions"):
+            batch.state.commit()
+        with profile.phase("commit changelog"):
+            write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
+                        on_driver=on_driver)
         return rows_out
 
 

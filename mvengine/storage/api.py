@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
+from dataclasses import dataclass
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ from mvengine.project.config import join_uri
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import table_filesystem
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
-from mvengine.storage.change_reader import change_fields
+from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.tables import (
     TableRef,
     commit_history,
@@ -49,6 +50,7 @@ from mvengine.storage.writer import DeltaWriter, WriteOptions, check_compatible
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamReader
+    from pyspark.sql.types import StructType
 
 STAGING_DIR = "_mvengine_staging"  # under a table's root; Delta ignores folders starting with '_'
 # The column of merged rows that says a row deletes (its key) rather than adds: named so that no table column
@@ -99,15 +101,49 @@ def _read_files(spark: "SparkSession", dt: Any) -> "DataFrame":
 def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None) -> "DataFrame":
     """The change data feed of versions `first..last` (both included; `last` defaults to the latest), with
     `_change_type`, `_commit_version` and `_commit_timestamp`. `first = last + 1` is the empty range."""
+    return read_change_feed(spark, ref, first, last).rows
+
+
+@dataclass(frozen=True)
+class ChangeFeed:
+    rows: "DataFrame"
+    arrow: pa.Table | None  # the same rows on the driver, when they were read there
+
+    def counts(self) -> tuple[int, int] | None:
+        """(rows, deleted and update-preimage rows), when the rows are on the driver (no Spark job)."""
+        if self.arrow is None:
+            return None
+        kinds = self.arrow.column("_change_type")
+        return self.arrow.num_rows, pc.sum(pc.is_in(kinds, pa.array(list(RETRACTIONS)))).as_py() or 0
+
+
+RETRACTIONS = ("delete", "update_preimage")  # the change types that take a row away
+
+
+def read_change_feed(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None, *,
+                     driver_rows: int = 0) -> ChangeFeed:
+    """`read_changes`, and with `driver_rows`, a feed of at most that many rows, of a table delta-rs reads,
+    is read by delta-rs on the driver and handed to Spark as Arrow: Delta's connector would first run a Spark
+    job to rebuild the table's state at its new version, which costs more than reading a small feed
+    (benchmarks/README.md)."""
+    from pyspark.sql.types import StructType
+
     dt = ref.open()
     require_cdf(ref, dt)
     last = dt.version() if last is None else last
+    schema = StructType(list(delta_to_spark_schema(dt.schema().to_json()).fields) + change_fields())
     if first == last + 1:
-        from pyspark.sql.types import StructType
-
-        schema = delta_to_spark_schema(dt.schema().to_json())
-        return spark.createDataFrame([], StructType(list(schema.fields) + change_fields()))
+        return ChangeFeed(spark.createDataFrame([], schema), spark_to_arrow_schema(schema).empty_table())
     require_version_range(ref, dt, first, last)
+    if driver_rows and in_plain_files(dt):
+        rows = _changes_on_driver(ref, first, last, schema, driver_rows)
+        if rows is not None:
+            return ChangeFeed(spark.createDataFrame(rows, schema), rows)
+    return ChangeFeed(_spark_changes(spark, ref, dt, first, last), None)
+
+
+def _spark_changes(spark: "SparkSession", ref: TableRef, dt: Any, first: int, last: int) -> "DataFrame":
+    """The feed read by Delta's connector (by `mvdelta` where Spark cannot reach the table)."""
     if not _spark_reads(spark, ref):
         reader = _storage(spark.read.format(FORMAT), ref).option("readChangeFeed", "true")
         return reader.option("startingVersion", first).option("endingVersion", last).load(ref.uri)
@@ -124,6 +160,19 @@ def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | N
     by_version = F.create_map(*[x for version, ms in times for x in (F.lit(version), F.lit(ms).cast("long"))])
     recorded = F.timestamp_millis(F.element_at(by_version, F.col("_commit_version")))
     return df.withColumn("_commit_timestamp", F.coalesce(recorded, F.col("_commit_timestamp")))
+
+
+def _changes_on_driver(ref: TableRef, first: int, last: int, schema: "StructType",
+                       most: int) -> pa.Table | None:
+    """The feed read by delta-rs as Arrow with the types Spark takes; None when it has more than `most` rows."""
+    arrow_schema = spark_to_arrow_schema(schema)
+    batches, rows = [], 0
+    for batch in change_batches(ref, VersionRange(first, last), arrow_schema.names):
+        rows += batch.num_rows
+        if rows > most:
+            return None
+        batches.append(conform_batch(batch, arrow_schema))
+    return pa.Table.from_batches(batches, arrow_schema)
 
 
 def _local(ref: TableRef) -> bool:
@@ -350,5 +399,5 @@ def _datafusion_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-__all__ = ["STAGING_DIR", "batch_ranges", "merge_into", "read_changes", "read_table", "replace_rows",
-           "stream_version_ranges", "write_table"]
+__all__ = ["STAGING_DIR", "ChangeFeed", "batch_ranges", "merge_into", "read_change_feed", "read_changes", "read_table",
+           "replace_rows", "stream_version_ranges", "write_table"]

@@ -57,7 +57,7 @@ def split_versions(ref: TableRef, first: int, last: int, files_per_partition: in
     return ranges
 
 
-def read_changes(ref: TableRef, versions: VersionRange, columns: list[str]) -> Iterator[pa.RecordBatch]:
+def change_batches(ref: TableRef, versions: VersionRange, columns: list[str]) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the change data feed of `versions` (not yet cast for Spark)."""
     dt = ref.open()
     try:
@@ -94,6 +94,6 @@ class ChangeReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, VersionRangePartition)
-        for batch in read_changes(self.ref, partition.versions, list(self.output_schema.names)):
+        for batch in change_batches(self.ref, partition.versions, list(self.output_schema.names)):
             if batch.num_rows:
                 yield conform_batch(batch, self.output_schema)
