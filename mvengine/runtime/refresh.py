@@ -332,6 +332,7 @@ class Refresher:
         in_spark = [feeds[n].rows.select(F.lit(n).alias("_table"), "_change_type")
                     for n, c in counts.items() if c is None]
         if in_spark:
+            counts.update({n: (0, 0) for n, c in counts.items() if c is None})  # a range may hold no changes
             df = in_spark[0]
             for rows in in_spark[1:]:
                 df = df.unionByName(rows)
@@ -347,7 +348,7 @@ class Refresher:
                     f"append-only, but its versions {lo + 1}..{hi} delete or update {retractions} rows; "
                     f"view {plan.name} would go wrong, so nothing was written",
                     hint=self._append_only_hint(name, lo))
-        return sum(rows or 0 for rows, _ in counts.values())
+        return sum(rows for rows, _ in counts.values())
 
     def _claims_append_only(self, name: str) -> bool:
         if name in self.catalog.sources:
