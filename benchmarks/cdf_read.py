@@ -1,5 +1,5 @@
 """What reading a table's change data feed costs, by reader: `read_change_feed` with the feed read by delta-rs on
-the driver and handed to Spark as Arrow (what refresh does for feeds of at most 500k rows), `read_changes`
+the driver and handed to Spark as Arrow (what refresh does for feeds of at most 50k rows), `read_changes`
 (Delta's own connector when the session has it, with mvengine's commit times), Delta's connector alone
 (`readChangeFeed`, when its jars are loaded: `make jars`), mvengine's `mvdelta` Python data source (delta-rs in
 Spark's Python workers), and delta-rs alone on the driver (`load_cdf`, to Arrow). The table gets --rows inserted rows, then

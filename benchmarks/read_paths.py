@@ -6,8 +6,12 @@ Then, per reader, the median of --repeat timed runs (after one warm-up) of:
   what a join's rule reads of its other input), counted and summed;
 - `changes of one commit`: the change data feed of the last commit, counted and summed.
 
-Readers: Spark's Parquet reader over the files delta-rs lists (`files`, what `read_table` uses for tables
-whose rows are their files' rows), Delta's connector (`delta`), and `mvdelta` (delta-rs in Python workers).
+Readers: for whole tables, Spark's Parquet reader over the files delta-rs lists (`files|driver` column: what
+`read_table` uses for tables whose rows are their files' rows); for changes, delta-rs on the driver handing
+Arrow to Spark (`files|driver` column: what refresh uses for feeds of at most 50k rows); Delta's connector
+(`delta`); and `mvdelta` (delta-rs in Python workers). The connector caches the state of the version it read
+last, so its repeated reads of one version do not include the state rebuild a new version costs (that cost
+shows in `read at older`, a version it does not cache).
 
     python benchmarks/read_paths.py --rows 1000000 --changed 10 10000 200000
 """
@@ -20,7 +24,7 @@ import tempfile
 import time
 
 from mvengine.runtime.session import has_native_delta, spark_session
-from mvengine.storage.api import merge_into, write_table
+from mvengine.storage.api import merge_into, read_change_feed, write_table
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.tables import TableRef
 
@@ -45,7 +49,7 @@ def main() -> None:
                 times.append(time.monotonic() - started)
         return statistics.median(times)
 
-    print(f"{'changed':>8} {'read':24} {'files s':>8} {'delta s':>8} {'mvdelta s':>10}", flush=True)
+    print(f"{'changed':>8} {'read':24} {'files|driver s':>15} {'delta s':>8} {'mvdelta s':>10}", flush=True)
     for changed in args.changed:
         ref = TableRef(tempfile.mkdtemp(prefix="mvread") + "/t")
         write_table(spark.range(args.rows).selectExpr("id", "id % 10 AS g"), ref)
@@ -70,8 +74,9 @@ def main() -> None:
 
         for label, version in (("read at latest", last), ("read at older", last - 1)):
             cells = [timed(lambda read=read: read(version)) for read in (files, delta, mvdelta)]
-            print(f"{changed:>8} {label:24} {cells[0]:>8.3f} {cells[1]:>8.3f} {cells[2]:>10.3f}", flush=True)
-        print(f"{changed:>8} {'changes of one commit':24} {'':>8} {timed(changes('delta')):>8.3f} "
+            print(f"{changed:>8} {label:24} {cells[0]:>15.3f} {cells[1]:>8.3f} {cells[2]:>10.3f}", flush=True)
+        on_driver = timed(lambda: read_change_feed(spark, ref, last, last, driver_rows=10 * changed).rows)
+        print(f"{changed:>8} {'changes of one commit':24} {on_driver:>15.3f} {timed(changes('delta')):>8.3f} "
               f"{timed(changes(FORMAT)):>10.3f}", flush=True)
 
 

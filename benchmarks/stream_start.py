@@ -89,7 +89,7 @@ def main() -> None:
 
     def count_changes(df, batch_id, checkpoint):
         (lo, hi), = batch_ranges(checkpoint, batch_id).values()
-        return read_change_feed(spark, delta, lo + 1, hi, driver_rows=500_000).rows.count()
+        return read_change_feed(spark, delta, lo + 1, hi, driver_rows=50_000).rows.count()
 
     sources = {
         "python data source (one row)": (lambda: spark.readStream.format("one_row").load(), count),

@@ -49,10 +49,13 @@ from mvengine.storage.change_reader import CHANGE_COLUMNS
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import TableRef, commit_metadata, is_committed, version_before
 
-# An input's changes of at most this many rows are read on the driver (delta-rs, as Arrow); a batch of at most
-# this many input changes (and changelog rows) writes its state, snapshot and changelog from the driver,
-# collected as Arrow: Spark jobs cost more than the work for small batches.
+# A batch of at most this many input changes (and changelog rows) writes its state, snapshot and changelog
+# from the driver, collected as Arrow: Spark write jobs cost more than the work for small batches.
 DRIVER_ROWS = 500_000
+# An input's changes of at most this many rows are read by delta-rs on the driver and handed to Spark as Arrow:
+# below it that beats Delta's connector, which first rebuilds the table's state in a Spark job; above it, moving
+# the rows into Spark costs more (benchmarks/README.md, "Which reader").
+DRIVER_CHANGE_ROWS = 50_000
 
 
 def sql_hash(plan: ViewPlan) -> str:
@@ -281,7 +284,7 @@ class Refresher:
             if query_started:
                 profile.add("start query", int((started - query_started.pop()) * 1000))
             with profile.phase("read changes"):
-                feeds = {n: read_change_feed(self.spark, refs[n], lo + 1, hi, driver_rows=DRIVER_ROWS)
+                feeds = {n: read_change_feed(self.spark, refs[n], lo + 1, hi, driver_rows=DRIVER_CHANGE_ROWS)
                          for n, (lo, hi) in ranges.items()}
                 for feed in feeds.values():
                     if feed.arrow is None:  # read by Spark: cached by the count, for the rule to read again
