@@ -2,10 +2,11 @@
 
 Per view (DESIGN.md §4–§5): a new view, a view whose SQL changed, or `--full` is computed from its inputs'
 current versions (a new *generation*); an incremental view then runs one Structured Streaming query over the
-change data feed of its inputs, whose `foreachBatch` applies the view's delta rule; a full-refresh view is
-recomputed whenever an input moved. Every batch writes the view's state, snapshot and changelog, each with the
-application transaction (view generation, batch id), so a batch replayed after a crash skips what it already
-committed and recomputes the rest from the pre-batch versions (time travel).
+version ranges of its inputs, whose `foreachBatch` reads each range's change data feed and applies the view's
+delta rule; a full-refresh view is recomputed whenever an input moved. Every batch writes the view's state,
+snapshot and changelog, each with the application transaction (view generation, batch id), so a batch replayed
+after a crash skips what it already committed and recomputes the rest from the pre-batch versions (time
+travel).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from mvengine.storage.tables import TableRef, commit_metadata, is_committed, ver
 DRIVER_ROWS = 500_000
 # An input's changes of at most this many rows are read by delta-rs on the driver and handed to Spark as Arrow:
 # below it that beats Delta's connector, which first rebuilds the table's state in a Spark job; above it, moving
-# the rows into Spark costs more (benchmarks/README.md, "Which reader").
+# the rows into Spark costs more (benchmarks/README.md, "Which reader, which writer").
 DRIVER_CHANGE_ROWS = 50_000
 
 

@@ -2,16 +2,18 @@
 Each function validates on the driver first (with delta-rs, which reads a table's log in milliseconds), so
 mistakes surface as MvErrors naming the table and path rather than as exceptions from inside Spark.
 
-Each read takes the reader that is fastest for the table (measured in benchmarks/README.md, "Which reader"):
+Each read and write takes the engine that is fastest for it (measured in benchmarks/README.md, "Which
+reader, which writer"):
 - a table whose rows are exactly its data files' rows (mvengine's own tables; sources without deletion
   vectors, column mapping or partitions) is read by Spark's Parquet reader from the files delta-rs lists for
   the version: no Spark job to rebuild the table's state, which Delta's connector runs for every version
-  it has not cached (0.6-1 s for time travel);
-- other tables, and every change data feed, by Delta's own connector (`delta` format);
+  it has not cached (0.8-1.2 s for time travel);
+- other tables, and change data feeds, by Delta's own connector (`delta` format); a small feed, on request
+  (`read_change_feed(driver_rows=...)`), by delta-rs on the driver, handed to Spark as Arrow;
 - by `mvdelta`, the Python data source over delta-rs, when the session has no Delta connector or the table is
   on an object store Spark cannot reach yet.
-Writes and merges go through delta-rs (small ones from the driver), which records mvengine's commit metadata
-and application transactions in the same commit.
+Writes and merges go through delta-rs (small ones from the driver), 4-6x faster than the connector's here,
+and recording mvengine's commit metadata and application transaction in the same commit.
 """
 
 from __future__ import annotations
