@@ -21,8 +21,8 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,10 +32,10 @@ import pyarrow.compute as pc
 from mvengine.errors import StorageError
 from mvengine.names import quote_identifier, validate_name
 from mvengine.project.config import join_uri
+from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import table_filesystem
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
-from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.tables import (
     TableRef,
     commit_history,
@@ -106,6 +106,9 @@ def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | N
     return read_change_feed(spark, ref, first, last).rows
 
 
+RETRACTIONS = ("delete", "update_preimage")  # the change types that take a row away
+
+
 @dataclass(frozen=True)
 class ChangeFeed:
     rows: "DataFrame"
@@ -117,9 +120,6 @@ class ChangeFeed:
             return None
         kinds = self.arrow.column("_change_type")
         return self.arrow.num_rows, pc.sum(pc.is_in(kinds, pa.array(list(RETRACTIONS)))).as_py() or 0
-
-
-RETRACTIONS = ("delete", "update_preimage")  # the change types that take a row away
 
 
 def read_change_feed(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None, *,
