@@ -6,9 +6,9 @@ input, also of inputs with no changes in it, an offset is self-describing: for e
 in `foreachBatch`. Committed versions never change, so replaying a batch from its checkpointed offsets covers
 exactly the same versions.
 
-The stream carries no rows: the consumer reads each range's changes with `mvengine.storage.api.read_changes`,
-which picks the fastest reader for the table (Delta's connector reads a change feed faster than a Python data
-source can hand its rows to Spark; benchmarks/README.md). Offsets are whole versions taken together, so every
+The stream carries no rows: the consumer reads each range's changes with `mvengine.storage.api`'s
+`read_change_feed`, which picks the reader by the table and the feed's size (delta-rs on the driver for a
+small feed, Delta's connector for a large one; benchmarks/README.md). Offsets are whole versions taken together, so every
 batch ends at one consistent cut of all its tables, which Delta's own streaming source cannot promise (it may
 stop inside a version, and each table's stream advances on its own).
 """
