@@ -6,7 +6,8 @@ Spark's Python workers), and delta-rs alone on the driver (`load_cdf`, to Arrow)
 as many updated (a MERGE), so the feed of the two commits holds --rows inserts and 2 × --rows update images.
 
 Each reader counts the change rows of the two commits and collects their sum of ids (so every row is read);
-medians of --repeat runs after one warm-up run, all in one process.
+medians of --repeat rounds (each round runs every reader once, in turn) after one warm-up run of each, all in
+one process.
 
     python benchmarks/cdf_read.py --rows 200000 --repeat 5
 """
@@ -66,16 +67,17 @@ def main() -> None:
         readers["Delta connector readChangeFeed"] = native
     for read in readers.values():  # warm the JVM up for all, so the first reader timed is not penalised
         read()
-    print(f"{'reader':34} {'change rows':>12} {'median s':>9}")
-    for label, read in readers.items():
-        times, rows = [], 0
-        for run in range(args.repeat + 1):
+    # Rounds of every reader in turn, so that a drift of the machine or the JVM weighs on all of them alike.
+    times: dict[str, list[float]] = {label: [] for label in readers}
+    rows: dict[str, int] = {}
+    for _ in range(args.repeat):
+        for label, read in readers.items():
             started = time.monotonic()
-            rows = read()
-            if run:
-                times.append(time.monotonic() - started)
-        print(f"{label:34} {rows:>12} {statistics.median(times):>9.3f}", flush=True)
-
+            rows[label] = read()
+            times[label].append(time.monotonic() - started)
+    print(f"{'reader':34} {'change rows':>12} {'median s':>9}")
+    for label in readers:
+        print(f"{label:34} {rows[label]:>12} {statistics.median(times[label]):>9.3f}", flush=True)
 
 if __name__ == "__main__":
     main()
