@@ -53,9 +53,10 @@ from mvengine.storage.tables import TableRef, commit_metadata, is_committed, ver
 # A batch of at most this many input changes (and changelog rows) writes its state, snapshot and changelog
 # from the driver, collected as Arrow: Spark write jobs cost more than the work for small batches.
 DRIVER_ROWS = 500_000
-# An input's changes of at most this many rows are read by delta-rs on the driver and handed to Spark as Arrow:
-# below it that beats Delta's connector, which first rebuilds the table's state in a Spark job; above it, moving
-# the rows into Spark costs more (benchmarks/README.md, "Which reader, which writer").
+# An input's changes of at most this many rows are read by delta-rs on the driver and handed to Spark as Arrow;
+# above it, moving the rows from Python into Spark costs more than delta-rs in Spark's Python workers (mvdelta).
+# Both beat Delta's connector, which first rebuilds the table's state in a Spark job (benchmarks/README.md,
+# "Which reader, which writer").
 DRIVER_CHANGE_ROWS = 50_000
 
 
@@ -226,7 +227,7 @@ class Refresher:
         try:
             with profile.phase("plan inputs"):
                 if incremental:
-                    batch.changes = {n: inserts(self._read_input(n, r, versions[n]), mtime) for n, r in refs.items()}
+                    batch.changes = {n: inserts(read_table(self.spark, r, version=versions[n]), mtime) for n, r in refs.items()}
                     new_rows = view_delta(plan.root, batch)
                 else:
                     new_rows = inserts(self._compute(plan, refs, versions), mtime)
@@ -247,12 +248,9 @@ class Refresher:
     def _compute(self, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]) -> DataFrame:
         """The view's query run by Spark over its inputs at the given versions."""
         for name, ref in refs.items():
-            self._read_input(name, ref, versions[name]).createOrReplaceTempView(name)
+            read_table(self.spark, ref, version=versions[name]).createOrReplaceTempView(name)
         df = self.spark.sql(plan.view.query.sql("spark"))
         return df.toDF(*[c.name for c in plan.columns])
-
-    def _read_input(self, name: str, ref: TableRef, version: int) -> DataFrame:
-        return read_table(self.spark, ref, version=version)
 
     # -- incremental batches --------------------------------------------------------------------------------
 
@@ -297,7 +295,7 @@ class Refresher:
                            for n, f in feeds.items()}
                 state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                                    fresh=False, on_driver=rows_in <= DRIVER_ROWS)
-                before = {n: _reader(self._read_input, n, refs[n], lo) for n, (lo, hi) in ranges.items()}
+                before = {n: _reader(self.spark, refs[n], lo) for n, (lo, hi) in ranges.items()}
                 moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
                 batch = Batch(self.spark, changes, state, before=before, moved=moved)
                 try:
@@ -423,9 +421,9 @@ def _view_error(plan: ViewPlan, e: Exception) -> Exception:
     return e
 
 
-def _reader(read: Callable[[str, TableRef, int], DataFrame], name: str, ref: TableRef,
-            version: int) -> Callable[[], DataFrame]:
-    return lambda: read(name, ref, version)
+def _reader(spark: SparkSession, ref: TableRef, version: int) -> Callable[[], DataFrame]:
+    """A reader of the table at `version`, for a rule that reads an input as it was before the batch."""
+    return lambda: read_table(spark, ref, version=version)
 
 
 def _version_before(ref: TableRef, app_id: str, batch_id: int) -> int | None:

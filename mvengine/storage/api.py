@@ -8,8 +8,10 @@ reader, which writer"):
   vectors, column mapping or partitions) is read by Spark's Parquet reader from the files delta-rs lists for
   the version: no Spark job to rebuild the table's state, which Delta's connector runs for every version
   it has not cached (0.8-1.2 s for time travel);
-- other tables, and change data feeds, by Delta's own connector (`delta` format); a small feed, on request
-  (`read_change_feed(driver_rows=...)`), by delta-rs on the driver, handed to Spark as Arrow;
+- other tables, and change data feeds, by Delta's own connector (`delta` format); with
+  `read_change_feed(driver_rows=...)` (refresh), the feed of such a plain table by delta-rs instead: on the
+  driver, handed to Spark as Arrow, when small, else in Spark's Python workers (`mvdelta`), both cheaper than
+  the connector's state rebuild for a new version;
 - by `mvdelta`, the Python data source over delta-rs, when the session has no Delta connector or the table is
   on an object store Spark cannot reach yet.
 Writes and merges go through delta-rs (small ones from the driver), 4-6x faster than the connector's here,
@@ -124,10 +126,10 @@ class ChangeFeed:
 
 def read_change_feed(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None, *,
                      driver_rows: int = 0) -> ChangeFeed:
-    """`read_changes`, and with `driver_rows`, a feed of at most that many rows, of a table delta-rs reads,
-    is read by delta-rs on the driver and handed to Spark as Arrow: Delta's connector would first run a Spark
-    job to rebuild the table's state at its new version, which costs more than reading a small feed
-    (benchmarks/README.md)."""
+    """`read_changes`, and with `driver_rows`, the feed of a table delta-rs reads is read by delta-rs: on the
+    driver and handed to Spark as Arrow when it has at most that many rows, else by `mvdelta` in Spark's
+    Python workers. Delta's connector would first run a Spark job to rebuild the table's state at its new
+    version, which costs more than either (benchmarks/README.md, "Which reader, which writer")."""
     from pyspark.sql.types import StructType
 
     dt = ref.open()
@@ -141,14 +143,19 @@ def read_change_feed(spark: "SparkSession", ref: TableRef, first: int, last: int
         rows = _changes_on_driver(ref, first, last, schema, driver_rows)
         if rows is not None:
             return ChangeFeed(spark.createDataFrame(rows, schema), rows)
+        return ChangeFeed(_mvdelta_changes(spark, ref, first, last), None)
     return ChangeFeed(_spark_changes(spark, ref, dt, first, last), None)
+
+
+def _mvdelta_changes(spark: "SparkSession", ref: TableRef, first: int, last: int) -> "DataFrame":
+    reader = _storage(spark.read.format(FORMAT), ref).option("readChangeFeed", "true")
+    return reader.option("startingVersion", first).option("endingVersion", last).load(ref.uri)
 
 
 def _spark_changes(spark: "SparkSession", ref: TableRef, dt: Any, first: int, last: int) -> "DataFrame":
     """The feed read by Delta's connector (by `mvdelta` where Spark cannot reach the table)."""
     if not _spark_reads(spark, ref):
-        reader = _storage(spark.read.format(FORMAT), ref).option("readChangeFeed", "true")
-        return reader.option("startingVersion", first).option("endingVersion", last).load(ref.uri)
+        return _mvdelta_changes(spark, ref, first, last)
     from pyspark.sql import functions as F
 
     df = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)

@@ -8,7 +8,8 @@ exactly the same versions.
 
 The stream carries no rows: the consumer reads each range's changes with `mvengine.storage.api`'s
 `read_change_feed`, which picks the reader by the table and the feed's size (delta-rs on the driver for a
-small feed, Delta's connector for a large one; benchmarks/README.md). Offsets are whole versions taken together, so every
+small feed, in Spark's Python workers for a large one, Delta's connector for table features delta-rs lacks;
+benchmarks/README.md). Offsets are whole versions taken together, so every
 batch ends at one consistent cut of all its tables, which Delta's own streaming source cannot promise (it may
 stop inside a version, and each table's stream advances on its own).
 """
