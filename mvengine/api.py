@@ -72,11 +72,17 @@ class Project:
 
     def refresh(self, views: list[str] | None = None, *, full: bool = False,
                 on_batch: Callable[[BatchReport], None] | None = None,
-                stopping: Callable[[], bool] | None = None) -> list[BatchReport]:
+                stopping: Callable[[], bool] | None = None, interval_s: float | None = None,
+                on_notice: Callable[[str], None] | None = None) -> list[BatchReport]:
         """Bring `views` (default: all) and the views they read up to date with every input commit that exists
-        now; returns one report per committed batch (`on_batch` also gets each as it commits). `stopping` is
-        asked between views and batches: return True to stop after the current one."""
+        now; returns one report per committed view batch (`on_batch` also gets each as it commits). With
+        `interval_s`, keep them fresh after that until `stopping()` is true (`mv refresh --continuous`).
+        `stopping` is asked between batches: return True to stop after the current one. `on_notice` gets the
+        lines that are not a view's batch (the streaming query's start)."""
         from mvengine.runtime.refresh import Refresher
+
+        if not full and interval_s is None and self._spark is None and not self.stale(views):
+            return []  # nothing to do: answered from the Delta logs, without starting Spark
 
         reports: list[BatchReport] = []
 
@@ -86,9 +92,16 @@ class Project:
                 on_batch(r)
 
         refresher = Refresher(self.spark, self.config, self.catalog, report=report,
-                              stopping=stopping or (lambda: False))
-        refresher.refresh(views or None, full=full)
+                              stopping=stopping or (lambda: False), notice=on_notice or (lambda line: None))
+        refresher.refresh(views or None, full=full, interval_s=interval_s)
         return reports
+
+    def stale(self, views: list[str] | None = None) -> list[str]:
+        """The views a refresh of `views` (default: all) would write, in DAG order: never refreshed, SQL
+        changed, a batch left unfinished, or an input moved. Reads Delta logs only: no Spark."""
+        from mvengine.runtime.freshness import stale_views
+
+        return stale_views(self.config, self.catalog, self.catalog.views_to_refresh(views or None))
 
     # -- reading --------------------------------------------------------------------------------------------
 

@@ -53,6 +53,14 @@ def print_plan(config: Config, console: Console, names: list[str], *, as_json: b
     return 0
 
 
+POLICY_MEANING = {
+    "auto": "by cost, per batch: the delta rule, or a recomputation when a batch changes much of the inputs",
+    "incremental": "the delta rule in every batch, whatever it changes",
+    "incremental_strict": "the delta rule in every batch; a view without one is an error",
+    "full": "recomputed in every batch where an input moved",
+}
+
+
 def describe(plan: ViewPlan) -> list[str]:
     """The text form of one view's plan."""
     columns = ", ".join(f"{show_name(f.name)} {type_name(f.type)}{'' if f.nullable else ' not null'}"
@@ -64,7 +72,9 @@ def describe(plan: ViewPlan) -> list[str]:
     rows = [
         ("inputs", ", ".join(plan.inputs) or "-"), ("columns", columns), ("key", key),
         ("event time", ", ".join(show_name(f.name) for f in plan.columns if f.time_attr) or "-"),
-        ("changelog", plan.changelog), ("strategy", strategy), ("state", f"{plan.state} [{bounded}]"),
+        ("changelog", plan.changelog), ("strategy", strategy),
+        ("policy", f"{plan.view.refresh_policy}: {POLICY_MEANING[plan.view.refresh_policy]}"),
+        ("state", f"{plan.state} [{bounded}]"),
     ]
     lines = [f"view {plan.name}  ({plan.view.file}:{plan.view.line})"]
     lines += [f"  {label:<10} {value}" for label, value in rows]

@@ -25,28 +25,78 @@ def run_refresh(project: Project, console: Console, views: list[str], *, full: b
     for name in _orphans(config, catalog):
         console.out(f"warning: {name} has tables in the warehouse but is no longer in views/; they are left as "
                     "they are")
-    status = _Status(console, profile)
-
-    def refresh(full: bool = False) -> None:
-        project.refresh(views or None, full=full, on_batch=status.batch, stopping=stopping)
-
+    if not continuous and not full and not project.stale(views or None):  # answered without Spark
+        console.out("every view is up to date")
+        return 0
+    started = time.monotonic()
     project.spark  # noqa: B018 (start Spark now, before Ctrl-C is taken over)
+    console.out(f"Spark started in {time.monotonic() - started:.1f} s")
+    status = _Status(console, profile)
     stops = stop_on_signal(lambda: console.out("stopping after the current batch (Ctrl-C again to stop at once)")) \
         if continuous else contextlib.nullcontext(lambda: False)
     with stops as stopping:
         try:
-            refresh(full)
-            while continuous and not stopping():
-                deadline = time.monotonic() + period
-                while time.monotonic() < deadline and not stopping():
-                    time.sleep(min(0.1, period))
-                if not stopping():
-                    refresh()
+            while True:
+                watch = _Watch(config, continuous)
+                project.refresh(views or None, full=full, on_batch=status.batch, on_notice=status.notice,
+                                stopping=lambda w=watch: stopping() or w.changed(),
+                                interval_s=period if continuous else None)
+                if not continuous or stopping():
+                    break
+                status.notice("views/ or conf/ changed: reloading the project")
+                project = _reloaded(project, console)
+                config, full = project.config, False
         finally:
             status.close()
     if status.batches == 0 and not continuous:
         console.out("every view is up to date")
     return 0
+
+
+class _Watch:
+    """With `--continuous`, whether the project's files changed since the refresh started (to pick up added,
+    changed and removed views); looked at most twice a second."""
+
+    def __init__(self, config: Config, active: bool) -> None:
+        self.config = config
+        self.active = active
+        self.signature = _project_files(config) if active else ()
+        self._next = 0.0
+        self._changed = False
+
+    def changed(self) -> bool:
+        if self.active and not self._changed and time.monotonic() >= self._next:
+            self._next = time.monotonic() + 0.5
+            self._changed = _project_files(self.config) != self.signature
+        return self._changed
+
+
+def _project_files(config: Config) -> tuple:
+    """What `--continuous` watches to pick up added, changed and removed views: the SQL files and the config."""
+    files = []
+    for root in (config.views_dir, config.project_dir / "conf"):
+        for folder, _, names in os.walk(root):
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    stat = os.stat(path)
+                    files.append((path, stat.st_mtime_ns, stat.st_size))
+    return tuple(sorted(files))
+
+
+def _reloaded(project: Project, console: Console) -> Project:
+    """The project read again (same Spark session); while its SQL or config has a mistake, the mistake is
+    printed and the files are watched until they change again."""
+    while True:
+        signature = _project_files(project.config)
+        try:
+            fresh = Project.open(project.config.project_dir, spark=project.spark)
+            fresh.catalog  # noqa: B018 (parse and plan now)
+            return fresh
+        except MvError as e:
+            console.out(f"error: {e} (fix it and save: the refresh resumes)")
+        while _project_files(project.config) == signature:
+            time.sleep(0.5)
 
 
 class _Status:
@@ -68,12 +118,14 @@ class _Status:
 
     def batch(self, report) -> None:
         self.batches += 1
-        lines = [report.line()] + ([report.profile()] if self.profile else [])
-        for line in lines:
-            if self._rich is not None:
-                self._rich.print(line, markup=False)  # above the spinner, not through it
-            else:
-                self.console.out(line)
+        for line in [report.line()] + ([report.profile()] if self.profile else []):
+            self.notice(line)
+
+    def notice(self, line: str) -> None:
+        if self._rich is not None:
+            self._rich.print(line, markup=False)  # above the spinner, not through it
+        else:
+            self.console.out(line)
 
     def close(self) -> None:
         if self._live is not None:

@@ -43,7 +43,8 @@ class ViewPlan:
             "columns": [{"name": f.name, "type": type_name(f.type), "nullable": f.nullable} for f in self.columns],
             "key": None if self.key is None else list(self.key),
             "event_time": [f.name for f in self.columns if f.time_attr], "changelog": self.changelog,
-            "strategy": self.strategy, "reason": self.reason, "state": self.state,
+            "strategy": self.strategy, "reason": self.reason, "refresh_policy": self.view.refresh_policy,
+            "state": self.state,
             "bounded_state": self.bounded_state,
         }
 
@@ -68,6 +69,12 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     columns = tuple(replace(f, qualifier=None) for f in columns)
     root = replace(root, fields=columns)
     reasons = binder.full_reasons + [r for r in full_refresh_reasons(root) if r not in binder.full_reasons]
+    if reasons and view.refresh_policy == "incremental_strict":
+        raise SqlError(f"refresh_policy 'incremental_strict', but the view cannot be maintained incrementally: "
+                       f"{'; '.join(reasons)}", file=view.file, line=view.line, obj=f"view {view.name}",
+                       hint="rewrite the query without what is listed, or choose refresh_policy 'auto'")
+    if view.refresh_policy == "full":
+        reasons = ["refresh_policy 'full'"]
     strategy = "full" if reasons else "incremental"
     state = state_of(root, strategy)
     key = None if root.key is None else tuple(columns[i].name for i in root.key)

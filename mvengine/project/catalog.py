@@ -42,6 +42,19 @@ class Catalog:
             found.append(hit)
         return found
 
+    def views_to_refresh(self, names: list[str] | None) -> list[ViewPlan]:
+        """The named views (default: all) and every view they read, in DAG order."""
+        if not names:
+            return [self.plans[n] for n in self.order if n in self.plans]
+        wanted: set[str] = set()
+        for name in self.require(names):
+            if name not in self.plans:
+                raise ConfigError(f"{name} is a source, not a view",
+                                  hint="mv refresh VIEW ...; sources need no refresh")
+            wanted.add(name)
+            wanted.update(a for a in nx.ancestors(self.graph, name) if a in self.plans)
+        return [self.plans[n] for n in self.order if n in wanted]
+
 
 def load_sources(config: Config) -> dict[str, SourceDef]:
     """Sources by name, in declaration order (views are parsed and checked too, but not planned)."""

@@ -33,7 +33,7 @@ _KNOWN = {
     "project": {"warehouse"},
     "spark": {"master", "conf", "log_level"},
     "storage": {"options"},
-    "refresh": {"interval"},
+    "refresh": {"interval", "recompute_above", "recompute_min_changes"},
     "plan": {"require_bounded_state"},
 }
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -51,6 +51,11 @@ class Config:
     spark_log_level: str = "ERROR"
     storage_options: dict[str, str] = field(default_factory=dict)
     refresh_interval_s: float = 1.0
+    # A view under refresh_policy 'auto' is recomputed instead of maintained when a batch changes more than
+    # this share of its inputs' rows, and at least recompute_min_changes rows (below that, both cost Spark's
+    # fixed costs) (benchmarks/README.md, "Incremental or full").
+    recompute_above: float = 0.3
+    recompute_min_changes: int = 100_000
     require_bounded_state: bool = False  # [plan]: views whose state grows without bound are errors
 
     @property
@@ -107,7 +112,24 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         refresh_interval_s=parse_duration(str(refresh.get("interval", "1s")), file=str(path),
                                           line=_line_of(text, "interval")),
         require_bounded_state=require_bounded,
+        recompute_above=_share(refresh.get("recompute_above", 0.3), str(path), _line_of(text, "recompute_above")),
+        recompute_min_changes=_count(refresh.get("recompute_min_changes", 100_000), str(path),
+                                     _line_of(text, "recompute_min_changes")),
     )
+
+
+def _count(value: object, file: str, line: int | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"[refresh] recompute_min_changes must be a whole number of rows, not {value!r}",
+                          file=file, line=line, hint="e.g. recompute_min_changes = 100000")
+    return value
+
+
+def _share(value: object, file: str, line: int | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f"[refresh] recompute_above must be a number from 0 to 1, not {value!r}", file=file,
+                          line=line, hint="write a share of the inputs' rows, e.g. recompute_above = 0.3")
+    return float(value)
 
 
 def resolve_path(project_dir: Path, path: str) -> str:

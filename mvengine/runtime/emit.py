@@ -32,6 +32,10 @@ class ViewChanges:
     inserts: DataFrame  # rows the snapshot gains
     keys: list[str]  # the columns `deletes` matches on
     rows: int  # changelog rows
+    # The snapshot's change as a Z-set (the view's columns, _w, _mtime), for the views downstream to take in
+    # memory, and how many of its rows retract (weigh -1).
+    zset: DataFrame
+    retractions: int
     # Keyed views: the same edit as one row per changed key, its new row or (DELETE_MARK true) its removal,
     # for an upsert by key; None for bags, views of one row, and batches that change nothing.
     upserts: DataFrame | None = None
@@ -93,9 +97,13 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch,
     key_column = {k: F.col(f"_k{i}") for i, k in enumerate(key)}
     upserts = rows.select(*[key_column.get(c, F.col(f"new.{quote(c)}")).alias(c) for c in columns],
                           (~has).alias(DELETE_MARK))
-    count = _count_keyed(plan, rows, key)
+    zset = (rows.where(had).select(*[F.col(f"old.{quote(c)}").alias(c) for c in columns],
+                                   F.lit(-1).cast("long").alias(WEIGHT), MTIME)
+            .unionByName(rows.where(has).select(*[F.col(f"new.{quote(c)}").alias(c) for c in columns],
+                                                F.lit(1).cast("long").alias(WEIGHT), MTIME)))
+    count, retractions = _count_keyed(plan, rows, key)
     return ViewChanges(_finish(changelog, version, batch_id), deletes if count else None, inserts, key, count,
-                       upserts if count and key else None)
+                       zset, retractions, upserts if count and key else None)
 
 
 def _key_match(key: list[str], left: str, right: str) -> Column:
@@ -114,12 +122,13 @@ def _bag(spark: SparkSession, changes: DataFrame, columns: list[str], snapshot: 
         F.col(MTIME).alias("_mtime"), F.lit(0).cast("long").alias("_emit_index"), copies.alias("_copy")
     ).drop("_copy")
     removed = changes.where(w < 0)
-    totals = changes.agg(F.sum(F.abs(w)).alias("rows"), F.sum(F.when(w < 0, 1).otherwise(0)).alias("removed"))
+    totals = changes.agg(F.sum(F.abs(w)).alias("rows"), F.sum(F.when(w < 0, -w).otherwise(0)).alias("removed"))
     total = totals.collect()[0]
-    count, any_removed = int(total["rows"] or 0), bool(total["removed"])
+    count, removed_rows = int(total["rows"] or 0), int(total["removed"] or 0)
+    zset = changes.select(*[quote(c) for c in columns], WEIGHT, MTIME)
     if snapshot_before is None:
         inserts = changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
-        return ViewChanges(_finish(changelog, version, batch_id), None, inserts, columns, count)
+        return ViewChanges(_finish(changelog, version, batch_id), None, inserts, columns, count, zset, removed_rows)
     # A bag row that loses copies is removed entirely and put back as many times as it still occurs.
     before = read_table(spark, snapshot, version=snapshot_before).alias("s")
     r = removed.alias("r")
@@ -134,8 +143,8 @@ def _bag(spark: SparkSession, changes: DataFrame, columns: list[str], snapshot: 
             .drop("_copy"))
     added = changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
     return ViewChanges(_finish(changelog, version, batch_id),
-                       removed.select(*[quote(c) for c in columns]) if any_removed else None,
-                       added.unionByName(kept), columns, count)
+                       removed.select(*[quote(c) for c in columns]) if removed_rows else None,
+                       added.unionByName(kept), columns, count, zset, removed_rows)
 
 
 def _finish(changelog: DataFrame, version: int, batch_id: int) -> DataFrame:
@@ -146,21 +155,23 @@ def _finish(changelog: DataFrame, version: int, batch_id: int) -> DataFrame:
                             F.lit(None).cast("string").alias("_emit_timing"))
 
 
-def _count_keyed(plan: ViewPlan, pairs: DataFrame, key: list[str]) -> int:
-    """The number of changelog rows, checking (in the same Spark job) that no key occurs twice: a batch holds
+def _count_keyed(plan: ViewPlan, pairs: DataFrame, key: list[str]) -> tuple[int, int]:
+    """The number of changelog rows and of old rows among them, checking (in the same Spark job) that no key occurs twice: a batch holds
     at most one old and one new row per key, unless an input broke its declared PRIMARY KEY (which is NOT
     ENFORCED) — then the snapshot cannot be updated by key. Keys unique by construction need no check."""
     rows = F.when(F.col("_had") & F.col("_has"), 2).otherwise(1)  # changelog rows of one pair
+    old = F.col("_had").cast("long")
     if key_is_guaranteed(plan.root):
-        return int(pairs.agg(F.sum(rows)).collect()[0][0] or 0)
+        total = pairs.agg(F.sum(rows).alias("rows"), F.sum(old).alias("old")).collect()[0]
+        return int(total["rows"] or 0), int(total["old"] or 0)
     per_key = pairs.groupBy(*[f"_k{i}" for i in range(len(key))]).agg(
-        F.count(F.lit(1)).alias("_pairs"), F.sum(rows).alias("_rows"),
+        F.count(F.lit(1)).alias("_pairs"), F.sum(rows).alias("_rows"), F.sum(old).alias("_old"),
         F.first(F.struct(*[F.col(f"_k{i}") for i in range(len(key))])).alias("_key"))
-    total = per_key.agg(F.sum("_rows").alias("rows"), F.max("_pairs").alias("most"),
+    total = per_key.agg(F.sum("_rows").alias("rows"), F.sum("_old").alias("old"), F.max("_pairs").alias("most"),
                         F.max_by("_key", "_pairs").alias("key")).collect()[0]
     if total["most"] is not None and total["most"] > 1:
         shown = ", ".join(f"{c}={v!r}" for c, v in zip(key, total["key"]))
         raise MvError(f"view {plan.name}: its key ({', '.join(key)}) is not unique in this batch ({shown})",
                       hint="a source's PRIMARY KEY is NOT ENFORCED: remove the duplicate rows from the source, "
                            "or drop the PRIMARY KEY from its CREATE TABLE")
-    return int(total["rows"] or 0)
+    return int(total["rows"] or 0), int(total["old"] or 0)

@@ -1,17 +1,17 @@
 """Refreshing views: bootstrap, incremental batches over the inputs' change feeds, and full recomputation.
 
-Per view (DESIGN.md §4–§5): a new view, a view whose SQL changed, or `--full` is computed from its inputs'
-current versions (a new *generation*); an incremental view then runs one Structured Streaming query over the
-version ranges of its inputs, whose `foreachBatch` reads each range's change data feed and applies the view's
-delta rule; a full-refresh view is recomputed whenever an input moved. Every batch writes the view's state,
-snapshot and changelog, each with the application transaction (view generation, batch id), so a batch replayed
-after a crash skips what it already committed and recomputes the rest from the pre-batch versions (time
-travel).
+A refresh runs one Structured Streaming query over the version ranges of every source the views read
+(runtime/pipeline.py); each micro-batch brings every view, in DAG order, to the batch's cut of the sources
+(DESIGN.md §4). Here is what one view does in a batch: a new view, a view whose SQL changed, or `--full` is
+computed from its inputs (a new *generation*); an incremental view applies its delta rule to its inputs'
+changes since the versions it reflects (a view over a view takes its upstream's changes of this batch from
+memory); a full-refresh view is recomputed when an input moved. Every batch writes the view's state, snapshot
+and changelog, each with the application transaction (view generation, batch id), so a batch replayed after a
+crash skips what it already committed and recomputes the rest from the pre-batch versions (time travel).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -26,47 +26,29 @@ from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.compiler import supports, view_delta
 from mvengine.incremental.state import StateStore
-from mvengine.incremental.zset import MTIME, WEIGHT, from_change_feed, inserts
+from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
-from mvengine.runtime.emit import EMIT_STATE, view_changes
+from mvengine.runtime.changes import BatchChanges, InputChanges, ViewOutput
+from mvengine.runtime.emit import EMIT_STATE, ViewChanges, view_changes
+from mvengine.runtime.freshness import sql_hash
 from mvengine.runtime.profile import Phase, Profile
 from mvengine.storage.api import (
     DELETE_MARK,
-    RETRACTIONS,
-    ChangeFeed,
-    batch_ranges,
     merge_into,
-    read_change_feed,
     read_table,
     remove_folder,
     replace_rows,
-    stream_version_ranges,
     write_table,
 )
-from mvengine.storage.change_reader import CHANGE_COLUMNS
 from mvengine.storage.sources import ensure_source_table
-from mvengine.storage.tables import TableRef, commit_metadata, is_committed, version_before
+from mvengine.storage.tables import TableRef, commit_metadata, is_committed, table_rows, version_before
 
 # A batch of at most this many input changes (and changelog rows) writes its state, snapshot and changelog
 # from the driver, collected as Arrow: Spark write jobs cost more than the work for small batches.
 DRIVER_ROWS = 500_000
-# An input's changes of at most this many rows are read by delta-rs on the driver and handed to Spark as Arrow;
-# above it, moving the rows from Python into Spark costs more than delta-rs in Spark's Python workers (mvdelta).
-# Both beat Delta's connector, which first rebuilds the table's state in a Spark job (benchmarks/README.md,
-# "Which reader, which writer").
-DRIVER_CHANGE_ROWS = 50_000
-
-
-def sql_hash(plan: ViewPlan) -> str:
-    """Identifies what a view computes: its query (as sqlglot prints it, so comments and layout do not count),
-    its column names, its strategy and the state it keeps (which changes when an input's append-only claim
-    does: a MIN/MAX then needs its multiset)."""
-    text = "|".join([plan.strategy, ",".join(c.name for c in plan.columns), plan.view.query.sql("spark"),
-                     plan.state])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -100,47 +82,49 @@ class Refresher:
     catalog: Catalog
     report: Callable[[BatchReport], None] = lambda r: None
     stopping: Callable[[], bool] = lambda: False
+    notice: Callable[[str], None] = lambda line: None  # what is not a view's batch (the query's start)
     _sources_ready: bool = field(default=False, init=False)
 
     # -- what to refresh ------------------------------------------------------------------------------------
 
-    def plans_for(self, names: list[str] | None) -> list[ViewPlan]:
-        """The named views (default: all) and every view they read, in DAG order."""
-        if not names:
-            return [self.catalog.plans[n] for n in self.catalog.order if n in self.catalog.plans]
-        wanted: set[str] = set()
-        for name in self.catalog.require(names):
-            if name not in self.catalog.plans:
-                raise MvError(f"{name} is a source, not a view", hint="mv refresh VIEW ...; sources need no refresh")
-            wanted.add(name)
-            wanted.update(a for a in _ancestors(self.catalog, name) if a in self.catalog.plans)
-        return [self.catalog.plans[n] for n in self.catalog.order if n in wanted]
+    def refresh(self, names: list[str] | None = None, *, full: bool = False,
+                interval_s: float | None = None) -> None:
+        """Bring the views to one consistent cut: the sources' versions when the refresh starts. Every view
+        then reflects the same version of every source it depends on, however many paths lead there. With
+        `interval_s`, then keep them fresh (one query, a batch per interval when a source moved) until
+        `stopping()`; a stop always lets the batch under way finish, so every view is left at one cut."""
+        from mvengine.runtime.pipeline import Pipeline
 
-    def refresh(self, names: list[str] | None = None, *, full: bool = False) -> None:
-        """Bring the views to one consistent cut: the sources' versions when the refresh starts. In DAG order,
-        each view then reads its sources at the cut and its upstream views at the versions they just reached,
-        so every view reflects the same version of every source it depends on, however many paths lead there."""
         self.prepare_sources()
-        plans = self.plans_for(names)
-        cut = self.source_cut(plans)
+        plans = self.catalog.views_to_refresh(names)
         for plan in plans:
-            if self.stopping():
-                return
-            try:
-                self.refresh_view(plan, full=full, cut=cut)
-            except MvError:
+            self.guarded(plan, self.finish_interrupted, plan)
+        pipeline = Pipeline(self, plans, rebuild={p.name for p in plans} if full else set())
+        pipeline.run_once(self.source_cut(plans))
+        if interval_s is not None and not self.stopping():
+            pipeline.run_continuous(interval_s, self.stopping)
+
+    def guarded(self, plan: ViewPlan, work: Callable[..., object], *args: object, **kwargs: object) -> None:
+        """Run a view's work, its failures attributed to it (see _view_error)."""
+        try:
+            work(*args, **kwargs)
+        except MvError:
+            raise
+        except Exception as e:
+            error = _view_error(plan, e)
+            if error is e:
                 raise
-            except Exception as e:
-                error = _view_error(plan, e)
-                if error is e:
-                    raise
-                raise error from e
+            raise error from e
 
     def source_cut(self, plans: list[ViewPlan]) -> dict[str, int]:
         """The current version of every source the views read."""
-        names = sorted({n for plan in plans for n in plan.inputs if n in self.catalog.sources})
-        return {n: source_table(self.catalog.sources[n], self.config.storage_options).open().version()
-                for n in names}
+        return {n: self.source_ref(n).open().version() for n in self.sources_of(plans)}
+
+    def sources_of(self, plans: list[ViewPlan]) -> list[str]:
+        return sorted({n for plan in plans for n in plan.inputs if n in self.catalog.sources})
+
+    def source_ref(self, name: str) -> TableRef:
+        return source_table(self.catalog.sources[name], self.config.storage_options)
 
     def prepare_sources(self) -> None:
         if self._sources_ready:
@@ -153,7 +137,7 @@ class Refresher:
         refs = {}
         for name in plan.inputs:
             if name in self.catalog.sources:
-                refs[name] = source_table(self.catalog.sources[name], self.config.storage_options)
+                refs[name] = self.source_ref(name)
             else:
                 refs[name] = view_tables(self.catalog.plans[name], self.config.storage_options).snapshot
                 if not refs[name].exists():
@@ -163,44 +147,61 @@ class Refresher:
 
     # -- one view -------------------------------------------------------------------------------------------
 
-    def refresh_view(self, plan: ViewPlan, *, full: bool = False, cut: dict[str, int] | None = None) -> None:
-        """Bring one view up to the cut (default: its inputs' current versions), its upstream views being there."""
+    def finish_interrupted(self, plan: ViewPlan) -> None:
+        """A process that stopped between a batch's snapshot and its changelog left the batch half-written:
+        finish it, from the versions it started at to those it recorded."""
         tables = view_tables(plan, self.config.storage_options)
-        # A source at the cut; a view at its latest version (refreshed to the cut just before, in DAG order).
-        targets = {n: cut[n] if cut and n in cut else r.open().version() for n, r in self.input_refs(plan).items()}
+        last = last_commit(tables.snapshot)
+        if last is None or is_committed(tables.changelog, app_id(plan.name, last.generation), last.batch_id):
+            return
+        incremental = plan.strategy == "incremental" and supports(plan.root)
+        note = "finishing an interrupted batch"
+        if last.kind != "stream":
+            self._recompute(plan, tables, last.generation, last.batch_id, last.kind, incremental, last.inputs,
+                            resuming=True, note=note)
+            return
+        dt = tables.snapshot.open()
+        before = Committed.from_info(tables.snapshot, commit_metadata(dt, last.version - 1))
+        changes = BatchChanges(self.spark)
+        try:
+            self.apply_changes(plan, tables, last.generation, last.batch_id, before.inputs, last.inputs, changes,
+                               note=note)
+        finally:
+            changes.release()
+
+    def advance(self, plan: ViewPlan, targets: dict[str, int], changes: BatchChanges, *,
+                rebuild: bool = False) -> bool:
+        """Bring one view to `targets` (its inputs' versions: sources at the batch's cut, upstream views where
+        this batch left them). Returns whether the view wrote a batch."""
+        tables = view_tables(plan, self.config.storage_options)
         last = last_commit(tables.snapshot)
         digest = sql_hash(plan)
         incremental = plan.strategy == "incremental" and supports(plan.root)
-        if last is not None and not is_committed(tables.changelog, app_id(plan.name, last.generation), last.batch_id):
-            # The process stopped between the snapshot and the changelog of a batch: finish that batch first.
-            if last.kind == "stream":
-                self._stream(plan, tables, last, targets)  # Structured Streaming replays the uncommitted batch
-            else:
-                self._recompute(plan, tables, last.generation, last.batch_id, last.kind, incremental, last.inputs,
-                                resuming=True, note="finishing an interrupted batch")
-            last = last_commit(tables.snapshot)
-        if last is None or last.sql_hash != digest or full:
+        upstream_rebuilt = last is not None and any(
+            last.inputs.get(n, -1) > v for n, v in targets.items() if n in self.catalog.plans)
+        if last is None or last.sql_hash != digest or rebuild or upstream_rebuilt:
             note = ("new view" if last is None else "SQL changed: rebuilt from the inputs" if last.sql_hash != digest
-                    else "--full: recomputed from the inputs")
+                    else "--full: recomputed from the inputs" if rebuild
+                    else "an upstream view started over: rebuilt from the inputs")
             if last is not None and self._columns_changed(plan, tables):
                 note += "; its columns changed, so its snapshot and changelog start over"
                 for ref in (tables.snapshot, tables.changelog):
                     if ref.exists():
                         remove_folder(ref)
-                for folder in (tables.state, tables.checkpoints):
-                    _remove_tree(folder, self.config.storage_options)
+                _remove_tree(tables.state, self.config.storage_options)
                 last = None
             generation = 0 if last is None else last.generation + 1
             batch_id = 0 if last is None else last.batch_id + 1
             self._recompute(plan, tables, generation, batch_id, "bootstrap" if incremental else "full",
                             incremental, targets, note=note)
-            last = last_commit(tables.snapshot)
-        assert last is not None
+            return True
+        if all(last.inputs.get(n) == v for n, v in targets.items()):
+            return False
         if incremental:
-            if any(v > last.inputs.get(n, -1) for n, v in targets.items()):
-                self._stream(plan, tables, last, targets)
-        elif targets != last.inputs:
+            self.apply_changes(plan, tables, last.generation, last.batch_id + 1, last.inputs, targets, changes)
+        else:
             self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False, targets)
+        return True
 
     def _columns_changed(self, plan: ViewPlan, tables: ViewTables) -> bool:
         names = [f.name for f in tables.snapshot.open().schema().fields]
@@ -216,7 +217,6 @@ class Refresher:
         mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
         if kind == "bootstrap" and not resuming:
             # A new generation starts from no operator state (the emit revisions of the view's keys stay).
-            _remove_tree(join_uri(tables.checkpoints, f"g{generation}"), self.config.storage_options, prefix=True)
             for name in _state_tables(tables):
                 if name != EMIT_STATE:
                     _remove_tree(join_uri(tables.state, name), self.config.storage_options)
@@ -239,7 +239,7 @@ class Refresher:
                                                              mtime.alias(MTIME)))
             rows_out = self._commit(plan, tables, batch, changes, app_id=application, batch_id=batch_id,
                                     generation=generation, kind=kind, inputs=versions,
-                                    snapshot_before=snapshot_before, profile=profile)
+                                    snapshot_before=snapshot_before, profile=profile).rows
         finally:
             batch.release()
         self.report(BatchReport(plan.name, batch_id, kind, versions, None, rows_out,
@@ -254,103 +254,71 @@ class Refresher:
 
     # -- incremental batches --------------------------------------------------------------------------------
 
-    def _stream(self, plan: ViewPlan, tables: ViewTables, last: Committed, targets: dict[str, int]) -> None:
-        """Process the inputs' changes after the last batch's versions up to `targets`, in one batch (more
-        after a crash, which replays the batch that was running), each ending at versions the inputs reached
-        together."""
+    def apply_changes(self, plan: ViewPlan, tables: ViewTables, generation: int, batch_id: int,
+                      versions_before: dict[str, int], targets: dict[str, int], changes: BatchChanges, *,
+                      note: str = "") -> None:
+        """One incremental batch of the view: its delta rule over its inputs' changes from `versions_before`
+        to `targets`. Its own changes join `changes.outputs`, for the views downstream; the batch's DataFrames
+        live until the pipeline batch ends (`changes.release`)."""
+        started = time.monotonic()
         refs = self.input_refs(plan)
-        checkpoint = _checkpoint(tables, last)
-        base = int(os.path.basename(checkpoint).split("_b")[1])
-        application = app_id(plan.name, last.generation)
+        application = app_id(plan.name, generation)
+        profile = Profile(self.spark)
+        ranges = {n: (versions_before[n], targets[n]) for n in plan.inputs}
+        with profile.phase("read changes"):
+            inputs = changes.read({n: (refs[n], lo, hi) for n, (lo, hi) in ranges.items()})
+            self._check_claims(plan, inputs, ranges)
+        rows_in = sum(c.rows for c in inputs.values())
+        reason = self._recompute_instead(plan, refs, targets, rows_in)
+        if reason:
+            self._recompute(plan, tables, generation + 1, batch_id, "bootstrap", True, targets, note=reason)
+            return
+        state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
+                           fresh=False, on_driver=rows_in <= DRIVER_ROWS)
+        before = {n: _reader(self.spark, refs[n], lo) for n, (lo, hi) in ranges.items()}
+        moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
+        batch = Batch(self.spark, {n: c.zset for n, c in inputs.items()}, state, before=before, moved=moved)
+        changes.keep_until_released(batch)
+        with profile.phase("plan delta rule"):
+            zset = view_delta(plan.root, batch)
+        snapshot_before = _version_before(tables.snapshot, application, batch_id)
+        out = self._commit(plan, tables, batch, zset, app_id=application, batch_id=batch_id,
+                           generation=generation, kind="stream", inputs=targets,
+                           snapshot_before=snapshot_before, profile=profile)
+        version_before = -1 if snapshot_before is None else snapshot_before
+        changes.outputs[plan.name] = ViewOutput(version_before, version_before + 1,
+                                                InputChanges(out.zset, out.rows, out.retractions))
+        self.report(BatchReport(plan.name, batch_id, "stream", targets, rows_in, out.rows,
+                                int((time.monotonic() - started) * 1000), note, profile.phases))
 
-        failures: list[BaseException] = []
-        query_started = [time.monotonic()]  # until the query's first batch with work: its start is reported there
+    def _recompute_instead(self, plan: ViewPlan, refs: dict[str, TableRef], targets: dict[str, int],
+                           rows_in: int) -> str:
+        """Why this batch recomputes the view instead of applying its delta rule ("" when it does not): under
+        refresh_policy 'auto', when its changes exceed `[refresh] recompute_above` of its inputs' rows (and
+        `recompute_min_changes`), where a recomputation costs less (benchmarks/README.md, "Incremental or
+        full")."""
+        if plan.view.refresh_policy != "auto" or rows_in < max(self.config.recompute_min_changes, 1):
+            return ""
+        total = sum(table_rows(refs[n], targets[n]) for n in plan.inputs)
+        share = rows_in / max(total, 1)
+        if share <= self.config.recompute_above:
+            return ""
+        return (f"recomputed by cost: {rows_in} changes are {share:.0%} of the inputs' {total} rows, above "
+                f"recompute_above {self.config.recompute_above:g}")
 
-        def run(df: DataFrame, spark_batch: int) -> None:
-            try:
-                apply(df, spark_batch)
-            except BaseException as e:  # kept to re-raise as itself: Spark wraps it in a Java exception
-                failures.append(e)
-                raise
-
-        def apply(df: DataFrame, spark_batch: int) -> None:
-            ranges = batch_ranges(checkpoint, spark_batch)
-            if all(hi <= lo for lo, hi in ranges.values()):
-                return  # nothing new (a new query's first batch, or inputs that did not move)
-            started = time.monotonic()
-            batch_id = base + spark_batch + 1
-            profile = Profile(self.spark)
-            if query_started:
-                profile.add("start query", int((started - query_started.pop()) * 1000))
-            with profile.phase("read changes"):
-                feeds = {n: read_change_feed(self.spark, refs[n], lo + 1, hi, driver_rows=DRIVER_CHANGE_ROWS)
-                         for n, (lo, hi) in ranges.items()}
-                for feed in feeds.values():
-                    if feed.arrow is None:  # read by Spark: cached by the count, for the rule to read again
-                        feed.rows.persist()
-            try:
-                with profile.phase("count changes"):
-                    rows_in = self._count_changes(plan, feeds, ranges)
-                changes = {n: from_change_feed(f.rows, [c for c in f.rows.columns if c not in CHANGE_COLUMNS])
-                           for n, f in feeds.items()}
-                state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
-                                   fresh=False, on_driver=rows_in <= DRIVER_ROWS)
-                before = {n: _reader(self.spark, refs[n], lo) for n, (lo, hi) in ranges.items()}
-                moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
-                batch = Batch(self.spark, changes, state, before=before, moved=moved)
-                try:
-                    with profile.phase("plan delta rule"):
-                        zset = view_delta(plan.root, batch)
-                    versions = {n: hi for n, (lo, hi) in ranges.items()}
-                    snapshot_before = _version_before(tables.snapshot, application, batch_id)
-                    rows_out = self._commit(plan, tables, batch, zset, app_id=application, batch_id=batch_id,
-                                            generation=last.generation, kind="stream", inputs=versions,
-                                            snapshot_before=snapshot_before, profile=profile)
-                finally:
-                    batch.release()
-            finally:
-                for feed in feeds.values():
-                    feed.rows.unpersist()
-            self.report(BatchReport(plan.name, batch_id, "stream", versions, rows_in, rows_out,
-                                    int((time.monotonic() - started) * 1000), phases=profile.phases))
-
-        stream = stream_version_ranges(self.spark, refs, starting_versions=last.inputs, ending_versions=targets)
-        query = (stream.writeStream.queryName(f"mvengine_{plan.name}").foreachBatch(run)
-                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
-        try:
-            query.awaitTermination()
-        except Exception:
-            if failures:
-                raise failures[0] from None
-            raise
-
-    def _count_changes(self, plan: ViewPlan, feeds: dict[str, ChangeFeed],
-                       ranges: dict[str, tuple[int, int]]) -> int:
-        """The batch's change rows, checking that no input claimed append-only (a source declared so, or a
-        view planned so) deleted or updated a row: the view trusts the claim (a MIN/MAX keeps only the current
-        extreme), so a retraction would make it silently wrong. Feeds read on the driver are counted there; the
-        others in one Spark job, which also fills their caches."""
-        counts = {n: f.counts() for n, f in feeds.items() if ranges[n][1] > ranges[n][0]}
-        in_spark = [feeds[n].rows.select(F.lit(n).alias("_table"), "_change_type")
-                    for n, c in counts.items() if c is None]
-        if in_spark:
-            counts.update({n: (0, 0) for n, c in counts.items() if c is None})  # a range may hold no changes
-            df = in_spark[0]
-            for rows in in_spark[1:]:
-                df = df.unionByName(rows)
-            retracting = F.col("_change_type").isin(*RETRACTIONS)
-            for row in df.groupBy("_table").agg(F.count(F.lit(1)).alias("rows"),
-                                                F.sum(retracting.cast("long")).alias("retractions")).collect():
-                counts[row["_table"]] = (row["rows"], row["retractions"])
-        for name, (_, retractions) in counts.items():
-            if retractions and self._claims_append_only(name):
+    def _check_claims(self, plan: ViewPlan, inputs: dict[str, InputChanges],
+                      ranges: dict[str, tuple[int, int]]) -> None:
+        """No input that claims append-only (a source declared so, or a view planned so) may delete or update
+        a row: the view trusts the claim (a MIN/MAX keeps only the current extreme), so a retraction would
+        make it silently wrong."""
+        for name, found in inputs.items():
+            if found.retractions and self._claims_append_only(name):
                 lo, hi = ranges[name]
                 raise MvError(
                     f"{self._kind(name)} {name} is {'declared' if name in self.catalog.sources else 'planned'} "
-                    f"append-only, but its versions {lo + 1}..{hi} delete or update {retractions} rows; "
+                    f"append-only, but its versions {lo + 1}..{hi} delete or update {found.retractions} rows; "
                     f"view {plan.name} would go wrong, so nothing was written",
                     hint=self._append_only_hint(name, lo))
-        return sum(rows for rows, _ in counts.values())
 
     def _claims_append_only(self, name: str) -> bool:
         if name in self.catalog.sources:
@@ -373,7 +341,7 @@ class Refresher:
 
     def _commit(self, plan: ViewPlan, tables: ViewTables, batch: Batch, zset: DataFrame, *, app_id: str,
                 batch_id: int, generation: int, kind: str, inputs: dict[str, int],
-                snapshot_before: int | None, profile: Profile) -> int:
+                snapshot_before: int | None, profile: Profile) -> ViewChanges:
         """Operator state, snapshot, emit revisions, changelog: each skipped when this batch already committed
         it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
         (possibly from newer input versions, for a bootstrap), and must find the revisions as they were."""
@@ -401,7 +369,7 @@ class Refresher:
         with profile.phase("commit changelog"):
             write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
                         on_driver=on_driver)
-        return rows_out
+        return changes
 
 
 def _view_error(plan: ViewPlan, e: Exception) -> Exception:
@@ -434,32 +402,13 @@ def _version_before(ref: TableRef, app_id: str, batch_id: int) -> int | None:
     return version if version >= 0 else None
 
 
-def _checkpoint(tables: ViewTables, last: Committed) -> str:
-    """The Structured Streaming checkpoint of the view's generation. Its name records the view batch id it
-    started after, so view batch ids keep increasing even if a checkpoint is lost and started again."""
-    folder = tables.checkpoints.removeprefix("file:")
-    if "://" in folder:
-        raise MvError(f"checkpoints must be on a local or mounted path, not {folder}",
-                      hint="set [project] warehouse to a local path, or give the view a local 'path'")
-    prefix = f"g{last.generation}_b"
-    existing = sorted(d for d in os.listdir(folder) if d.startswith(prefix)) if os.path.isdir(folder) else []
-    if existing:
-        return os.path.join(folder, existing[-1])
-    return os.path.join(folder, f"{prefix}{last.batch_id}")
-
-
-def _remove_tree(path: str, storage_options: dict[str, str], *, prefix: bool = False) -> None:
-    """Remove a folder (with `prefix`: every folder whose name starts with the path's last segment)."""
+def _remove_tree(path: str, storage_options: dict[str, str]) -> None:
     local = path.removeprefix("file:")
     if "://" in local:
         if TableRef(path, storage_options).exists():
             remove_folder(TableRef(path, storage_options))
         return
-    parent, name = os.path.split(local)
-    targets = [os.path.join(parent, d) for d in os.listdir(parent) if d.startswith(name)] \
-        if prefix and os.path.isdir(parent) else [local]
-    for target in targets:
-        shutil.rmtree(target, ignore_errors=True)
+    shutil.rmtree(local, ignore_errors=True)
 
 
 def _state_tables(tables: ViewTables) -> list[str]:
@@ -478,9 +427,3 @@ def _latest_commit_time(refs: dict[str, TableRef], versions: dict[str, int]) -> 
         times.append(int(info["timestamp"]))
     millis = max(times) if times else int(time.time() * 1000)
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(millis / 1000)) + f".{millis % 1000:03d}"
-
-
-def _ancestors(catalog: Catalog, name: str) -> set[str]:
-    import networkx as nx
-
-    return set(nx.ancestors(catalog.graph, name))

@@ -15,7 +15,11 @@ from mvengine.names import validate_name
 from mvengine.project.config import Config, join_uri
 from mvengine.sql.files import Statement
 
-VIEW_OPTIONS = {"path"}
+VIEW_OPTIONS = {"path", "refresh_policy"}
+# How a view is refreshed (as Databricks' materialized views offer): `auto` chooses per batch, by cost, between
+# its delta rule and a recomputation; `incremental` always applies the delta rule when the view has one;
+# `incremental_strict` makes a view without one an error at plan time; `full` always recomputes.
+REFRESH_POLICIES = ("auto", "incremental", "incremental_strict", "full")
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class ViewDef:
     column_names: tuple[str, ...] | None  # the optional (col, ...) list after the name
     path: str  # the folder holding snapshot/, changelog/, _state/ and _checkpoints/
     text: str  # the statement as written, to notice when a view's SQL changes
+    refresh_policy: str = "auto"  # one of REFRESH_POLICIES
 
 
 def is_view(statement: Statement) -> bool:
@@ -68,7 +73,11 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
         raise SqlError(f"unknown WITH option(s) {sorted(unknown)}", **where,
                        hint=f"known options: {', '.join(sorted(VIEW_OPTIONS))}")
     path = config.resolve_path(options["path"]) if "path" in options else join_uri(config.warehouse, name)
-    return ViewDef(name, statement.file, statement.line, query, column_names, path, statement.text)
+    policy = options.get("refresh_policy", "auto").lower()
+    if policy not in REFRESH_POLICIES:
+        raise SqlError(f"unknown refresh_policy {options['refresh_policy']!r}", **where,
+                       hint=f"write WITH ('refresh_policy' = one of {', '.join(REFRESH_POLICIES)})")
+    return ViewDef(name, statement.file, statement.line, query, column_names, path, statement.text, policy)
 
 
 def _properties(tree: exp.Create) -> list[exp.Expression]:

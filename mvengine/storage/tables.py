@@ -187,3 +187,14 @@ def commit_metadata(dt: DeltaTable, version: int) -> dict[str, Any]:
             return entry
     raise StorageError(f"version {version} of table at {dt.table_uri} is not in its history "
                        "(it may have been cleaned up by log retention)")
+
+
+def table_rows(ref: TableRef, version: int) -> int:
+    """The table's rows at `version`, from the row counts its log records per file (no data read)."""
+    import pyarrow.compute as pc
+
+    dt = ref.open()
+    if dt.version() != version:
+        dt.load_as_version(version)
+    counts = pa.table(dt.get_add_actions(flatten=True)).column("num_records")
+    return int(pc.sum(counts).as_py() or 0)

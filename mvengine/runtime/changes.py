@@ -1,0 +1,110 @@
+"""The input changes of one pipeline batch: each change feed read once, however many views read it, and
+counted in one Spark job at most; a view's own changes handed to the views downstream in memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.zset import from_change_feed
+from mvengine.storage.api import RETRACTIONS, ChangeFeed, read_change_feed
+from mvengine.storage.change_reader import CHANGE_COLUMNS
+from mvengine.storage.tables import TableRef
+
+# An input's changes of at most this many rows are read by delta-rs on the driver and handed to Spark as Arrow;
+# above it, moving the rows from Python into Spark costs more than delta-rs in Spark's Python workers (mvdelta).
+# Both beat Delta's connector, which first rebuilds the table's state in a Spark job (benchmarks/README.md,
+# "Which reader, which writer").
+DRIVER_CHANGE_ROWS = 50_000
+
+
+@dataclass
+class InputChanges:
+    """One input's changes over a version range (from exclusive, to inclusive), as a Z-set."""
+
+    zset: DataFrame
+    rows: int
+    retractions: int  # rows deleted or updated away (the append-only check)
+
+
+@dataclass
+class ViewOutput:
+    """What a view committed in the batch: its snapshot went from `version_before` to `version`, by `changes`."""
+
+    version_before: int
+    version: int
+    changes: InputChanges
+
+
+@dataclass
+class BatchChanges:
+    spark: SparkSession
+    outputs: dict[str, ViewOutput] = field(default_factory=dict)
+    _feeds: dict[tuple[str, int, int], ChangeFeed] = field(default_factory=dict)
+    _counted: dict[tuple[str, int, int], InputChanges] = field(default_factory=dict)
+    _batches: list[Batch] = field(default_factory=list)
+
+    def read(self, wanted: dict[str, tuple[TableRef, int, int]]) -> dict[str, InputChanges]:
+        """Each input's changes over its range. A view's output of this batch is taken from memory when it
+        covers the range; any other range is read from the table's change feed (once per batch)."""
+        found: dict[str, InputChanges] = {}
+        for name, (ref, lo, hi) in wanted.items():
+            output = self.outputs.get(name)
+            if output is not None and (output.version_before, output.version) == (lo, hi):
+                found[name] = output.changes
+            elif (ref.uri, lo, hi) not in self._feeds:
+                feed = read_change_feed(self.spark, ref, lo + 1, hi, driver_rows=DRIVER_CHANGE_ROWS)
+                if feed.arrow is None:  # read by Spark: cached by the count, for the rules to read again
+                    feed.rows.persist()
+                self._feeds[(ref.uri, lo, hi)] = feed
+        self._count([(ref.uri, lo, hi) for name, (ref, lo, hi) in wanted.items() if name not in found])
+        for name, (ref, lo, hi) in wanted.items():
+            if name not in found:
+                found[name] = self._counted[(ref.uri, lo, hi)]
+        return found
+
+    def _count(self, keys: list[tuple[str, int, int]]) -> None:
+        """Count the feeds not yet counted: those read on the driver there, the others in one Spark job (which
+        also fills their caches)."""
+        counts: dict[tuple[str, int, int], tuple[int, int]] = {}
+        in_spark = []
+        for key in dict.fromkeys(keys):
+            if key in self._counted:
+                continue
+            feed = self._feeds[key]
+            counted = feed.counts() if key[2] > key[1] else (0, 0)
+            if counted is None:
+                counts[key] = (0, 0)  # a range may hold no changes: no row in the count
+                in_spark.append((key, feed.rows))
+            else:
+                counts[key] = counted
+        if in_spark:
+            labelled = [rows.select(F.lit(i).alias("_feed"), "_change_type") for i, (_, rows) in enumerate(in_spark)]
+            df = labelled[0]
+            for rows in labelled[1:]:
+                df = df.unionByName(rows)
+            retracting = F.col("_change_type").isin(*RETRACTIONS)
+            for row in df.groupBy("_feed").agg(F.count(F.lit(1)).alias("rows"),
+                                               F.sum(retracting.cast("long")).alias("retractions")).collect():
+                counts[in_spark[row["_feed"]][0]] = (row["rows"], row["retractions"])
+        for key, (rows, retractions) in counts.items():
+            feed = self._feeds[key].rows
+            zset = from_change_feed(feed, [c for c in feed.columns if c not in CHANGE_COLUMNS])
+            self._counted[key] = InputChanges(zset, rows, retractions)
+
+    def keep_until_released(self, batch: Batch) -> None:
+        """A view's batch, whose DataFrames (its output among them) live until the pipeline batch ends."""
+        self._batches.append(batch)
+
+    def release(self) -> None:
+        for batch in self._batches:
+            batch.release()
+        self._batches.clear()
+        for feed in self._feeds.values():
+            feed.rows.unpersist()
+        self._feeds.clear()
+        self._counted.clear()
+        self.outputs.clear()
