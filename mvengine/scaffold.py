@@ -36,6 +36,10 @@ CONFIG = """\
 [refresh]
 # How often `mv refresh --continuous` looks for new input commits: 500ms, 1s, 2m, 1h.
 # interval = "1s"
+# A view under refresh_policy 'auto' is recomputed instead of maintained in a batch that changes more than this
+# share of its inputs' rows, and at least recompute_min_changes rows.
+# recompute_above = 0.3
+# recompute_min_changes = 100000
 
 [plan]
 # true: a view whose state grows without bound is an error (see `mv plan`).

@@ -22,14 +22,13 @@ class ViewTables:
     snapshot: TableRef
     changelog: TableRef
     state: str
-    checkpoints: str
 
 
 def view_tables(plan: ViewPlan, storage_options: dict[str, str]) -> ViewTables:
     root = plan.view.path
     return ViewTables(root, TableRef(join_uri(root, "snapshot"), storage_options, plan.name),
                       TableRef(join_uri(root, "changelog"), storage_options, f"{plan.name}_changelog"),
-                      join_uri(root, "_state"), join_uri(root, "_checkpoints"))
+                      join_uri(root, "_state"))
 
 
 def source_table(source: SourceDef, storage_options: dict[str, str]) -> TableRef:

@@ -138,7 +138,8 @@ class Pipeline:
                 if last is not None and any(last.inputs.get(n, -1) > cut[n] for n in sources) \
                         and plan.name not in self.rebuild:
                     continue  # rebuilt at a later cut: the query has not reached it yet
-                refresher.guarded(plan, refresher.advance, plan, targets, changes, rebuild=plan.name in self.rebuild)
+                refresher.guarded(plan, refresher.advance, plan, last, targets, changes,
+                                  rebuild=plan.name in self.rebuild)
                 self.rebuild.discard(plan.name)
                 output = changes.outputs.get(plan.name)
                 at_cut[plan.name] = output.version if output is not None else tables.snapshot.open().version()

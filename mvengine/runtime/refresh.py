@@ -165,16 +165,15 @@ class Refresher:
         changes = BatchChanges(self.spark)
         try:
             self.apply_changes(plan, tables, last.generation, last.batch_id, before.inputs, last.inputs, changes,
-                               note=note)
+                               note=note, finishing=True)
         finally:
             changes.release()
 
-    def advance(self, plan: ViewPlan, targets: dict[str, int], changes: BatchChanges, *,
-                rebuild: bool = False) -> bool:
-        """Bring one view to `targets` (its inputs' versions: sources at the batch's cut, upstream views where
-        this batch left them). Returns whether the view wrote a batch."""
+    def advance(self, plan: ViewPlan, last: Committed | None, targets: dict[str, int], changes: BatchChanges, *,
+                rebuild: bool = False) -> None:
+        """Bring one view from its `last` commit to `targets` (its inputs' versions: sources at the batch's cut,
+        upstream views where this batch left them)."""
         tables = view_tables(plan, self.config.storage_options)
-        last = last_commit(tables.snapshot)
         digest = sql_hash(plan)
         incremental = plan.strategy == "incremental" and supports(plan.root)
         upstream_rebuilt = last is not None and any(
@@ -194,14 +193,11 @@ class Refresher:
             batch_id = 0 if last is None else last.batch_id + 1
             self._recompute(plan, tables, generation, batch_id, "bootstrap" if incremental else "full",
                             incremental, targets, note=note)
-            return True
-        if all(last.inputs.get(n) == v for n, v in targets.items()):
-            return False
-        if incremental:
-            self.apply_changes(plan, tables, last.generation, last.batch_id + 1, last.inputs, targets, changes)
-        else:
-            self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False, targets)
-        return True
+        elif any(last.inputs.get(n) != v for n, v in targets.items()):
+            if incremental:
+                self.apply_changes(plan, tables, last.generation, last.batch_id + 1, last.inputs, targets, changes)
+            else:
+                self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False, targets)
 
     def _columns_changed(self, plan: ViewPlan, tables: ViewTables) -> bool:
         names = [f.name for f in tables.snapshot.open().schema().fields]
@@ -256,9 +252,9 @@ class Refresher:
 
     def apply_changes(self, plan: ViewPlan, tables: ViewTables, generation: int, batch_id: int,
                       versions_before: dict[str, int], targets: dict[str, int], changes: BatchChanges, *,
-                      note: str = "") -> None:
+                      note: str = "", finishing: bool = False) -> None:
         """One incremental batch of the view: its delta rule over its inputs' changes from `versions_before`
-        to `targets`. Its own changes join `changes.outputs`, for the views downstream; the batch's DataFrames
+        to `targets` (`finishing`: a batch whose snapshot is committed, never recomputed instead). Its own changes join `changes.outputs`, for the views downstream; the batch's DataFrames
         live until the pipeline batch ends (`changes.release`)."""
         started = time.monotonic()
         refs = self.input_refs(plan)
@@ -269,7 +265,7 @@ class Refresher:
             inputs = changes.read({n: (refs[n], lo, hi) for n, (lo, hi) in ranges.items()})
             self._check_claims(plan, inputs, ranges)
         rows_in = sum(c.rows for c in inputs.values())
-        reason = self._recompute_instead(plan, refs, targets, rows_in)
+        reason = "" if finishing else self._recompute_instead(plan, refs, targets, rows_in)
         if reason:
             self._recompute(plan, tables, generation + 1, batch_id, "bootstrap", True, targets, note=reason)
             return

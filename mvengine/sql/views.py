@@ -29,7 +29,7 @@ class ViewDef:
     line: int
     query: exp.Query
     column_names: tuple[str, ...] | None  # the optional (col, ...) list after the name
-    path: str  # the folder holding snapshot/, changelog/, _state/ and _checkpoints/
+    path: str  # the folder holding snapshot/, changelog/ and _state/
     text: str  # the statement as written, to notice when a view's SQL changes
     refresh_policy: str = "auto"  # one of REFRESH_POLICIES
 
