@@ -70,6 +70,7 @@ class MemoryState:
     call, with commit() applying the staged rows as the state tables' MERGE does."""
 
     spark: object
+    on_driver: bool = False  # as StateStore's: a small batch, whose rules keep their results on the driver
     tables: dict[str, DataFrame] = field(default_factory=dict)
     _pending: list[tuple[str, DataFrame, tuple[str, ...], str | None]] = field(default_factory=list)
 
@@ -209,6 +210,7 @@ def check(spark, catalog: Catalog, view: str, examples: list[list[dict]]) -> Non
             for name, (deleted, inserted) in apply(contents, example, batches[i]).items():
                 done[name][0].extend(deleted)
                 done[name][1].extend(inserted)
+        state.on_driver = i % 2 == 1  # both forms of Batch.keep_small, one batch each
         delta = run_rule(spark, catalog, view, state, None if i == 0 else before, done)
         new = run_sql(spark, catalog, view, contents)
         expected = Counter(new)

@@ -88,7 +88,7 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
         *[F.expr(arg).alias(f"_x{j}") for j, arg in enumerate(_arguments(aggs))],
         F.col(WEIGHT), F.col(MTIME))
     if multisets:  # read again by each multiset
-        rows = batch.keep(rows)
+        rows = batch.keep_small(rows)
     arg_column = {arg: f"_x{j}" for j, arg in enumerate(_arguments(aggs))}
 
     # 1. What this batch adds to each affected group's accumulators.
@@ -106,7 +106,7 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
     grouped = rows.groupBy(*[quote(g) for g in groups]) if groups else rows.groupBy()
     partial = grouped.agg(*partial_columns)
     if multisets:
-        partial = batch.keep(partial)
+        partial = batch.keep_small(partial)
 
     # 2. The accumulators before the batch, for the affected groups only.
     acc_name = f"n{nid}_acc"
@@ -152,7 +152,7 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
         n = new.alias("n")
         new = n.join(v, null_safe_equal(n, v, groups), "left").select(
             "n.*", *[F.col(f"v.{quote(a.value)}").alias(a.value) for a in aggs if a.multiset == j])
-    new = batch.keep(new)
+    new = batch.keep_small(new)
 
     # 4. State: the new accumulators; a group whose count reached zero is deleted (a global one is kept).
     state_columns = template.columns
@@ -223,7 +223,7 @@ def _multiset_values(batch: Batch, nid: int, j: int, rows: DataFrame, affected_g
         *[F.coalesce(F.col(f"d.{quote(k)}"), F.col(f"o.{quote(k)}")).alias(k) for k in keys],
         (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.coalesce(F.col(f"d.{COUNT}"), F.lit(0))).alias(COUNT),
         F.col(f"d.{COUNT}").isNotNull().alias("_touched"), F.col(f"o.{COUNT}").isNotNull().alias("_existed"))
-    merged = batch.keep(merged)
+    merged = batch.keep_small(merged)
     gone = F.col(COUNT) <= 0
     batch.state.stage(name, merged.where(F.col("_touched") & (~gone | F.col("_existed")))
                       .select(*[quote(k) for k in keys], COUNT, gone.alias(DELETE)), keys, DELETE)

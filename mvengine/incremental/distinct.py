@@ -17,12 +17,12 @@ def delta(node: Distinct, batch: Batch, child_delta) -> DataFrame:
     columns = [f.name for f in node.fields]
     child = child_delta(node.child, batch)
     child = child.select(*[F.col(quote(c)) for c in [f.name for f in node.child.fields]], WEIGHT, MTIME)
-    changed = batch.keep(consolidate(child.toDF(*columns, WEIGHT, MTIME), columns))
+    changed = batch.keep_small(consolidate(child.toDF(*columns, WEIGHT, MTIME), columns))
     name = f"n{batch.node_id(node)}_rows"
     template = changed.select(*[quote(c) for c in columns], F.col(WEIGHT).alias(COUNT)).limit(0)
     old = batch.state.read_candidates(name, template, changed, columns).alias("o")
     d = changed.alias("d")
-    merged = batch.keep(d.join(old, null_safe_equal(d, old, columns), "left").select(
+    merged = batch.keep_small(d.join(old, null_safe_equal(d, old, columns), "left").select(
         *[F.col(f"d.{quote(c)}").alias(c) for c in columns],
         F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)).alias("_before"),
         (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.col(f"d.{WEIGHT}")).alias(COUNT),

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from mvengine.errors import MvError
-from mvengine.incremental.batch import Batch
+from mvengine.incremental.batch import Batch, collect_small
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
 from mvengine.plan.view_plan import ViewPlan
+from mvengine.runtime.emit_local import keyed_changes
 from mvengine.storage.api import DELETE_MARK, read_table
 from mvengine.storage.tables import TableRef
 
@@ -27,9 +30,12 @@ REVISION = "_rev"
 
 @dataclass
 class ViewChanges:
-    changelog: DataFrame  # the view's columns, then _op, _undo, _mtime, _version, _batch_id, _emit_index, _emit_timing
+    """The writes are DataFrames, or Arrow tables when a small batch was computed on the driver (emit_local)."""
+
+    changelog: DataFrame | pa.Table  # the view's columns, then _op, _undo, _mtime, _version, _batch_id,
+    #                                  _emit_index, _emit_timing
     deletes: DataFrame | None  # rows whose key columns name what the snapshot loses (all copies); None: nothing
-    inserts: DataFrame  # rows the snapshot gains
+    inserts: DataFrame | pa.Table  # rows the snapshot gains
     keys: list[str]  # the columns `deletes` matches on
     rows: int  # changelog rows
     # The snapshot's change as a Z-set (the view's columns, _w, _mtime), for the views downstream to take in
@@ -38,7 +44,7 @@ class ViewChanges:
     retractions: int
     # Keyed views: the same edit as one row per changed key, its new row or (DELETE_MARK true) its removal,
     # for an upsert by key; None for bags, views of one row, and batches that change nothing.
-    upserts: DataFrame | None = None
+    upserts: DataFrame | pa.Table | None = None
 
 
 def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: TableRef,
@@ -47,7 +53,12 @@ def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: Tab
     version = (snapshot_before + 1) if snapshot_before is not None else 0
     # Computed once here: everything below reads these rows several times. (Changes that hold one old and one
     # new row per key at most need no consolidation: _keyed drops a key whose old and new rows are equal.)
-    if not changes_once_per_key(plan.root):
+    once_per_key = changes_once_per_key(plan.root)
+    if plan.key and batch.state.on_driver:  # (a view of one row, keyed by nothing, takes the Spark form)
+        collected = collect_small(zset)
+        if collected is not None:
+            return _keyed_on_driver(plan, zset, collected, columns, batch, version, batch_id, once_per_key)
+    if not once_per_key:
         zset = consolidate(zset, columns)
     changes = batch.keep(zset, eager=True)
     if plan.key is not None:
@@ -58,8 +69,11 @@ def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: Tab
 def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch, version: int,
            batch_id: int) -> ViewChanges:
     key = list(plan.key or ())
-    old = changes.where(F.col(WEIGHT) < 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"))
-    new = changes.where(F.col(WEIGHT) > 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"))
+    copies = F.abs(F.col(WEIGHT)).alias("_n")  # more than 1: the key occurs twice (checked in _count_keyed)
+    old = changes.where(F.col(WEIGHT) < 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"),
+                                                  copies)
+    new = changes.where(F.col(WEIGHT) > 0).select(*[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"),
+                                                  copies)
     o, n = old.alias("o"), new.alias("n")
     pairs = o.join(n, null_safe_equal(o, n, key), "full_outer").select(
         F.struct(*[F.col(f"o.{quote(c)}").alias(c) for c in columns]).alias("old"),
@@ -67,6 +81,7 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch,
         F.coalesce(F.col("o._in"), F.lit(False)).alias("_had"),
         F.coalesce(F.col("n._in"), F.lit(False)).alias("_has"),
         F.coalesce(F.col(f"n.{MTIME}"), F.col(f"o.{MTIME}")).alias(MTIME),
+        F.greatest(F.coalesce(F.col("o._n"), F.lit(0)), F.coalesce(F.col("n._n"), F.lit(0))).alias("_copies"),
         *[F.coalesce(F.col(f"n.{quote(k)}"), F.col(f"o.{quote(k)}")).alias(f"_k{i}") for i, k in enumerate(key)])
     pairs = pairs.where(~(F.col("_had") & F.col("_has") & F.col("old").eqNullSafe(F.col("new"))))
     key_columns = [F.col(f"_k{i}").alias(k) for i, k in enumerate(key)]
@@ -104,6 +119,20 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch,
     count, retractions = _count_keyed(plan, rows, key)
     return ViewChanges(_finish(changelog, version, batch_id), deletes if count else None, inserts, key, count,
                        zset, retractions, upserts if count and key else None)
+
+
+def _keyed_on_driver(plan: ViewPlan, zset: DataFrame, collected: pa.Table, columns: list[str], batch: Batch,
+                     version: int, batch_id: int, consolidated: bool) -> ViewChanges:
+    key = list(plan.key or ())
+    local = keyed_changes(plan.name, collected, columns, key, batch.state, EMIT_STATE, REVISION,
+                          consolidated=consolidated, version=version, batch_id=batch_id)
+    batch.state.stage(EMIT_STATE, local.revisions, key)
+    fields = {f.name: f for f in zset.schema.fields}
+    schema = StructType([fields[c] for c in (*columns, WEIGHT, MTIME)])
+    changed = local.rows > 0
+    return ViewChanges(local.changelog, None, local.inserts, key, local.rows,
+                       batch.spark.createDataFrame(local.zset, schema=schema), local.retractions,
+                       local.upserts if changed else None)
 
 
 def _key_match(key: list[str], left: str, right: str) -> Column:
@@ -165,7 +194,7 @@ def _count_keyed(plan: ViewPlan, pairs: DataFrame, key: list[str]) -> tuple[int,
         total = pairs.agg(F.sum(rows).alias("rows"), F.sum(old).alias("old")).collect()[0]
         return int(total["rows"] or 0), int(total["old"] or 0)
     per_key = pairs.groupBy(*[f"_k{i}" for i in range(len(key))]).agg(
-        F.count(F.lit(1)).alias("_pairs"), F.sum(rows).alias("_rows"), F.sum(old).alias("_old"),
+        F.sum("_copies").alias("_pairs"), F.sum(rows).alias("_rows"), F.sum(old).alias("_old"),
         F.first(F.struct(*[F.col(f"_k{i}") for i in range(len(key))])).alias("_key"))
     total = per_key.agg(F.sum("_rows").alias("rows"), F.sum("_old").alias("old"), F.max("_pairs").alias("most"),
                         F.max_by("_key", "_pairs").alias("key")).collect()[0]

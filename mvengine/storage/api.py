@@ -225,14 +225,15 @@ def stream_version_ranges(spark: "SparkSession", refs: dict[str, TableRef],
     return reader.load()
 
 
-def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partition_by: Sequence[str] = (),
+def write_table(df: "DataFrame | pa.Table", ref: TableRef, *, mode: str = "append", partition_by: Sequence[str] = (),
                 metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
                 target_file_rows: int | None = None, on_driver: bool = False,
                 cluster_by: Sequence[str] = ()) -> bool:
     """Append to or overwrite a table (created with the change data feed on when missing) in one commit.
 
     With `on_driver` (for few rows: a caller that knows), the rows are collected as Arrow and written by the
-    driver, which costs far less than a Spark write job. With `cluster_by`, the rows are written in the order
+    driver, which costs far less than a Spark write job; rows already on the driver (an Arrow table, with the
+    Arrow types Spark's would have) are written so too. With `cluster_by`, the rows are written in the order
     of those columns, so each file holds a narrow range of them: a later MERGE by them rewrites only the files
     whose range the merged keys fall in, not every file. Returns False, writing nothing, when the application
     transaction `txn` is already committed.
@@ -241,13 +242,14 @@ def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partiti
         raise StorageError(f"write mode must be 'append' or 'overwrite', not {mode!r}")
     if txn is not None and is_committed(ref, *txn):
         return False
+    schema = _arrow_schema(df)
     if ref.exists():
-        check_compatible(ref, spark_to_arrow_schema(df.schema), list(partition_by))
-    if on_driver:  # the data source's own writer, run on the driver over the collected rows
+        check_compatible(ref, schema, list(partition_by))
+    if on_driver or isinstance(df, pa.Table):  # the data source's own writer, run on the driver over the rows
         options = WriteOptions(overwrite=mode == "overwrite", partition_by=tuple(partition_by),
                                metadata=tuple(sorted((metadata or {}).items())), txn=txn,
                                target_file_rows=target_file_rows or WriteOptions.target_file_rows)
-        writer = DeltaWriter(ref, df.schema, options)
+        writer = DeltaWriter(ref, schema, options)
         rows = _collected(df)
         if cluster_by:
             rows = rows.sort_by([(c, "ascending") for c in cluster_by])
@@ -271,7 +273,7 @@ def write_table(df: "DataFrame", ref: TableRef, *, mode: str = "append", partiti
     return True
 
 
-def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_column: str | None = None,
+def merge_into(df: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str], *, delete_column: str | None = None,
                metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
                on_driver: bool = False) -> dict[str, Any] | None:
     """Upsert `df` into the table by `keys` (NULL keys match NULL keys) in one commit.
@@ -279,14 +281,14 @@ def merge_into(df: "DataFrame", ref: TableRef, keys: Sequence[str], *, delete_co
     Rows whose `delete_column` is true delete the matching target row instead. The delta is staged as Parquet
     by the executors and streamed from there into delta-rs's MERGE, so it never passes through Python objects
     and its size is bounded by disk, not by the driver's memory; with `on_driver` (few rows) it is collected
-    as Arrow and merged from memory instead. Returns the merge metrics, or None when `txn` is already
+    as Arrow and merged from memory instead, as an Arrow table `df` is. Returns the merge metrics, or None when `txn` is already
     committed.
     """
     if txn is not None and is_committed(ref, *txn):
         return None
     dt = ref.open()
     table_columns = [f.name for f in dt.schema().fields]
-    data_columns = [c for c in df.columns if c != delete_column]
+    data_columns = [c for c in _arrow_schema(df).names if c != delete_column]
     if sorted(data_columns) != sorted(table_columns) or not keys or set(keys) - set(table_columns):
         raise StorageError(f"cannot merge into {ref.label}: the data's columns {data_columns} must be the "
                            f"table's {table_columns}, and the keys {list(keys)} some of them")
@@ -351,6 +353,7 @@ def _merge(df: "DataFrame", ref: TableRef, dt: Any, keys: Sequence[str], clauses
     delta-rs runs as a hash join, five times faster than the `IS NOT DISTINCT FROM` that NULL keys need (and
     equal to it: a NULL target key matches no source key either way)."""
     staging = TableRef(join_uri(ref.uri, STAGING_DIR, uuid.uuid4().hex), ref.storage_options)
+    on_driver = on_driver or isinstance(df, pa.Table)
     try:
         if on_driver:
             source = _collected(df)
@@ -389,8 +392,14 @@ def _null_columns(ref: TableRef, columns: Sequence[str]) -> dict[str, bool]:
     return found
 
 
-def _collected(df: "DataFrame") -> pa.Table:
+def _arrow_schema(df: "DataFrame | pa.Table") -> pa.Schema:
+    return df.schema if isinstance(df, pa.Table) else spark_to_arrow_schema(df.schema)
+
+
+def _collected(df: "DataFrame | pa.Table") -> pa.Table:
     """The DataFrame's rows on the driver, with the Arrow types its writes and merges use."""
+    if isinstance(df, pa.Table):
+        return df
     schema = spark_to_arrow_schema(df.schema)
     return pa.Table.from_batches([conform_batch(b, schema) for b in df.toArrow().to_batches()], schema)
 
