@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 from deltalake import write_deltalake
 
@@ -46,6 +47,8 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--changed", type=int, default=10, help="fact rows updated per commit")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for one commit")
+    parser.add_argument("--log", help="write the refresh's output there, with the phases of every batch "
+                                      "(mv refresh --profile)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="mvlatency"))
     (root / "views").mkdir()
@@ -57,14 +60,18 @@ def main() -> None:
     for source, ref in (("facts", facts), ("dims", dims)):
         ensure_source_table(ref, catalog.sources[source].schema)
     n, dim_rows = args.rows, max(args.rows // 100, 1)
-    write_deltalake(facts.uri, _facts(catalog, range(n), 0, dim_rows), mode="append")
+    for first in range(0, n, 1_000_000):  # files of at most 1M rows, as a refresh's writes have them
+        write_deltalake(facts.uri, _facts(catalog, range(first, min(first + 1_000_000, n)), 0, dim_rows),
+                        mode="append")
     write_deltalake(dims.uri, pa.Table.from_pylist(
         [{"d": d, "name": f"dim {d}", "region": d % REGIONS} for d in range(dim_rows)],
         schema=catalog.sources["dims"].schema), mode="append")
 
     mv = Path(sys.executable).parent / "mv"
-    child = subprocess.Popen([str(mv), "--project", str(root), "refresh", "--continuous", "--interval", "0.1s"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    command = [str(mv), "--project", str(root), "refresh", "--continuous", "--interval", "0.1s"]
+    log = open(args.log, "w") if args.log else subprocess.DEVNULL  # noqa: SIM115 (open while the child runs)
+    child = subprocess.Popen(command + (["--profile"] if args.log else []), stdout=log, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
     try:
         _wait_for(config, catalog, facts.open().version(), args.timeout)  # the bootstrap
         latencies = []
@@ -87,8 +94,10 @@ def main() -> None:
           f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, max {max(latencies):.2f} s")
 
 
-def _facts(catalog, ids, revision: int, dim_rows: int) -> pa.Table:
-    return pa.Table.from_pylist([{"id": i, "d": (i + revision) % dim_rows, "v": (i + revision) % 89} for i in ids],
+def _facts(catalog, ids: range, revision: int, dim_rows: int) -> pa.Table:
+    id_ = pa.array(np.arange(ids.start, ids.stop, dtype=np.int64))
+    shifted = np.arange(ids.start, ids.stop, dtype=np.int64) + revision
+    return pa.Table.from_arrays([id_, pa.array(shifted % dim_rows), pa.array(shifted % 89)],
                                 schema=catalog.sources["facts"].schema)
 
 

@@ -1,8 +1,10 @@
 """The delta rules alone, Feldera-style: a weighted delta in, the weighted delta out, checked against the view's SQL
 run by Spark before and after the batch (the output delta must be `Q(after) - Q(before)`, as a Z-set).
 
-No refresh and no Delta commit: the inputs are DataFrames made from Python rows and the rules' state lives in
-memory (MemoryState below, with the interface of StateStore that the rules call). A Spark job costs ~150 ms
+No refresh and no Delta commit: the inputs are made from Python rows and the rules' state lives in memory
+(MemoryState below, with the interface of StateStore that the rules call). Each operator's two forms take
+turns on one state, batch after batch: the Spark rules (incremental/<operator>.py `delta`) and the driver's
+(`driver_delta`, Arrow), so each is checked against the SQL and against the state the other left. A Spark job costs ~150 ms
 here whatever its size, so examples are run side by side rather than one after another: every source has a
 column `_ex` (the example a row belongs to) and every view carries it through (grouped by it, joined on it), so
 one batch of the rule, and one query of the oracle, covers a hundred independent examples. A failure names the
@@ -21,14 +23,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from mvengine.incremental.batch import Batch
-from mvengine.incremental.compiler import view_delta
+from mvengine.incremental.batch import Batch, collect_small
+from mvengine.incremental.compiler import view_delta, view_delta_on_driver
+from mvengine.incremental.driver import DriverBatch, match
+from mvengine.incremental.driver import consolidated
+from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.project.catalog import Catalog, load_catalog
 from mvengine.project.config import load_config
@@ -60,22 +66,27 @@ ONE_BY_ONE = {
     "exists_uncorrelated": "SELECT k, v FROM a WHERE EXISTS (SELECT 1 FROM b WHERE v > 2)",
 }
 MTIME_VALUE = datetime(2026, 1, 1, tzinfo=UTC)
-BATCHES = 3  # per example: the first from nothing (a bootstrap), then two with state
+BATCHES = 4  # per example: the first from nothing (a bootstrap), then three with state
 SIDE = 100  # examples side by side in one run of the rule
 
 
 @dataclass
 class MemoryState:
-    """The state of a view's delta rules in memory: the methods of incremental.state.StateStore that the rules
-    call, with commit() applying the staged rows as the state tables' MERGE does."""
+    """The state of a view's delta rules in memory, as Arrow tables: the methods of incremental.state.StateStore
+    that the rules call, in both forms (DataFrames for the Spark rules, Arrow for the driver's), with commit()
+    applying the staged rows as the state tables' MERGE does. One state serves both forms, batch after batch,
+    as one view's state does when its batches alternate between Spark and the driver."""
 
     spark: object
     on_driver: bool = False  # as StateStore's: a small batch, whose rules keep their results on the driver
-    tables: dict[str, DataFrame] = field(default_factory=dict)
-    _pending: list[tuple[str, DataFrame, tuple[str, ...], str | None]] = field(default_factory=list)
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    _pending: list[tuple[str, object, tuple[str, ...], str | None]] = field(default_factory=list)
 
+    # -- the Spark rules' reads
     def read(self, name: str, template: DataFrame) -> DataFrame:
-        return self.tables.get(name, template.limit(0))
+        if name not in self.tables:
+            return template.limit(0)
+        return self.spark.createDataFrame(self.tables[name], schema=template.schema)
 
     def read_candidates(self, name: str, template: DataFrame, keys: DataFrame, key_columns) -> DataFrame:
         return self.read(name, template)
@@ -87,17 +98,37 @@ class MemoryState:
         s, k = state.alias("s"), keys.select(*[quote(c) for c in key_columns]).distinct().alias("k")
         return s.join(k, null_safe_equal(s, k, key_columns), "left_semi")
 
-    def stage(self, name: str, rows: DataFrame, keys, delete_column: str | None = None) -> None:
+    # -- the driver rules' reads
+    def schema(self, name: str) -> pa.Schema | None:
+        return self.tables[name].schema if name in self.tables else None
+
+    def read_all(self, name: str) -> pa.Table | None:
+        return self.tables.get(name)
+
+    def lookup(self, name: str, rows: pa.Table, keys) -> pa.Table | None:
+        if name not in self.tables:
+            return None
+        found = self.tables[name]
+        matched, _ = match([found.column(k) for k in keys], [rows.column(k) for k in keys], "left semi",
+                           null_safe=True)
+        return found.take(matched)
+
+    def stage(self, name: str, rows, keys, delete_column: str | None = None) -> None:
         self._pending.append((name, rows, tuple(keys), delete_column))
 
     def commit(self) -> None:
         for name, rows, keys, delete_column in self._pending:
-            kept = rows.where(~F.col(quote(delete_column))).drop(delete_column) if delete_column else rows
+            rows = rows if isinstance(rows, pa.Table) else collect_small(rows, 10**9)
+            kept = rows.filter(pc.invert(rows.column(delete_column))).drop_columns([delete_column]) \
+                if delete_column else rows
             current = self.tables.get(name)
-            if current is not None and keys:
-                o, r = current.alias("o"), rows.alias("r")
-                kept = current.join(r, null_safe_equal(o, r, keys), "left_anti").unionByName(kept)
-            self.tables[name] = kept.localCheckpoint(eager=True)  # outlives the batch's own checkpoints
+            if current is not None:
+                kept = kept.select(current.column_names).cast(current.schema)
+                if keys:
+                    gone, _ = match([current.column(k) for k in keys], [rows.column(k) for k in keys], "left anti",
+                                    null_safe=True)
+                    kept = pa.concat_tables([current.take(gone), kept])
+            self.tables[name] = kept
         self._pending.clear()
 
 
@@ -161,13 +192,7 @@ def apply(contents: Contents, example: int, batch: dict) -> dict[str, tuple[list
 
 def frame(spark, catalog: Catalog, name: str, rows: list[tuple], weights: list[int] | None = None) -> DataFrame:
     """A source's rows as a DataFrame; with `weights`, as a Z-set (`_w`, `_mtime`)."""
-    schema = catalog.sources[name].schema
-    columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in schema]
-    if weights is not None:
-        schema = schema.append(pa.field(WEIGHT, pa.int64())).append(pa.field(MTIME, pa.timestamp("us", tz="UTC")))
-        columns += [weights, [MTIME_VALUE] * len(weights)]
-    return spark.createDataFrame(pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)],
-                                                      schema=schema))
+    return spark.createDataFrame(table_of(catalog, name, rows, weights))
 
 
 def run_rule(spark, catalog: Catalog, view: str, state: MemoryState, before: Contents | None,
@@ -187,6 +212,40 @@ def run_rule(spark, catalog: Catalog, view: str, state: MemoryState, before: Con
     finally:
         batch.release()
     return Counter({tuple(r[c] for c in columns): r[WEIGHT] for r in result})
+
+
+def run_driver_rule(catalog: Catalog, view: str, state: MemoryState, before: Contents,
+                    done: dict[str, tuple[list, list]]) -> Counter:
+    """The view's delta rule on the driver over one batch (no Spark)."""
+    deltas = {name: table_of(catalog, name, deleted + inserted, [-1] * len(deleted) + [1] * len(inserted))
+              for name, (deleted, inserted) in done.items()}
+
+    def read(name: str, where):
+        rows = table_of(catalog, name, before[name])
+        if where is not None:
+            column, values = where
+            rows = rows.filter(pc.is_in(rows.column(column), pc.unique(values)))
+        return rows
+
+    moved = frozenset(name for name, (deleted, inserted) in done.items() if deleted or inserted)
+    batch = DriverBatch(deltas, state, before=read, moved=moved)
+    plan = catalog.plans[view]
+    try:
+        result = consolidated(view_delta_on_driver(plan.root, batch))
+    except NotOnDriver as e:
+        pytest.fail(f"{view}: the driver declined a batch it should compute ({e})")
+    state.commit()
+    return Counter({tuple(r[:-2]): r[-2] for r in zip(*[c.to_pylist() for c in result.columns])})
+
+
+def table_of(catalog: Catalog, name: str, rows: list[tuple], weights: list[int] | None = None) -> pa.Table:
+    """A source's rows as an Arrow table; with `weights`, as a Z-set (`_w`, `_mtime`)."""
+    schema = catalog.sources[name].schema
+    columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in schema]
+    if weights is not None:
+        schema = schema.append(pa.field(WEIGHT, pa.int64())).append(pa.field(MTIME, pa.timestamp("us", tz="UTC")))
+        columns += [weights, [MTIME_VALUE] * len(weights)]
+    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
 
 
 def run_sql(spark, catalog: Catalog, view: str, contents: Contents) -> Counter:
@@ -210,8 +269,13 @@ def check(spark, catalog: Catalog, view: str, examples: list[list[dict]]) -> Non
             for name, (deleted, inserted) in apply(contents, example, batches[i]).items():
                 done[name][0].extend(deleted)
                 done[name][1].extend(inserted)
-        state.on_driver = i % 2 == 1  # both forms of Batch.keep_small, one batch each
-        delta = run_rule(spark, catalog, view, state, None if i == 0 else before, done)
+        # Batch 0 starts from nothing, by Spark; then the driver, Spark with its small-batch form
+        # (Batch.keep_small), and the driver again, each going on from the state the other form left.
+        state.on_driver = i == 2
+        if i % 2:
+            delta = run_driver_rule(catalog, view, state, before, done)
+        else:
+            delta = run_rule(spark, catalog, view, state, None if i == 0 else before, done)
         new = run_sql(spark, catalog, view, contents)
         expected = Counter(new)
         expected.subtract(old)

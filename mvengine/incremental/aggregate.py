@@ -11,13 +11,17 @@ which exists even when its input is empty (COUNT = 0, SUM = NULL).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.driver import DriverBatch, align, concat, match, normalized, zset
+from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate
 from mvengine.incremental.zset import MTIME, WEIGHT, null_safe_equal, quote
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.nodes import Aggregate
@@ -37,6 +41,7 @@ class _Agg:
     sum_type: str | None  # Spark type of the running sum (SUM, AVG)
     result_type: str
     multiset: int | None  # which multiset table holds its values
+    expression: exp.Expression | None = field(default=None, compare=False)  # the argument (None for *)
 
     @property
     def value(self) -> str:  # the accumulator holding the current output (min, max, distinct ones)
@@ -74,7 +79,8 @@ def _describe(node: Aggregate) -> tuple[list[_Agg], list[str]]:
             if argument not in multisets:
                 multisets.append(argument)
             multiset = multisets.index(argument)
-        aggs.append(_Agg(i, kind, argument, sum_type, type_name(f.type), multiset))
+        aggs.append(_Agg(i, kind, argument, sum_type, type_name(f.type), multiset,
+                         None if argument is None else arg_expr))
     return aggs, multisets
 
 
@@ -271,3 +277,216 @@ def _result(a: _Agg, prefix: str | None) -> Column:
     else:
         value = c(a.value)
     return value.cast(a.result_type)
+
+
+# -- on the driver ---------------------------------------------------------------------------------------------
+# The same five steps over Arrow tables. The accumulator and multiset tables are the ones the Spark form keeps
+# (a view's batches may take either form), so their schema, read from the state, gives the types.
+
+
+def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
+    nid = batch.node_id(node)
+    groups = [f.name for f in node.fields[:len(node.groups)]]
+    aggs, multisets = _describe(node)
+    child = child_delta(node.child, batch)
+    acc_name = f"n{nid}_acc"
+    schema = batch.state.schema(acc_name)
+    if schema is None:
+        raise NotOnDriver(f"state {acc_name} does not exist")
+    inputs = node.child.fields
+    weight, mtime = child.column(WEIGHT), child.column(MTIME)
+    group_values = [cast(normalized(evaluate(g, child, inputs)), schema.field(name).type)
+                    for g, name in zip(node.groups, groups)]
+    values = {a.argument: evaluate(a.expression, child, inputs) for a in aggs if a.argument is not None}
+
+    # 1. What this batch adds to each affected group's accumulators.
+    columns: dict[str, pa.ChunkedArray] = {**dict(zip(groups, group_values)), COUNT: weight, MTIME: mtime}
+    sums: list[tuple[str, str]] = [(COUNT, "sum"), (MTIME, "max")]
+    for a in aggs:
+        x = values.get(a.argument)
+        if a.kind in ("count", "sum", "avg"):
+            columns[a.count] = pc.if_else(pc.is_valid(x), weight, pa.scalar(0, pa.int64()))
+            sums.append((a.count, "sum"))
+        if a.kind in ("sum", "avg"):
+            columns[a.sum] = _weighted(x, weight, schema.field(a.sum).type)
+            sums.append((a.sum, "sum"))
+        if a.kind in ("min", "max") and a.multiset is None:
+            _no_nan(x)
+            columns[a.value] = pc.if_else(pc.greater(weight, 0), x, pa.scalar(None, x.type))
+            sums.append((a.value, a.kind))
+    rows = pa.table(list(columns.values()), names=list(columns))
+    if not groups and rows.num_rows == 0:
+        return _no_change(node, schema, aggs, child)
+    grouped = _grouped(rows, groups).aggregate(sums)
+    partial = pa.table([grouped.column(g) for g in groups] + [grouped.column(f"{c}_{how}") for c, how in sums],
+                       names=[*groups, *[c for c, _ in sums]])
+
+    # 2. The accumulators before the batch, for the affected groups only.
+    if groups:
+        found = batch.state.lookup(acc_name, partial, groups)
+        old = found.take(align([partial.column(g) for g in groups], [found.column(g) for g in groups]))
+    else:
+        old = batch.state.read_all(acc_name)
+    old_exists = pc.is_valid(old.column(COUNT))
+    new: dict[str, pa.ChunkedArray] = {g: partial.column(g) for g in groups}
+    new[COUNT] = pc.add_checked(pc.fill_null(old.column(COUNT), 0), partial.column(COUNT))
+    for a in aggs:
+        if a.kind in ("count", "sum", "avg"):
+            new[a.count] = pc.add_checked(pc.fill_null(old.column(a.count), 0), partial.column(a.count))
+        if a.kind in ("sum", "avg"):
+            new[a.sum] = _sum(old.column(a.sum), partial.column(a.sum), schema.field(a.sum).type)
+        if a.kind in ("min", "max") and a.multiset is None:
+            pick = pc.min_element_wise if a.kind == "min" else pc.max_element_wise
+            new[a.value] = pick(old.column(a.value), partial.column(a.value))
+
+    # 3. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
+    for j, argument in enumerate(multisets):
+        found = _multiset_values_on_driver(batch, nid, j, groups, group_values, values[argument], weight,
+                                           partial, aggs, schema)
+        new.update(found)
+
+    # 4. State: the new accumulators; a group whose count reached zero is deleted (a global one is kept).
+    deleted = pc.equal(new[COUNT], 0) if groups else pa.repeat(pa.scalar(False), len(new[COUNT]))
+    if set(schema.names) - set(new):
+        raise NotOnDriver(f"state {acc_name} holds columns this rule does not compute")
+    accumulators = pa.table([cast(new[f.name], f.type) for f in schema], schema=_nullable(schema))
+    keep = pc.or_(pc.invert(deleted), old_exists)
+    batch.state.stage(acc_name, accumulators.append_column(DELETE, deleted).filter(keep), groups, DELETE)
+
+    # 5. Output: -old +new for groups whose output changed.
+    new_exists = pc.greater(new[COUNT], 0) if groups else pa.repeat(pa.scalar(True), len(new[COUNT]))
+    old_values = [_result_on_driver(a, old, schema) for a in aggs]
+    new_values = [_result_on_driver(a, accumulators, schema) for a in aggs]
+    same = None
+    for o, n in zip(old_values, new_values):
+        equal = _same(o, n)
+        same = equal if same is None else pc.and_(same, equal)
+    unchanged = pc.and_(old_exists, new_exists)
+    changed = pc.invert(unchanged if same is None else pc.and_(unchanged, same))
+    keys = [partial.column(g) for g in groups]
+    at = partial.column(MTIME)
+    gone = zset([*keys, *old_values], pa.repeat(pa.scalar(-1, pa.int64()), len(at)), at) \
+        .filter(pc.and_(old_exists, changed))
+    come = zset([*keys, *new_values], pa.repeat(pa.scalar(1, pa.int64()), len(at)), at) \
+        .filter(pc.and_(new_exists, changed))
+    return concat([gone, come])
+
+
+def _grouped(rows: pa.Table, groups: list[str]):
+    if any(pa.types.is_nested(rows.schema.field(g).type) for g in groups):
+        raise NotOnDriver("grouping by a nested type")
+    return rows.group_by(groups, use_threads=False)
+
+
+def _weighted(x: pa.ChunkedArray, weight: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
+    """x * weight in the type of the running sum (exact, or NotOnDriver: a sum Arrow could overflow)."""
+    if pa.types.is_decimal(sum_type):
+        if not pa.types.is_decimal(x.type) or pc.max(pc.abs(weight)).as_py() not in (None, 1):
+            raise NotOnDriver("a decimal sum over rows of several copies")
+        return pc.if_else(pc.greater(weight, 0), x, pc.negate(x))
+    product = pc.multiply_checked(cast(x, sum_type), cast(weight, sum_type)) if pa.types.is_integer(sum_type) \
+        else pc.multiply(cast(x, sum_type), cast(weight, sum_type))
+    if pa.types.is_integer(sum_type):
+        bound = pc.sum(pc.abs(pc.cast(product, pa.float64()))).as_py() or 0
+        if bound >= 2**62:  # Arrow's grouped sum does not check overflow; Spark's does
+            raise NotOnDriver("a sum near the range of BIGINT")
+    return product
+
+
+def _sum(old: pa.ChunkedArray, delta: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
+    zero = pa.scalar(0, sum_type) if not pa.types.is_floating(sum_type) else pa.scalar(0.0, sum_type)
+    total = (pc.add_checked if not pa.types.is_floating(sum_type) else pc.add)(
+        pc.fill_null(cast(old, sum_type), zero), pc.fill_null(cast(delta, sum_type), zero))
+    return cast(total, sum_type)
+
+
+def _no_nan(x: pa.ChunkedArray) -> None:
+    """Spark orders NaN above every number; Arrow's MIN/MAX skip it."""
+    if pa.types.is_floating(x.type) and pc.any(pc.is_nan(x)).as_py():
+        raise NotOnDriver("a NaN under MIN/MAX")
+
+
+def _multiset_values_on_driver(batch: DriverBatch, nid: int, j: int, groups: list[str], group_values,
+                               x: pa.ChunkedArray, weight: pa.ChunkedArray, partial: pa.Table,
+                               aggs: list[_Agg], acc_schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
+    """Apply the batch to multiset j and compute, per group of `partial`, the aggregates that read it."""
+    name = f"n{nid}_ms{j}"
+    schema = batch.state.schema(name)
+    if schema is None:
+        raise NotOnDriver(f"state {name} does not exist")
+    keys = [*groups, "_value"]
+    value = cast(normalized(x), schema.field("_value").type)
+    _no_nan(value)
+    counted = pa.table([*group_values, value, weight], names=[*keys, COUNT])
+    counted = counted.group_by(keys, use_threads=False).aggregate([(COUNT, "sum")])
+    counted = pa.table([counted.column(k) for k in keys] + [counted.column(f"{COUNT}_sum")], names=[*keys, COUNT])
+    counted = counted.filter(pc.not_equal(counted.column(COUNT), 0))
+    old = batch.state.lookup(name, partial, groups) if groups else batch.state.read_all(name)
+    old = old.select(keys + [COUNT])
+    di, oi = match([counted.column(k) for k in keys], [old.column(k) for k in keys], "full outer", null_safe=True)
+    d, o = counted.take(di), old.take(oi)
+    merged_keys = [pc.if_else(pc.is_valid(di), d.column(k), o.column(k)) for k in keys]
+    count = pc.add(pc.fill_null(o.column(COUNT), 0), pc.fill_null(d.column(COUNT), 0))
+    touched, existed = pc.is_valid(di), pc.is_valid(oi)
+    gone = pc.less_equal(count, 0)
+    staged = pa.table([*merged_keys, count, gone], names=[*keys, COUNT, DELETE])
+    batch.state.stage(name, staged.filter(pc.and_(touched, pc.or_(pc.invert(gone), existed))), keys, DELETE)
+
+    present = staged.filter(pc.greater(count, 0))
+    wanted = [a for a in aggs if a.multiset == j]
+    how = {"min": "min", "max": "max", "count_distinct": "count", "sum_distinct": "sum"}
+    if groups:
+        per_group = present.group_by(groups, use_threads=False).aggregate([("_value", how[a.kind]) for a in wanted])
+        found = per_group.take(align([partial.column(g) for g in groups], [per_group.column(g) for g in groups]))
+        results = [found.column(f"_value_{how[a.kind]}") for a in wanted]
+    else:
+        results = [_whole(present.column("_value"), how[a.kind]) for a in wanted]
+    out = {}
+    for a, result in zip(wanted, results):
+        if a.kind == "count_distinct":
+            result = pc.fill_null(result, 0)
+        out[a.value] = cast(result, acc_schema.field(a.value).type)
+    return out
+
+
+def _whole(values: pa.ChunkedArray, how: str) -> pa.Array:
+    """A global aggregate's value over every present value, as a one-row column."""
+    result = {"min": pc.min, "max": pc.max, "count": pc.count, "sum": pc.sum}[how](values)
+    return pa.array([result.as_py()], result.type)
+
+
+def _result_on_driver(a: _Agg, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
+    """The aggregate's output from its accumulators (the columns of `acc`, NULL where the group had none)."""
+    if a.kind == "count_star":
+        return acc.column(COUNT)
+    if a.kind == "count":
+        return acc.column(a.count)
+    if a.kind == "sum":
+        return pc.if_else(pc.greater(acc.column(a.count), 0), acc.column(a.sum), pa.scalar(None, acc.column(a.sum).type))
+    if a.kind == "avg":
+        total = acc.column(a.sum)
+        if pa.types.is_decimal(total.type):
+            raise NotOnDriver("AVG of decimals")
+        average = pc.divide(pc.cast(total, pa.float64(), safe=False), pc.cast(acc.column(a.count), pa.float64()))
+        return pc.if_else(pc.greater(acc.column(a.count), 0), average, pa.scalar(None, pa.float64()))
+    return acc.column(a.value)
+
+
+def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
+    """a <=> b, row by row, with NaN equal to NaN (as Spark compares rows)."""
+    equal = pc.fill_null(pc.equal(a, b), False)
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    if pa.types.is_floating(a.type):
+        both_null = pc.or_(both_null, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
+    return pc.or_(equal, both_null)
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_nullable(True) for f in schema])
+
+
+def _no_change(node: Aggregate, schema: pa.Schema, aggs: list[_Agg], child: pa.Table) -> pa.Table:
+    """The empty change of a global aggregate whose input did not change (typed as its output)."""
+    empty = schema.empty_table()
+    return zset([_result_on_driver(a, empty, schema) for a in aggs], pa.array([], pa.int64()),
+                child.column(MTIME).slice(0, 0))

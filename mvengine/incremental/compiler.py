@@ -1,20 +1,53 @@
-"""Walks a view's plan and applies each operator's delta rule: the view's output changes for one batch."""
+"""Walks a view's plan and applies each operator's delta rule: the view's output changes for one batch, as a
+Spark DataFrame (`view_delta`) or, for a small batch, an Arrow table computed on the driver
+(`view_delta_on_driver`, see incremental/driver.py)."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from sqlglot import exp
 
 from mvengine.incremental import aggregate, distinct, filter, join, project, scan, union
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.driver import DriverBatch
+from mvengine.incremental.driver_expressions import unsupported
 from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll
 
 RULES = {Scan: scan.delta, Filter: filter.delta, Project: project.delta, Aggregate: aggregate.delta,
          Distinct: distinct.delta, UnionAll: union.delta, Join: join.delta}
+DRIVER_RULES = {Scan: scan.driver_delta, Filter: filter.driver_delta, Project: project.driver_delta,
+                Aggregate: aggregate.driver_delta, Distinct: distinct.driver_delta, UnionAll: union.driver_delta,
+                Join: join.driver_delta}
 
 
 def supports(root: Node) -> bool:
     """Whether every operator of the plan has a delta rule."""
     return all(type(node) in RULES for node in root.walk())
+
+
+def not_on_driver(root: Node) -> str | None:
+    """Why the view's batches can never be computed on the driver (None when small ones can)."""
+    for node in root.walk():
+        if type(node) not in DRIVER_RULES:
+            return f"{type(node).__name__} has no driver rule"
+        for e in _evaluated(node):
+            reason = unsupported(e)
+            if reason is not None:
+                return f"{node.describe()}: {reason}"
+    return None
+
+
+def _evaluated(node: Node) -> list[exp.Expression]:
+    """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls)."""
+    if not isinstance(node, Aggregate):
+        return node.expressions()
+    arguments = []
+    for call in node.aggregates:
+        argument = call.this.expressions[0] if isinstance(call.this, exp.Distinct) else call.this
+        if isinstance(argument, exp.Expression) and not isinstance(argument, exp.Star):
+            arguments.append(argument)
+    return [*node.groups, *arguments]
 
 
 def view_delta(root: Node, batch: Batch) -> DataFrame:
@@ -30,3 +63,15 @@ def node_delta(node: Node, batch: Batch) -> DataFrame:
     if len(qualifiers) == 1 and None not in qualifiers:
         df = df.alias(qualifiers.pop())
     return df
+
+
+def view_delta_on_driver(root: Node, batch: DriverBatch) -> pa.Table:
+    """`view_delta` on the driver: the view's columns by name, `_w`, `_mtime`. Raises NotOnDriver when the batch
+    must go to Spark (what the rules staged in the state is then to be dropped)."""
+    batch.node_ids = {id(node): i for i, node in enumerate(root.walk())}
+    changes = node_delta_on_driver(root, batch)
+    return changes.rename_columns([f.name for f in root.fields] + changes.column_names[len(root.fields):])
+
+
+def node_delta_on_driver(node: Node, batch: DriverBatch) -> pa.Table:
+    return DRIVER_RULES[type(node)](node, batch, node_delta_on_driver)

@@ -3,10 +3,14 @@ count rises from zero and leaves it when its count falls back to zero."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.driver import DriverBatch, align, consolidated, data, zset
+from mvengine.incremental.driver_expressions import NotOnDriver, cast
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.nodes import Distinct
 
@@ -35,3 +39,25 @@ def delta(node: Distinct, batch: Batch, child_delta) -> DataFrame:
     weight = F.when(appeared, F.lit(1)).when(vanished, F.lit(-1)).otherwise(F.lit(0)).cast("long")
     return (merged.select(*[quote(c) for c in columns], weight.alias(WEIGHT), MTIME)
             .where(F.col(WEIGHT) != 0))
+
+
+def driver_delta(node: Distinct, batch: DriverBatch, child_delta) -> pa.Table:
+    columns = [f.name for f in node.fields]
+    name = f"n{batch.node_id(node)}_rows"
+    schema = batch.state.schema(name)
+    if schema is None:
+        raise NotOnDriver(f"state {name} does not exist")
+    changed = consolidated(child_delta(node.child, batch))
+    rows = pa.table([cast(c, schema.field(n).type) for c, n in zip(data(changed), columns)], names=columns)
+    found = batch.state.lookup(name, rows, columns)
+    old = found.take(align([rows.column(c) for c in columns], [found.column(c) for c in columns]))
+    before = pc.fill_null(old.column(COUNT), 0)
+    count = pc.add_checked(before, changed.column(WEIGHT))
+    gone = pc.less_equal(count, 0)
+    staged = rows.append_column(COUNT, count).append_column("_delete", gone)
+    batch.state.stage(name, staged.filter(pc.or_(pc.invert(gone), pc.greater(before, 0))), columns, "_delete")
+    appeared = pc.and_(pc.less_equal(before, 0), pc.greater(count, 0))
+    vanished = pc.and_(pc.greater(before, 0), gone)
+    weight = pc.case_when(pc.make_struct(appeared, vanished, field_names=["in", "out"]),
+                          pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64()))
+    return zset(data(changed), weight, changed.column(MTIME)).filter(pc.is_valid(weight))

@@ -22,13 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.driver import DriverBatch, KeyFilter, concat, data, latest, match, normalized, zset
+from mvengine.incremental.driver_expressions import cast, comparison_type, evaluate, predicate_mask
 from mvengine.incremental.zset import MTIME, WEIGHT
-from mvengine.plan.nodes import Join, Node
+from mvengine.plan.nodes import Filter, Join, Node, Project, Scan
 
 
 @dataclass(frozen=True)
@@ -200,3 +204,193 @@ def _padded(probe: _Side, other: _Side, rows: DataFrame, other_shape: DataFrame)
 
 def _and(parts: list[exp.Expression]) -> exp.Expression | None:
     return exp.and_(*parts, copy=False) if parts else None
+
+
+# -- on the driver ---------------------------------------------------------------------------------------------
+# The same terms over Arrow tables. Each side before the batch is read only for the keys that the batch's
+# changes carry (on both sides: the inner terms need the other side's, the match counts of semi, anti and outer
+# joins need both), pushed down to the input the key column comes from.
+
+
+@dataclass
+class _Framed:
+    """A side's Z-set on the driver with its key values (NULL where a one-side condition is not true)."""
+
+    rows: pa.Table
+    keys: list[pa.ChunkedArray]
+
+
+def driver_delta(node: Join, batch: DriverBatch, child_delta) -> pa.Table:
+    left, right, both = _sides(node)
+    changed = {"l": batch.changed(node.left), "r": batch.changed(node.right)}
+    deltas = {s.tag: _frame_on_driver(s, child_delta(s.node, batch)) for s in (left, right)}
+    _align_key_types(deltas["l"], deltas["r"])
+    olds: dict[str, _Framed | None] = {}
+
+    def old(side: _Side) -> _Framed | None:
+        if side.tag not in olds:
+            before = batch.as_before(_key_filters(side, [deltas["l"], deltas["r"]]))
+            olds[side.tag] = None if before is None else _frame_on_driver(side, child_delta(side.node, before))
+            if olds[side.tag] is not None:
+                _align_key_types(olds[side.tag], deltas[side.tag])
+        return olds[side.tag]
+
+    inputs = (*node.left.fields, *node.right.fields)
+    terms: list[pa.Table] = []
+    if node.kind in ("inner", "left", "right", "full"):
+        if changed["l"] and old(right) is not None:
+            terms.append(_pairs_on_driver(deltas["l"], old(right), both, inputs))
+        if changed["r"] and old(left) is not None:
+            terms.append(_pairs_on_driver(old(left), deltas["r"], both, inputs))
+        if changed["l"] and changed["r"]:
+            terms.append(_pairs_on_driver(deltas["l"], deltas["r"], both, inputs))
+    for probe, other in _unmatched_sides(node.kind, left, right):
+        semi, anti = _semi_anti_on_driver(probe, other, deltas, old, changed)
+        if node.kind == "semi":
+            terms.extend(semi)
+        elif node.kind == "anti":
+            terms.extend(anti)
+        else:
+            terms.extend(_padded_on_driver(probe, t, deltas[other.tag].rows) for t in anti)
+    if not terms:
+        shape = deltas["l"].rows if node.kind in ("semi", "anti") else \
+            _pairs_on_driver(deltas["l"], deltas["r"], None, inputs)
+        terms.append(shape.schema.empty_table())
+    return concat(terms)
+
+
+def _frame_on_driver(side: _Side, changes: pa.Table) -> _Framed:
+    keys = []
+    condition = None if side.condition is None else predicate_mask(side.condition, changes, side.node.fields)
+    for k in side.keys:
+        value = evaluate(k, changes, side.node.fields)
+        if condition is not None:
+            value = pc.if_else(condition, value, pa.scalar(None, value.type))
+        keys.append(value)
+    return _Framed(changes, keys)
+
+
+def _align_key_types(a: _Framed, b: _Framed) -> None:
+    """Both sides' keys in the type Spark compares them in (an INT key joins a BIGINT key as BIGINT)."""
+    for i, (x, y) in enumerate(zip(a.keys, b.keys)):
+        if x.type != y.type:
+            target = comparison_type(x.type, y.type)
+            a.keys[i], b.keys[i] = cast(x, target), cast(y, target)
+
+
+def _key_filters(side: _Side, deltas: list[_Framed]) -> dict[str, KeyFilter]:
+    """The input rows of `side` that the batch's keys can reach: the first key that is a column of an input,
+    passed through unchanged, narrows that input to the keys the changes of both sides carry."""
+    for i, key in enumerate(side.keys):
+        found = _input_column(side.node, key)
+        if found is None:
+            continue
+        values = pc.unique(pa.chunked_array([v for d in deltas for v in d.keys[i].chunks],
+                                            deltas[0].keys[i].type).drop_null())
+        return {found[0]: (found[1], values)}
+    return {}
+
+
+def _input_column(node: Node, key: exp.Expression) -> tuple[str, str] | None:
+    """(input, column) when `key` is a column of `node` that comes unchanged from a column of an input."""
+    if not isinstance(key, exp.Column):
+        return None
+    position = next((i for i, f in enumerate(node.fields)
+                     if f.name == key.name and f.qualifier == (key.table or None)), None)
+    while position is not None:
+        if isinstance(node, Scan):
+            return node.input, node.fields[position].name
+        if isinstance(node, Filter):
+            node = node.child
+        elif isinstance(node, Project):
+            projected = node.projections[position]
+            if not isinstance(projected, exp.Column):
+                return None
+            node, position = node.child, next((i for i, f in enumerate(node.child.fields)
+                                               if f.name == projected.name
+                                               and f.qualifier == (projected.table or None)), None)
+        elif isinstance(node, Join) and node.kind not in ("semi", "anti"):
+            split = len(node.left.fields)
+            node, position = (node.left, position) if position < split else (node.right, position - split)
+        else:
+            return None
+    return None
+
+
+def _pairs_on_driver(l: _Framed, r: _Framed, both: exp.Expression | None, inputs) -> pa.Table:
+    li, ri = match(l.keys, r.keys, "inner")
+    left, right = l.rows.take(li), r.rows.take(ri)
+    weight = pc.multiply_checked(left.column(WEIGHT), right.column(WEIGHT))
+    mtime = latest(left.column(MTIME), right.column(MTIME))
+    result = zset([*data(left), *data(right)], weight, mtime)
+    if both is not None:
+        result = result.filter(predicate_mask(both, result, inputs))
+    return result
+
+
+def _counts_on_driver(framed: _Framed) -> pa.Table:
+    """Per key (NULL keys match nothing): the side's net rows `_n` and latest change `_t`; keys `k<i>`."""
+    names = [f"k{i}" for i in range(len(framed.keys))]
+    table = pa.table([*[normalized(k) for k in framed.keys], framed.rows.column(WEIGHT),
+                      framed.rows.column(MTIME)], names=[*names, WEIGHT, MTIME])
+    matchable = None
+    for k in names:
+        valid = pc.is_valid(table.column(k))
+        matchable = valid if matchable is None else pc.and_(matchable, valid)
+    if matchable is not None:
+        table = table.filter(matchable)
+    grouped = table.group_by(names, use_threads=False).aggregate([(WEIGHT, "sum"), (MTIME, "max")])
+    return pa.table([*[grouped.column(k) for k in names], grouped.column(f"{WEIGHT}_sum"),
+                     grouped.column(f"{MTIME}_max")], names=[*names, "_n", "_t"])
+
+
+def _semi_anti_on_driver(probe: _Side, other: _Side, deltas: dict[str, _Framed], old,
+                         changed: dict[str, bool]) -> tuple[list[pa.Table], list[pa.Table]]:
+    """The changes of the probe side's matched (semi) and unmatched (anti) rows, as Z-sets of the probe's
+    columns (the math of _semi_anti)."""
+    keys = range(len(probe.keys))
+    other_old = old(other)
+    before = _counts_on_driver(other_old) if other_old is not None else None
+    moved = _counts_on_driver(deltas[other.tag]) if changed[other.tag] else None
+    parts = [c for c in (before, moved) if c is not None]
+    counted = pa.concat_tables(parts).group_by([f"k{i}" for i in keys], use_threads=False) \
+        .aggregate([("_n", "sum")])
+    after = counted.filter(pc.greater(counted.column("_n_sum"), 0))
+    after_keys = [after.column(f"k{i}") for i in keys]
+    semi: list[pa.Table] = []
+    anti: list[pa.Table] = []
+    if changed[probe.tag]:
+        rows = deltas[probe.tag]
+        semi.append(rows.rows.take(match(rows.keys, after_keys, "left semi")[0]))
+        anti.append(rows.rows.take(match(rows.keys, after_keys, "left anti")[0]))
+    probe_old = old(probe)
+    if moved is not None and probe_old is not None:
+        moved_keys = [moved.column(f"k{i}") for i in keys]
+        if before is not None:
+            mi, bi = match(moved_keys, [before.column(f"k{i}") for i in keys], "left outer")
+            had = pc.fill_null(before.column("_n").take(bi), 0)
+            moved = moved.take(mi)
+        else:
+            had = pa.repeat(pa.scalar(0, pa.int64()), moved.num_rows)
+        has = pc.add(had, moved.column("_n"))
+        flip = pc.case_when(pc.make_struct(pc.and_(pc.less_equal(had, 0), pc.greater(has, 0)),
+                                           pc.and_(pc.greater(had, 0), pc.less_equal(has, 0)),
+                                           field_names=["up", "down"]),
+                            pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64()))
+        flips = moved.append_column("_flip", flip)
+        flips = flips.filter(pc.is_valid(flips.column("_flip")))
+        oi, fi = match(probe_old.keys, [flips.column(f"k{i}") for i in keys], "inner")
+        flipped = probe_old.rows.take(oi)
+        flip_of = flips.column("_flip").take(fi)
+        at = flips.column("_t").take(fi)
+        rows = data(flipped)
+        semi.append(zset(rows, pc.multiply(flipped.column(WEIGHT), flip_of), at))
+        anti.append(zset(rows, pc.multiply(flipped.column(WEIGHT), pc.negate(flip_of)), at))
+    return semi, anti
+
+
+def _padded_on_driver(probe: _Side, rows: pa.Table, other_shape: pa.Table) -> pa.Table:
+    """Probe rows with NULLs for the other side's columns, in the join's column order."""
+    nulls = [pa.nulls(rows.num_rows, f.type) for f in other_shape.schema][:-2]
+    columns = [*data(rows), *nulls] if probe.tag == "l" else [*nulls, *data(rows)]
+    return zset(columns, rows.column(WEIGHT), rows.column(MTIME))

@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mvengine.incremental.driver import match
 from mvengine.incremental.zset import null_safe_equal, quote
 from mvengine.project.config import join_uri
-from mvengine.storage.api import merge_into, read_table, write_table
+from mvengine.storage.api import arrow_schema, merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, version_before
 
 # Up to this many affected keys, a state read is narrowed by `key IN (...)`, which the Delta data source
@@ -81,6 +84,33 @@ class StateStore:
             narrow = column.isin([v for v in values if v is not None]) if low is not None else F.lit(False)
         return state.where(narrow | column.isNull() if nulls else narrow)
 
+    # -- the driver's reads (incremental/driver.py), with delta-rs ------------------------------------------
+
+    def schema(self, name: str) -> pa.Schema | None:
+        ref = self.ref(name)
+        if self._starts_empty(name) or not ref.exists():
+            return None
+        return arrow_schema(ref.open())
+
+    def read_all(self, name: str) -> pa.Table | None:
+        ref = self.ref(name)
+        if self._starts_empty(name) or not ref.exists():
+            return None
+        return read_arrow(ref, version=version_before(ref, self.app_id, self.batch_id))
+
+    def lookup(self, name: str, rows: pa.Table, keys: Sequence[str]) -> pa.Table | None:
+        """The state rows whose keys equal (NULL matching NULL) those of `rows`: the files are narrowed by the
+        first key column's values (delta-rs skips files and row groups by their statistics), the rows matched
+        exactly on the driver."""
+        ref = self.ref(name)
+        if self._starts_empty(name) or not ref.exists():
+            return None
+        found = read_arrow(ref, version=version_before(ref, self.app_id, self.batch_id),
+                           where=(keys[0], rows.column(keys[0])))
+        matched, _ = match([found.column(k) for k in keys], [rows.column(k) for k in keys], "left semi",
+                           null_safe=True)
+        return found.take(matched)
+
     def _starts_empty(self, name: str) -> bool:
         return self.fresh and name not in self.persistent
 
@@ -96,7 +126,7 @@ class StateStore:
             ref = self.ref(name)
             if self._starts_empty(name) or not ref.exists() or not keys:
                 # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
-                kept = rows.where(~F.col(quote(delete_column))).drop(delete_column) if delete_column else rows
+                kept = _without_deleted(rows, delete_column)
                 write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver, cluster_by=keys)
             else:
                 merge_into(rows, ref, keys, delete_column=delete_column, txn=txn, on_driver=self.on_driver)
@@ -107,8 +137,14 @@ class StateStore:
         return {p[0] for p in self._pending}
 
 
-def _size_bytes(ref: TableRef) -> int:
-    import pyarrow as pa
+def _without_deleted(rows: DataFrame | pa.Table, delete_column: str | None) -> DataFrame | pa.Table:
+    if delete_column is None:
+        return rows
+    if isinstance(rows, pa.Table):
+        return rows.filter(pc.invert(rows.column(delete_column))).drop_columns([delete_column])
+    return rows.where(~F.col(quote(delete_column))).drop(delete_column)
 
+
+def _size_bytes(ref: TableRef) -> int:
     sizes = pa.table(ref.open().get_add_actions()).column("size_bytes")
     return int(pa.compute.sum(sizes).as_py() or 0)

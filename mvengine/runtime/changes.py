@@ -1,33 +1,55 @@
 """The input changes of one pipeline batch: each change feed read once, however many views read it, and
-counted in one Spark job at most; a view's own changes handed to the views downstream in memory."""
+counted in one Spark job at most; a view's own changes handed to the views downstream in memory.
+
+Changes live on the driver as Arrow when they were read or computed there, and in Spark otherwise; each form
+is made from the other only when a view's batch asks for it (a Spark job one way, ~3 µs a row the other)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mvengine.incremental.batch import Batch
-from mvengine.incremental.zset import from_change_feed
+from mvengine.incremental.batch import Batch, collect_small
+from mvengine.incremental.zset import MTIME, WEIGHT, from_change_feed
 from mvengine.storage.api import RETRACTIONS, ChangeFeed, read_change_feed
 from mvengine.storage.change_reader import CHANGE_COLUMNS
 from mvengine.storage.tables import TableRef
 
-# An input's changes of at most this many rows are read by delta-rs on the driver and handed to Spark as Arrow;
-# above it, moving the rows from Python into Spark costs more than delta-rs in Spark's Python workers (mvdelta).
-# Both beat Delta's connector, which first rebuilds the table's state in a Spark job (benchmarks/README.md,
-# "Which reader, which writer").
+# An input's changes of at most this many rows are read by delta-rs on the driver as Arrow. Above it (for a view
+# whose batch goes to Spark), moving the rows from Python into Spark costs more than delta-rs in Spark's Python
+# workers (mvdelta). Both beat Delta's connector, which first rebuilds the table's state in a Spark job
+# (benchmarks/README.md, "Which reader, which writer").
 DRIVER_CHANGE_ROWS = 50_000
+# ...and up to this many, for views whose batches the driver computes (incremental/driver.py): no Spark at all.
+DRIVER_BATCH_ROWS = 2_000_000
 
 
 @dataclass
 class InputChanges:
-    """One input's changes over a version range (from exclusive, to inclusive), as a Z-set."""
+    """One input's changes over a version range (from exclusive, to inclusive), as a Z-set: on the driver
+    (`arrow`: the input's columns, _w, _mtime) or in Spark (`frame()`), each made from the other on demand."""
 
-    zset: DataFrame
+    spark: SparkSession
     rows: int
     retractions: int  # rows deleted or updated away (the append-only check)
+    arrow: pa.Table | None = None
+    _frame: DataFrame | None = None
+
+    def frame(self) -> DataFrame:
+        if self._frame is None:
+            self._frame = self.spark.createDataFrame(self.arrow)
+        return self._frame
+
+    def on_driver(self, most: int = DRIVER_BATCH_ROWS) -> pa.Table | None:
+        """The changes as Arrow (collected from Spark in one job when they are there and few); None when they
+        are more than `most` rows."""
+        if self.arrow is None and self.rows <= most:
+            self.arrow = collect_small(self._frame, most)
+        return self.arrow
 
 
 @dataclass
@@ -47,19 +69,27 @@ class BatchChanges:
     _counted: dict[tuple[str, int, int], InputChanges] = field(default_factory=dict)
     _batches: list[Batch] = field(default_factory=list)
 
-    def read(self, wanted: dict[str, tuple[TableRef, int, int]]) -> dict[str, InputChanges]:
+    def read(self, wanted: dict[str, tuple[TableRef, int, int]], *, driver_rows: int = DRIVER_CHANGE_ROWS
+             ) -> dict[str, InputChanges]:
         """Each input's changes over its range. A view's output of this batch is taken from memory when it
-        covers the range; any other range is read from the table's change feed (once per batch)."""
+        covers the range; any other range is read from the table's change feed (once per batch), on the driver
+        when it holds at most `driver_rows` rows."""
         found: dict[str, InputChanges] = {}
         for name, (ref, lo, hi) in wanted.items():
             output = self.outputs.get(name)
             if output is not None and (output.version_before, output.version) == (lo, hi):
                 found[name] = output.changes
-            elif (ref.uri, lo, hi) not in self._feeds:
-                feed = read_change_feed(self.spark, ref, lo + 1, hi, driver_rows=DRIVER_CHANGE_ROWS)
-                if feed.arrow is None:  # read by Spark: cached by the count, for the rules to read again
+                continue
+            key = (ref.uri, lo, hi)
+            feed = self._feeds.get(key)
+            if feed is None or (feed.in_spark and driver_rows > DRIVER_CHANGE_ROWS):
+                if feed is not None:  # read by Spark for another view; this one can take more on the driver
+                    feed.release()
+                    self._counted.pop(key, None)
+                feed = read_change_feed(self.spark, ref, lo + 1, hi, driver_rows=driver_rows)
+                if feed.in_spark:  # cached by the count, for the rules to read again
                     feed.rows.persist()
-                self._feeds[(ref.uri, lo, hi)] = feed
+                self._feeds[key] = feed
         self._count([(ref.uri, lo, hi) for name, (ref, lo, hi) in wanted.items() if name not in found])
         for name, (ref, lo, hi) in wanted.items():
             if name not in found:
@@ -91,9 +121,13 @@ class BatchChanges:
                                                F.sum(retracting.cast("long")).alias("retractions")).collect():
                 counts[in_spark[row["_feed"]][0]] = (row["rows"], row["retractions"])
         for key, (rows, retractions) in counts.items():
-            feed = self._feeds[key].rows
-            zset = from_change_feed(feed, [c for c in feed.columns if c not in CHANGE_COLUMNS])
-            self._counted[key] = InputChanges(zset, rows, retractions)
+            feed = self._feeds[key]
+            if feed.in_spark:
+                columns = [c for c in feed.rows.columns if c not in CHANGE_COLUMNS]
+                self._counted[key] = InputChanges(self.spark, rows, retractions,
+                                                  _frame=from_change_feed(feed.rows, columns))
+            else:
+                self._counted[key] = InputChanges(self.spark, rows, retractions, arrow=_zset(feed.arrow))
 
     def keep_until_released(self, batch: Batch) -> None:
         """A view's batch, whose DataFrames (its output among them) live until the pipeline batch ends."""
@@ -104,7 +138,16 @@ class BatchChanges:
             batch.release()
         self._batches.clear()
         for feed in self._feeds.values():
-            feed.rows.unpersist()
+            feed.release()
         self._feeds.clear()
         self._counted.clear()
         self.outputs.clear()
+
+
+def _zset(feed: pa.Table) -> pa.Table:
+    """Delta CDF rows on the driver as a Z-set (as zset.from_change_feed does in Spark)."""
+    kinds = feed.column("_change_type")
+    weight = pc.if_else(pc.is_in(kinds, pa.array(["insert", "update_postimage"])), pa.scalar(1, pa.int64()),
+                        pa.scalar(-1, pa.int64()))
+    columns = [c for c in feed.column_names if c not in CHANGE_COLUMNS]
+    return feed.select(columns).append_column(WEIGHT, weight).append_column(MTIME, feed.column("_commit_timestamp"))

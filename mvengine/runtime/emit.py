@@ -13,15 +13,15 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch, collect_small
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.runtime.emit_local import keyed_changes
-from mvengine.storage.api import DELETE_MARK, read_table
+from mvengine.incremental.state import StateStore
+from mvengine.runtime.emit_driver import bag_changes, count_rows, keyed_changes
+from mvengine.storage.api import DELETE_MARK, read_arrow, read_table
 from mvengine.storage.tables import TableRef
 
 EMIT_STATE = "emit"
@@ -30,17 +30,18 @@ REVISION = "_rev"
 
 @dataclass
 class ViewChanges:
-    """The writes are DataFrames, or Arrow tables when a small batch was computed on the driver (emit_local)."""
+    """A batch's changes of a view: DataFrames, or Arrow tables when they were computed on the driver
+    (emit_driver.py)."""
 
     changelog: DataFrame | pa.Table  # the view's columns, then _op, _undo, _mtime, _version, _batch_id,
     #                                  _emit_index, _emit_timing
-    deletes: DataFrame | None  # rows whose key columns name what the snapshot loses (all copies); None: nothing
+    deletes: DataFrame | pa.Table | None  # rows whose key columns name what the snapshot loses (all copies)
     inserts: DataFrame | pa.Table  # rows the snapshot gains
     keys: list[str]  # the columns `deletes` matches on
     rows: int  # changelog rows
     # The snapshot's change as a Z-set (the view's columns, _w, _mtime), for the views downstream to take in
     # memory, and how many of its rows retract (weigh -1).
-    zset: DataFrame
+    zset: DataFrame | pa.Table
     retractions: int
     # Keyed views: the same edit as one row per changed key, its new row or (DELETE_MARK true) its removal,
     # for an upsert by key; None for bags, views of one row, and batches that change nothing.
@@ -49,21 +50,45 @@ class ViewChanges:
 
 def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: TableRef,
                  snapshot_before: int | None, batch_id: int) -> ViewChanges:
+    """The changes of a batch computed by Spark; when the batch is small, its Z-set is collected once and the
+    rest is done on the driver."""
+    if batch.state.on_driver:
+        collected = collect_small(zset)
+        if collected is not None:
+            return changes_on_driver(plan, collected, batch.state, snapshot=snapshot,
+                                     snapshot_before=snapshot_before, batch_id=batch_id)
     columns = [c.name for c in plan.columns]
     version = (snapshot_before + 1) if snapshot_before is not None else 0
     # Computed once here: everything below reads these rows several times. (Changes that hold one old and one
     # new row per key at most need no consolidation: _keyed drops a key whose old and new rows are equal.)
-    once_per_key = changes_once_per_key(plan.root)
-    if plan.key and batch.state.on_driver:  # (a view of one row, keyed by nothing, takes the Spark form)
-        collected = collect_small(zset)
-        if collected is not None:
-            return _keyed_on_driver(plan, zset, collected, columns, batch, version, batch_id, once_per_key)
-    if not once_per_key:
+    if not changes_once_per_key(plan.root):
         zset = consolidate(zset, columns)
     changes = batch.keep(zset, eager=True)
     if plan.key is not None:
         return _keyed(plan, changes, columns, batch, version, batch_id)
     return _bag(batch.spark, changes, columns, snapshot, snapshot_before, version, batch_id)
+
+
+def changes_on_driver(plan: ViewPlan, zset: pa.Table, state: StateStore, *, snapshot: TableRef,
+                      snapshot_before: int | None, batch_id: int) -> ViewChanges:
+    """`view_changes` over a Z-set on the driver (emit_driver.py); the key revisions are staged in `state`."""
+    columns = [c.name for c in plan.columns]
+    version = (snapshot_before + 1) if snapshot_before is not None else 0
+    if plan.key is not None:
+        key = list(plan.key)
+        found = keyed_changes(plan.name, zset, columns, key, lambda keys: state.lookup(EMIT_STATE, keys, key),
+                              REVISION, consolidated=changes_once_per_key(plan.root), version=version,
+                              batch_id=batch_id)
+        if found.revisions is not None and found.rows:
+            state.stage(EMIT_STATE, found.revisions, key)
+    else:
+        def copies_before(rows: pa.Table) -> pa.Table:
+            return count_rows(read_arrow(snapshot, version=snapshot_before, where=(columns[0], rows.column(columns[0]))))
+
+        found = bag_changes(zset, columns, copies_before if snapshot_before is not None else None,
+                            version=version, batch_id=batch_id)
+    return ViewChanges(found.changelog, found.deletes, found.inserts, found.keys, found.rows, found.zset,
+                       found.retractions, found.upserts if found.rows else None)
 
 
 def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch, version: int,
@@ -119,20 +144,6 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch,
     count, retractions = _count_keyed(plan, rows, key)
     return ViewChanges(_finish(changelog, version, batch_id), deletes if count else None, inserts, key, count,
                        zset, retractions, upserts if count and key else None)
-
-
-def _keyed_on_driver(plan: ViewPlan, zset: DataFrame, collected: pa.Table, columns: list[str], batch: Batch,
-                     version: int, batch_id: int, consolidated: bool) -> ViewChanges:
-    key = list(plan.key or ())
-    local = keyed_changes(plan.name, collected, columns, key, batch.state, EMIT_STATE, REVISION,
-                          consolidated=consolidated, version=version, batch_id=batch_id)
-    batch.state.stage(EMIT_STATE, local.revisions, key)
-    fields = {f.name: f for f in zset.schema.fields}
-    schema = StructType([fields[c] for c in (*columns, WEIGHT, MTIME)])
-    changed = local.rows > 0
-    return ViewChanges(local.changelog, None, local.inserts, key, local.rows,
-                       batch.spark.createDataFrame(local.zset, schema=schema), local.retractions,
-                       local.upserts if changed else None)
 
 
 def _key_match(key: list[str], left: str, right: str) -> Column:

@@ -33,6 +33,7 @@ class Phase:
 class Profile:
     spark: "SparkSession"
     phases: list[Phase] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # why the batch went where it went (a driver batch to Spark)
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:

@@ -19,32 +19,44 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.compiler import supports, view_delta
+from mvengine.incremental.compiler import not_on_driver, supports, view_delta, view_delta_on_driver
+from mvengine.incremental.driver import DriverBatch, KeyFilter, conform
+from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
-from mvengine.runtime.changes import BatchChanges, InputChanges, ViewOutput
-from mvengine.runtime.emit import EMIT_STATE, ViewChanges, view_changes
+from mvengine.runtime.changes import DRIVER_BATCH_ROWS, DRIVER_CHANGE_ROWS, BatchChanges, InputChanges, ViewOutput
+from mvengine.runtime.emit import EMIT_STATE, ViewChanges, changes_on_driver, view_changes
 from mvengine.runtime.freshness import sql_hash
 from mvengine.runtime.profile import Phase, Profile
 from mvengine.storage.api import (
     DELETE_MARK,
+    arrow_schema,
     merge_into,
+    read_arrow,
     read_table,
     remove_folder,
     replace_rows,
     write_table,
 )
 from mvengine.storage.sources import ensure_source_table
-from mvengine.storage.tables import TableRef, commit_metadata, is_committed, table_rows, version_before
+from mvengine.storage.tables import (
+    TableRef,
+    commit_metadata,
+    in_plain_files,
+    is_committed,
+    table_rows,
+    version_before,
+)
 
 # A batch of at most this many input changes (and changelog rows) writes its state, snapshot and changelog
 # from the driver, collected as Arrow: Spark write jobs cost more than the work for small batches.
@@ -62,13 +74,15 @@ class BatchReport:
     millis: int
     note: str = ""
     phases: list[Phase] = field(default_factory=list)  # where the time went (runtime/profile.py)
+    engine: str = "spark"  # "driver" when the batch was computed on the driver (incremental/driver.py)
 
     def line(self) -> str:
         versions = ", ".join(f"{n}@{v}" for n, v in self.inputs.items())
         note = f"  ({self.note})" if self.note else ""
         work = "recomputed" if self.rows_in is None else f"{self.rows_in} changes in"
+        where = " on the driver" if self.engine == "driver" else ""
         return (f"{self.view}: batch {self.batch_id} [{self.kind}] inputs {versions}: {work}, "
-                f"{self.rows_out} changelog rows out, {self.millis} ms{note}")
+                f"{self.rows_out} changelog rows out, {self.millis} ms{where}{note}")
 
     def profile(self) -> str:
         """The batch's phases, one line: `mv refresh --profile` prints it under the batch line."""
@@ -84,6 +98,7 @@ class Refresher:
     stopping: Callable[[], bool] = lambda: False
     notice: Callable[[str], None] = lambda line: None  # what is not a view's batch (the query's start)
     _sources_ready: bool = field(default=False, init=False)
+    _driver_reasons: dict[str, str | None] = field(default_factory=dict, init=False)  # see _driver_capable
 
     # -- what to refresh ------------------------------------------------------------------------------------
 
@@ -233,9 +248,12 @@ class Refresher:
                     old = read_table(self.spark, tables.snapshot, version=snapshot_before)
                     changes = changes.unionByName(old.select("*", F.lit(-1).cast("long").alias(WEIGHT),
                                                              mtime.alias(MTIME)))
-            rows_out = self._commit(plan, tables, batch, changes, app_id=application, batch_id=batch_id,
-                                    generation=generation, kind=kind, inputs=versions,
-                                    snapshot_before=snapshot_before, profile=profile).rows
+            with profile.phase("compute changes"):
+                out = view_changes(plan, changes, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
+                                   batch_id=batch_id)
+            self._commit(plan, tables, state, out, app_id=application, batch_id=batch_id, generation=generation,
+                         kind=kind, inputs=versions, profile=profile)
+            rows_out = out.rows
         finally:
             batch.release()
         self.report(BatchReport(plan.name, batch_id, kind, versions, None, rows_out,
@@ -254,38 +272,105 @@ class Refresher:
                       versions_before: dict[str, int], targets: dict[str, int], changes: BatchChanges, *,
                       note: str = "", finishing: bool = False) -> None:
         """One incremental batch of the view: its delta rule over its inputs' changes from `versions_before`
-        to `targets` (`finishing`: a batch whose snapshot is committed, never recomputed instead). Its own changes join `changes.outputs`, for the views downstream; the batch's DataFrames
-        live until the pipeline batch ends (`changes.release`)."""
+        to `targets` (`finishing`: a batch whose snapshot is committed, never recomputed instead), computed on
+        the driver when it is small and the driver computes it exactly (incremental/driver.py), else by Spark.
+        Its own changes join `changes.outputs`, for the views downstream; the batch's DataFrames live until
+        the pipeline batch ends (`changes.release`)."""
         started = time.monotonic()
         refs = self.input_refs(plan)
         application = app_id(plan.name, generation)
         profile = Profile(self.spark)
         ranges = {n: (versions_before[n], targets[n]) for n in plan.inputs}
+        driver = self._driver_capable(plan)
         with profile.phase("read changes"):
-            inputs = changes.read({n: (refs[n], lo, hi) for n, (lo, hi) in ranges.items()})
+            inputs = changes.read({n: (refs[n], lo, hi) for n, (lo, hi) in ranges.items()},
+                                  driver_rows=DRIVER_BATCH_ROWS if driver else DRIVER_CHANGE_ROWS)
             self._check_claims(plan, inputs, ranges)
         rows_in = sum(c.rows for c in inputs.values())
         reason = "" if finishing else self._recompute_instead(plan, refs, targets, rows_in)
         if reason:
             self._recompute(plan, tables, generation + 1, batch_id, "bootstrap", True, targets, note=reason)
             return
+        snapshot_before = _version_before(tables.snapshot, application, batch_id)
+        moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
+        computed = None
+        if driver and rows_in <= DRIVER_BATCH_ROWS:
+            computed = self._on_driver(plan, tables, inputs, refs, ranges, moved, application, batch_id,
+                                       snapshot_before, profile)
+        if computed is None:
+            computed = self._in_spark(plan, tables, inputs, refs, ranges, moved, application, batch_id,
+                                      snapshot_before, profile, changes)
+        out, state = computed
+        self._commit(plan, tables, state, out, app_id=application, batch_id=batch_id, generation=generation,
+                     kind="stream", inputs=targets, profile=profile)
+        version_before = -1 if snapshot_before is None else snapshot_before
+        zset = out.zset
+        output = InputChanges(self.spark, out.rows, out.retractions, arrow=zset) if isinstance(zset, pa.Table) \
+            else InputChanges(self.spark, out.rows, out.retractions, _frame=zset)
+        changes.outputs[plan.name] = ViewOutput(version_before, version_before + 1, output)
+        note = "; ".join(n for n in (note, *profile.notes) if n)
+        self.report(BatchReport(plan.name, batch_id, "stream", targets, rows_in, out.rows,
+                                int((time.monotonic() - started) * 1000), note, profile.phases,
+                                "driver" if isinstance(zset, pa.Table) else "spark"))
+
+    def _driver_capable(self, plan: ViewPlan) -> bool:
+        """Whether the view's small batches can be computed on the driver (its operators and expressions
+        are all in what the driver computes exactly as Spark does)."""
+        if plan.name not in self._driver_reasons:
+            self._driver_reasons[plan.name] = not_on_driver(plan.root)
+        return self._driver_reasons[plan.name] is None
+
+    def _on_driver(self, plan: ViewPlan, tables: ViewTables, inputs: dict[str, InputChanges],
+                   refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]], moved: frozenset[str],
+                   application: str, batch_id: int, snapshot_before: int | None,
+                   profile: Profile) -> tuple[ViewChanges, StateStore] | None:
+        """The batch computed on the driver; None (nothing staged) when it must go to Spark."""
+        arrows = {n: c.on_driver() for n, c in inputs.items()}
+        if any(a is None for a in arrows.values()):
+            return None
+        state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
+                           fresh=False, on_driver=True)
+        batch = DriverBatch(arrows, state, before=self._driver_reader(refs, ranges), moved=moved)
+        try:
+            with profile.phase("delta rule"):
+                zset = view_delta_on_driver(plan.root, batch)
+                zset = conform(zset, arrow_schema(tables.snapshot.open()))
+            with profile.phase("compute changes"):
+                out = changes_on_driver(plan, zset, state, snapshot=tables.snapshot, snapshot_before=snapshot_before,
+                                        batch_id=batch_id)
+        except NotOnDriver as e:
+            profile.notes.append(f"computed by Spark: {e}")
+            return None
+        return out, state
+
+    def _driver_reader(self, refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]]):
+        """Reads an input as it was before the batch, on the driver (only the rows a key filter names)."""
+        def read(name: str, where: KeyFilter | None) -> pa.Table:
+            ref, version = refs[name], ranges[name][0]
+            dt = ref.open(version=version)
+            if not in_plain_files(dt):
+                raise NotOnDriver(f"{name} has deletion vectors, column mapping or partitions")
+            if where is None and table_rows(ref, version) > DRIVER_BATCH_ROWS:
+                raise NotOnDriver(f"the batch would read all {name} on the driver")
+            return read_arrow(ref, version=version, where=where)
+        return read
+
+    def _in_spark(self, plan: ViewPlan, tables: ViewTables, inputs: dict[str, InputChanges],
+                  refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]], moved: frozenset[str],
+                  application: str, batch_id: int, snapshot_before: int | None, profile: Profile,
+                  changes: BatchChanges) -> tuple[ViewChanges, StateStore]:
+        rows_in = sum(c.rows for c in inputs.values())
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                            fresh=False, on_driver=rows_in <= DRIVER_ROWS)
         before = {n: _reader(self.spark, refs[n], lo) for n, (lo, hi) in ranges.items()}
-        moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
-        batch = Batch(self.spark, {n: c.zset for n, c in inputs.items()}, state, before=before, moved=moved)
+        batch = Batch(self.spark, {n: c.frame() for n, c in inputs.items()}, state, before=before, moved=moved)
         changes.keep_until_released(batch)
         with profile.phase("plan delta rule"):
             zset = view_delta(plan.root, batch)
-        snapshot_before = _version_before(tables.snapshot, application, batch_id)
-        out = self._commit(plan, tables, batch, zset, app_id=application, batch_id=batch_id,
-                           generation=generation, kind="stream", inputs=targets,
-                           snapshot_before=snapshot_before, profile=profile)
-        version_before = -1 if snapshot_before is None else snapshot_before
-        changes.outputs[plan.name] = ViewOutput(version_before, version_before + 1,
-                                                InputChanges(out.zset, out.rows, out.retractions))
-        self.report(BatchReport(plan.name, batch_id, "stream", targets, rows_in, out.rows,
-                                int((time.monotonic() - started) * 1000), note, profile.phases))
+        with profile.phase("compute changes"):
+            out = view_changes(plan, zset, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
+                               batch_id=batch_id)
+        return out, state
 
     def _recompute_instead(self, plan: ViewPlan, refs: dict[str, TableRef], targets: dict[str, int],
                            rows_in: int) -> str:
@@ -335,24 +420,18 @@ class Refresher:
 
     # -- the writes of one batch ----------------------------------------------------------------------------
 
-    def _commit(self, plan: ViewPlan, tables: ViewTables, batch: Batch, zset: DataFrame, *, app_id: str,
-                batch_id: int, generation: int, kind: str, inputs: dict[str, int],
-                snapshot_before: int | None, profile: Profile) -> ViewChanges:
+    def _commit(self, plan: ViewPlan, tables: ViewTables, state: StateStore, changes: ViewChanges, *, app_id: str,
+                batch_id: int, generation: int, kind: str, inputs: dict[str, int], profile: Profile) -> None:
         """Operator state, snapshot, emit revisions, changelog: each skipped when this batch already committed
         it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
         (possibly from newer input versions, for a bootstrap), and must find the revisions as they were."""
-        with profile.phase("compute changes"):
-            changes = view_changes(plan, zset, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
-                                   batch_id=batch_id)
-        changelog = changes.changelog
-        rows_out = changes.rows
         with profile.phase("commit state"):
-            batch.state.commit(batch.state.staged - {EMIT_STATE})
+            state.commit(state.staged - {EMIT_STATE})
         metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True), "mvengine.batch_id": str(batch_id),
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
-                    "mvengine.kind": kind, "mvengine.changes": str(rows_out)}
+                    "mvengine.kind": kind, "mvengine.changes": str(changes.rows)}
         txn = (app_id, batch_id)
-        on_driver = batch.state.on_driver and rows_out <= DRIVER_ROWS
+        on_driver = state.on_driver and changes.rows <= DRIVER_ROWS
         with profile.phase("commit snapshot"):
             if changes.upserts is not None and tables.snapshot.exists():
                 merge_into(changes.upserts, tables.snapshot, changes.keys, delete_column=DELETE_MARK,
@@ -361,11 +440,10 @@ class Refresher:
                 replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata,
                              txn=txn, on_driver=on_driver)
         with profile.phase("commit key revisions"):
-            batch.state.commit()
+            state.commit()
         with profile.phase("commit changelog"):
-            write_table(changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)}, txn=txn,
-                        on_driver=on_driver)
-        return changes
+            write_table(changes.changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)},
+                        txn=txn, on_driver=on_driver)
 
 
 def _view_error(plan: ViewPlan, e: Exception) -> Exception:

@@ -25,18 +25,19 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from mvengine.errors import StorageError
 from mvengine.names import quote_identifier, validate_name
 from mvengine.project.config import join_uri
 from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.datasource import FORMAT
-from mvengine.storage.files import table_filesystem
+from mvengine.storage.files import FileWriter, table_filesystem
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
 from mvengine.storage.tables import (
     TableRef,
@@ -49,13 +50,17 @@ from mvengine.storage.tables import (
     require_version_range,
 )
 from mvengine.storage.types import conform_batch, delta_to_spark_schema, spark_to_arrow_schema
-from mvengine.storage.writer import DeltaWriter, WriteOptions, check_compatible
+from mvengine.storage.writer import WriteOptions, check_compatible, commit_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamReader
     from pyspark.sql.types import StructType
 
+# Rows per file of a table written clustered by its key (snapshots of keyed views, state): a MERGE of a few
+# keys into a 10M-row table costs 0.14 s with files of 1M rows and 0.03 s with files of 100k
+# (benchmarks/README.md, "Small commits"), while reading 100 files instead of 10 costs Spark little.
+CLUSTERED_FILE_ROWS = 100_000
 STAGING_DIR = "_mvengine_staging"  # under a table's root; Delta ignores folders starting with '_'
 # The column of merged rows that says a row deletes (its key) rather than adds: named so that no table column
 # is likely to be called so.
@@ -93,6 +98,53 @@ def read_table(spark: "SparkSession", ref: TableRef, *, version: int | None = No
     return df
 
 
+def arrow_schema(dt: Any) -> pa.Schema:
+    """The table's columns with the Arrow types Spark reads them as (the types of every driver-side read)."""
+    return spark_to_arrow_schema(delta_to_spark_schema(dt.schema().to_json()))
+
+
+def read_arrow(ref: TableRef, *, version: int | None = None,
+               where: tuple[str, "pa.Array | pa.ChunkedArray"] | None = None) -> pa.Table:
+    """The table at `version` on the driver, by delta-rs, with the types of `arrow_schema`; with `where`
+    (a column and values), at least the rows whose column holds one of the values (NULL among them: NULL too;
+    the caller matches exactly: a float column, whose -0.0 and NaN compare apart, is not narrowed). The files
+    and row groups whose statistics exclude the values are skipped. Only for tables whose rows are their
+    files' rows (`in_plain_files`)."""
+    dt = ref.open(version=version)
+    if not in_plain_files(dt):
+        raise StorageError(f"{ref.label} cannot be read on the driver (deletion vectors, column mapping or "
+                           "partitions)")
+    target = arrow_schema(dt)
+    if not dt.file_uris():
+        return target.empty_table()
+    # Read as the target types (delta-rs writes strings as string views in some files and not in others), from
+    # the local disk directly when the table is there (delta-rs's default filesystem goes through Python).
+    filesystem = pafs.SubTreeFileSystem(ref.uri.removeprefix("file://"), pafs.LocalFileSystem()) \
+        if _local(ref) else None
+    if where is None or pa.types.is_floating(target.field(where[0]).type):
+        return dt.to_pyarrow_dataset(schema=target, filesystem=filesystem).to_table()
+    column, values = where
+    wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
+    if not len(wanted) and not values.null_count:
+        return target.empty_table()
+    # Files whose statistics exclude the values' range are skipped by delta-rs, row groups by Arrow (except
+    # for strings: Arrow 26 cannot test string-view statistics); the exact test runs on the rows read.
+    low, high = pc.min_max(wanted).values() if len(wanted) else (None, None)
+    files = None
+    if not values.null_count and isinstance(low.as_py(), (int, str, bool, datetime, date)):
+        files = [(column, ">=", low.as_py()), (column, "<=", high.as_py())]
+    dataset = dt.to_pyarrow_dataset(schema=target, filesystem=filesystem, file_pruning_predicate=files)
+    condition = None
+    if files is not None and not pa.types.is_string(target.field(column).type):
+        condition = (pc.field(column) >= low) & (pc.field(column) <= high)
+    rows = dataset.to_table(filter=condition)
+    found = rows.column(column)
+    keep = pc.fill_null(pc.is_in(found, wanted), False)
+    if values.null_count:
+        keep = pc.or_(keep, pc.is_null(found))
+    return rows.filter(keep)
+
+
 def _read_files(spark: "SparkSession", dt: Any) -> "DataFrame":
     """The table's version `dt` read by Spark's Parquet reader from the data files delta-rs lists for it."""
     schema = delta_to_spark_schema(dt.schema().to_json())
@@ -111,10 +163,26 @@ def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | N
 RETRACTIONS = ("delete", "update_preimage")  # the change types that take a row away
 
 
-@dataclass(frozen=True)
 class ChangeFeed:
-    rows: "DataFrame"
-    arrow: pa.Table | None  # the same rows on the driver, when they were read there
+    """A change feed read by one of the readers: as Arrow on the driver (`arrow`, when it was read there) and
+    as a Spark DataFrame (`rows`, made from the Arrow rows only when asked for)."""
+
+    def __init__(self, spark: "SparkSession", schema: "StructType", *, rows: "DataFrame | None" = None,
+                 arrow: pa.Table | None = None) -> None:
+        self._spark, self._schema = spark, schema
+        self._rows = rows
+        self.arrow = arrow
+
+    @property
+    def rows(self) -> "DataFrame":
+        if self._rows is None:
+            self._rows = self._spark.createDataFrame(self.arrow, self._schema)
+        return self._rows
+
+    @property
+    def in_spark(self) -> bool:
+        """Whether the rows are only in Spark (not on the driver)."""
+        return self.arrow is None
 
     def counts(self) -> tuple[int, int] | None:
         """(rows, deleted and update-preimage rows), when the rows are on the driver (no Spark job)."""
@@ -123,13 +191,17 @@ class ChangeFeed:
         kinds = self.arrow.column("_change_type")
         return self.arrow.num_rows, pc.sum(pc.is_in(kinds, pa.array(list(RETRACTIONS)))).as_py() or 0
 
+    def release(self) -> None:
+        if self._rows is not None and self.arrow is None:
+            self._rows.unpersist()
+
 
 def read_change_feed(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None, *,
                      driver_rows: int = 0) -> ChangeFeed:
     """`read_changes`, and with `driver_rows`, the feed of a table delta-rs reads is read by delta-rs: on the
-    driver and handed to Spark as Arrow when it has at most that many rows, else by `mvdelta` in Spark's
-    Python workers. Delta's connector would first run a Spark job to rebuild the table's state at its new
-    version, which costs more than either (benchmarks/README.md, "Which reader, which writer")."""
+    driver (as Arrow, handed to Spark only when asked) when it has at most that many rows, else by `mvdelta`
+    in Spark's Python workers. Delta's connector would first run a Spark job to rebuild the table's state at its
+    new version, which costs more than either (benchmarks/README.md, "Which reader, which writer")."""
     from pyspark.sql.types import StructType
 
     dt = ref.open()
@@ -137,14 +209,14 @@ def read_change_feed(spark: "SparkSession", ref: TableRef, first: int, last: int
     last = dt.version() if last is None else last
     schema = StructType(list(delta_to_spark_schema(dt.schema().to_json()).fields) + change_fields())
     if first == last + 1:
-        return ChangeFeed(spark.createDataFrame([], schema), spark_to_arrow_schema(schema).empty_table())
+        return ChangeFeed(spark, schema, arrow=spark_to_arrow_schema(schema).empty_table())
     require_version_range(ref, dt, first, last)
     if driver_rows and in_plain_files(dt):
         rows = _changes_on_driver(ref, first, last, schema, driver_rows)
         if rows is not None:
-            return ChangeFeed(spark.createDataFrame(rows, schema), rows)
-        return ChangeFeed(_mvdelta_changes(spark, ref, first, last), None)
-    return ChangeFeed(_spark_changes(spark, ref, dt, first, last), None)
+            return ChangeFeed(spark, schema, arrow=rows)
+        return ChangeFeed(spark, schema, rows=_mvdelta_changes(spark, ref, first, last))
+    return ChangeFeed(spark, schema, rows=_spark_changes(spark, ref, dt, first, last))
 
 
 def _mvdelta_changes(spark: "SparkSession", ref: TableRef, first: int, last: int) -> "DataFrame":
@@ -235,25 +307,30 @@ def write_table(df: "DataFrame | pa.Table", ref: TableRef, *, mode: str = "appen
     driver, which costs far less than a Spark write job; rows already on the driver (an Arrow table, with the
     Arrow types Spark's would have) are written so too. With `cluster_by`, the rows are written in the order
     of those columns, so each file holds a narrow range of them: a later MERGE by them rewrites only the files
-    whose range the merged keys fall in, not every file. Returns False, writing nothing, when the application
+    whose range the merged keys fall in, not every file; the files are then smaller (CLUSTERED_FILE_ROWS),
+    since a MERGE rewrites each file it touches whole. Returns False, writing nothing, when the application
     transaction `txn` is already committed.
     """
     if mode not in ("append", "overwrite"):
         raise StorageError(f"write mode must be 'append' or 'overwrite', not {mode!r}")
+    if cluster_by and not target_file_rows:
+        target_file_rows = CLUSTERED_FILE_ROWS
     if txn is not None and is_committed(ref, *txn):
         return False
     schema = _arrow_schema(df)
     if ref.exists():
         check_compatible(ref, schema, list(partition_by))
-    if on_driver or isinstance(df, pa.Table):  # the data source's own writer, run on the driver over the rows
+    if on_driver or isinstance(df, pa.Table):  # the data source's own file writer and commit, on the driver
         options = WriteOptions(overwrite=mode == "overwrite", partition_by=tuple(partition_by),
                                metadata=tuple(sorted((metadata or {}).items())), txn=txn,
                                target_file_rows=target_file_rows or WriteOptions.target_file_rows)
-        writer = DeltaWriter(ref, schema, options)
         rows = _collected(df)
         if cluster_by:
             rows = rows.sort_by([(c, "ascending") for c in cluster_by])
-        writer.commit([writer.write(iter(rows.to_batches(max_chunksize=options.target_file_rows)))])
+        partitions = ref.open().metadata().partition_columns if ref.exists() else list(partition_by)
+        files = FileWriter(ref, schema, partitions, prefix=f"{uuid.uuid4().hex[:8]}-",
+                           target_rows=options.target_file_rows).write(rows.cast(schema).to_batches())
+        commit_files(ref, schema, files, partitions, options)
         return True
     if cluster_by:
         columns = [quote_identifier(c) for c in cluster_by]
@@ -305,7 +382,8 @@ def merge_into(df: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str], *
     return _merge(df, ref, dt, keys, clauses, metadata, txn, on_driver)
 
 
-def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], deletes: "DataFrame | None", *,
+def replace_rows(inserts: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str],
+                 deletes: "DataFrame | pa.Table | None", *,
                  metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
                  on_driver: bool = False) -> bool:
     """In one commit, remove every row whose `keys` equal those of a row of `deletes` (NULL matches NULL; all
@@ -323,13 +401,10 @@ def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], delet
                            cluster_by=keys if not ref.exists() else ())
     dt = ref.open()
     columns = [f.name for f in dt.schema().fields]
-    from pyspark.sql import functions as F
-
-    marked = (deletes.select(*[F.col(quote_identifier(k)) for k in keys]).distinct()
-              .select(*[F.col(quote_identifier(c)) if c in keys else F.lit(None).cast(inserts.schema[c].dataType)
-                        .alias(c) for c in columns], F.lit(True).alias(DELETE_MARK))
-              .unionByName(inserts.select(*[F.col(quote_identifier(c)) for c in columns],
-                                          F.lit(False).alias(DELETE_MARK))))
+    if isinstance(inserts, pa.Table):
+        marked = _marked_on_driver(inserts, deletes, keys, columns)
+    else:
+        marked = _marked(inserts, deletes, keys, columns)
     q = _datafusion_identifier
     values = {q(c): f"s.{q(c)}" for c in columns}
 
@@ -340,6 +415,28 @@ def replace_rows(inserts: "DataFrame", ref: TableRef, keys: Sequence[str], delet
     # No keys (a view of one row): the delete marker matches every row.
     _merge(marked, ref, dt, keys, clauses, metadata, txn, on_driver, guard=f"s.{q(DELETE_MARK)}")
     return True
+
+
+def _marked(inserts: "DataFrame", deletes: "DataFrame", keys: Sequence[str], columns: list[str]) -> "DataFrame":
+    """The rows of a replace_rows MERGE: each distinct deleted key (DELETE_MARK true), then the inserts."""
+    from pyspark.sql import functions as F
+
+    return (deletes.select(*[F.col(quote_identifier(k)) for k in keys]).distinct()
+              .select(*[F.col(quote_identifier(c)) if c in keys else F.lit(None).cast(inserts.schema[c].dataType)
+                        .alias(c) for c in columns], F.lit(True).alias(DELETE_MARK))
+              .unionByName(inserts.select(*[F.col(quote_identifier(c)) for c in columns],
+                                          F.lit(False).alias(DELETE_MARK))))
+
+
+def _marked_on_driver(inserts: pa.Table, deletes: pa.Table, keys: Sequence[str], columns: list[str]) -> pa.Table:
+    """`_marked` for rows on the driver."""
+    types = {f.name: f.type for f in inserts.schema}
+    gone = deletes.select(list(keys)).group_by(list(keys), use_threads=False).aggregate([]) if keys \
+        else pa.table({"_": [None]}).slice(0, min(deletes.num_rows, 1))
+    marked = pa.table([gone.column(c) if c in keys else pa.nulls(gone.num_rows, types[c]) for c in columns]
+                      + [pa.repeat(pa.scalar(True), gone.num_rows)], names=[*columns, DELETE_MARK])
+    added = inserts.select(columns).append_column(DELETE_MARK, pa.repeat(pa.scalar(False), inserts.num_rows))
+    return pa.concat_tables([marked, added.cast(marked.schema)])
 
 
 def _merge(df: "DataFrame", ref: TableRef, dt: Any, keys: Sequence[str], clauses: Any,
@@ -405,7 +502,8 @@ def _collected(df: "DataFrame | pa.Table") -> pa.Table:
 
 
 def remove_folder(ref: TableRef) -> None:
-    """Delete a table's whole folder (used for staging tables only)."""
+    """Delete a table's whole folder."""
+    ref.forget()
     fs, root = table_filesystem(ref)
     if root:
         fs.delete_dir(root)

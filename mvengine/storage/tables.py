@@ -3,6 +3,7 @@ the table and its path (with secrets redacted)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -44,19 +45,21 @@ class TableRef:
         return DeltaTable.is_deltatable(self.uri, self.storage_options or None)
 
     def open(self, *, version: int | None = None, timestamp: str | datetime | None = None) -> DeltaTable:
-        """The table at its latest version, at `version`, or as of `timestamp` (latest commit at or before)."""
-        try:
-            dt = DeltaTable(self.uri, storage_options=self.storage_options or None)
-        except TableNotFoundError:
-            raise StorageError(f"no Delta table at {self.uri}" + (f" (for {self.name!r})" if self.name else ""),
-                               hint="check the path, or create the table first") from None
-        except Exception as e:  # delta-rs raises plain OSError/DeltaError for I/O problems
-            raise StorageError(f"cannot open {self.label}: {self.redact(str(e))}") from None
+        """The table at its latest version, at `version`, or as of `timestamp` (latest commit at or before).
+
+        The latest version is kept open per process and brought up to date by reading only the log entries
+        added since (opening a table reads its whole log: ~15 ms after a few dozen commits, paid by every
+        small commit several times); callers must not move it to another version (`load_as_version`)."""
+        latest = self._latest()
         if version is not None:
-            if not 0 <= version <= dt.version():
-                raise StorageError(f"{self.label} has no version {version}; versions are 0..{dt.version()}")
+            if not 0 <= version <= latest.version():
+                raise StorageError(f"{self.label} has no version {version}; versions are 0..{latest.version()}")
+            if version == latest.version():
+                return latest
+            dt = self._load()
             dt.load_as_version(int(version))
         elif timestamp is not None:
+            dt = self._load()
             when = parse_timestamp(timestamp)
             try:
                 entries = commit_history(dt)  # read before time travel: history() of an older version mislabels
@@ -69,7 +72,45 @@ class TableRef:
             if committed_ms is None or committed_ms > when.timestamp() * 1000:
                 raise StorageError(f"{self.label} has no version as of {when.isoformat()}: {reason}",
                                    hint="use a timestamp at or after the table's first commit")
+        else:
+            dt = latest
         return dt
+
+    def _latest(self) -> DeltaTable:
+        key = (self.uri, tuple(sorted(self.storage_options.items())))
+        dt = _OPEN.get(key)
+        if dt is not None:
+            try:
+                dt.update_incremental()
+                if _still_there(self.uri, dt.version()):
+                    return dt
+            except Exception:  # the table went away or was replaced: open it anew
+                pass
+        dt = _OPEN[key] = self._load()
+        return dt
+
+    def forget(self) -> None:
+        """Drop the open latest version (the table's folder is being removed)."""
+        _OPEN.pop((self.uri, tuple(sorted(self.storage_options.items()))), None)
+
+    def _load(self) -> DeltaTable:
+        try:
+            return DeltaTable(self.uri, storage_options=self.storage_options or None)
+        except TableNotFoundError:
+            raise StorageError(f"no Delta table at {self.uri}" + (f" (for {self.name!r})" if self.name else ""),
+                               hint="check the path, or create the table first") from None
+        except Exception as e:  # delta-rs raises plain OSError/DeltaError for I/O problems
+            raise StorageError(f"cannot open {self.label}: {self.redact(str(e))}") from None
+
+
+_OPEN: dict[tuple[str, tuple], DeltaTable] = {}  # see TableRef.open
+
+
+def _still_there(uri: str, version: int) -> bool:
+    """Whether a local table's log still holds the version (its folder was not removed and made anew)."""
+    if "://" in uri and not uri.startswith("file://"):
+        return True
+    return os.path.exists(os.path.join(uri.removeprefix("file://"), "_delta_log", f"{version:020d}.json"))
 
 
 def parse_timestamp(value: str | datetime) -> datetime:
@@ -182,7 +223,7 @@ def commit_metadata(dt: DeltaTable, version: int) -> dict[str, Any]:
 
     `dt` must be loaded at its latest version: delta-rs mislabels the history of a time-travelled table.
     """
-    for entry in commit_history(dt):
+    for entry in commit_history(dt, max(dt.version() - version + 1, 1)):
         if entry.get("version") == version:
             return entry
     raise StorageError(f"version {version} of table at {dt.table_uri} is not in its history "
@@ -193,8 +234,6 @@ def table_rows(ref: TableRef, version: int) -> int:
     """The table's rows at `version`, from the row counts its log records per file (no data read)."""
     import pyarrow.compute as pc
 
-    dt = ref.open()
-    if dt.version() != version:
-        dt.load_as_version(version)
+    dt = ref.open(version=version)
     counts = pa.table(dt.get_add_actions(flatten=True)).column("num_records")
     return int(pc.sum(counts).as_py() or 0)

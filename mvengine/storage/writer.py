@@ -45,10 +45,10 @@ class WrittenFiles(WriterCommitMessage):
 
 
 class DeltaWriter(DataSourceArrowWriter):
-    def __init__(self, ref: TableRef, schema: StructType | pa.Schema, options: WriteOptions) -> None:
+    def __init__(self, ref: TableRef, schema: StructType, options: WriteOptions) -> None:
         self.ref = ref
         self.options = options
-        self.arrow_schema = schema if isinstance(schema, pa.Schema) else spark_to_arrow_schema(schema)
+        self.arrow_schema = spark_to_arrow_schema(schema)
         self.partition_by = list(options.partition_by)
         self.prefix = f"{uuid.uuid4().hex[:8]}-"
         if ref.exists():
