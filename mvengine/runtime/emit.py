@@ -16,12 +16,14 @@ from pyspark.sql import functions as F
 
 from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch, collect_small
+from mvengine.incremental.driver import read_before
+from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.incremental.state import StateStore
 from mvengine.runtime.emit_driver import bag_changes, count_rows, keyed_changes
-from mvengine.storage.api import DELETE_MARK, read_arrow, read_table
+from mvengine.storage.api import DELETE_MARK, read_table
 from mvengine.storage.tables import TableRef
 
 EMIT_STATE = "emit"
@@ -55,8 +57,11 @@ def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: Tab
     if batch.state.on_driver:
         collected = collect_small(zset)
         if collected is not None:
-            return changes_on_driver(plan, collected, batch.state, snapshot=snapshot,
-                                     snapshot_before=snapshot_before, batch_id=batch_id)
+            try:
+                return changes_on_driver(plan, collected, batch.state, snapshot=snapshot,
+                                         snapshot_before=snapshot_before, batch_id=batch_id)
+            except NotOnDriver:  # (before anything is staged) a type the driver does not compare: Spark does
+                pass
     columns = [c.name for c in plan.columns]
     version = (snapshot_before + 1) if snapshot_before is not None else 0
     # Computed once here: everything below reads these rows several times. (Changes that hold one old and one
@@ -83,7 +88,7 @@ def changes_on_driver(plan: ViewPlan, zset: pa.Table, state: StateStore, *, snap
             state.stage(EMIT_STATE, found.revisions, key)
     else:
         def copies_before(rows: pa.Table) -> pa.Table:
-            return count_rows(read_arrow(snapshot, version=snapshot_before, where=(columns[0], rows.column(columns[0]))))
+            return count_rows(read_before(snapshot, snapshot_before, (columns[0], rows.column(columns[0]))))
 
         found = bag_changes(zset, columns, copies_before if snapshot_before is not None else None,
                             version=version, batch_id=batch_id)

@@ -1,20 +1,25 @@
-"""One Structured Streaming query for all the views of a refresh (DESIGN.md §4, Execution).
+"""One pipeline batch for all the views of a refresh, and one Structured Streaming query that runs it
+continuously (DESIGN.md §4, Execution).
 
-The query streams the version ranges of every source the views read, taken together (storage/stream_reader.py);
-its `foreachBatch` brings every view, in DAG order, to the batch's cut of the sources. A view over a view takes
+A batch brings every view, in DAG order, to one cut of the sources (a version of each). A view over a view takes
 its upstream's changes of the batch from memory (runtime/changes.py). A view moves only when every view it
 reads reflects the batch's cut, so every view a batch commits reflects one version of each source, through
-every path.
+every path. A view's batch starts from the versions the view last recorded: a view that lags (new to this set
+of views, or left behind by a stop) catches up in the next batch, and one that is ahead (rebuilt at a later
+cut) waits for a later batch.
 
-A view's batch starts from the versions the view last recorded, not from the query's offsets: a view that
-lags (new to this set of views, or left behind by a stop) catches up in the next batch, and one that is ahead
-(rebuilt at a later cut) waits for the query to reach it. The query's checkpoint (one per warehouse) decides
-which cut a batch ends at: after a crash, the batch that was running is run again to the same cut, so views it
-had not reached yet finish exactly that batch.
+`mv refresh` runs one batch, to the sources' versions when it starts, directly: a streaming query would cost
+more to start and stop (~0.6 s) than a small batch costs. `mv refresh --continuous` keeps one query alive over
+the version ranges of every source the views read, taken together (storage/stream_reader.py); its
+`foreachBatch` runs a batch to the end of each micro-batch's ranges. Either way a batch records its cut
+(`_pipeline/cut.json` under the warehouse) before any view moves and marks it done after the last one: a
+batch that a crash or a failing view left half-done is run again to exactly that cut by the next refresh,
+before anything else, so the views it had not reached finish exactly that batch.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -29,6 +34,7 @@ from mvengine.runtime.refresh import Refresher
 from mvengine.storage.api import batch_ranges, stream_version_ranges
 
 QUERY_NAME = "mvengine_pipeline"
+CUT_FILE = "cut.json"  # beside the query's checkpoint, under <warehouse>/_pipeline/
 
 
 class Pipeline:
@@ -38,6 +44,7 @@ class Pipeline:
         self.rebuild = set(rebuild or ())  # views to recompute once (--full)
         self.sources = refresher.sources_of(plans)
         self.checkpoint = pipeline_checkpoint(refresher.config.warehouse)
+        self.cuts = CutRecord(os.path.join(os.path.dirname(self.checkpoint), CUT_FILE))
         self._failures: list[BaseException] = []
         self._lock = threading.Lock()
         self._closing = False
@@ -45,13 +52,18 @@ class Pipeline:
     # -- running the query ----------------------------------------------------------------------------------
 
     def run_once(self, cut: dict[str, int]) -> None:
-        """Process every source commit up to `cut`, then bring any view the query's batches did not reach
-        (a new view, a view that lagged) to it."""
-        starting = self._starting(cut)
-        if self.sources and _needs_query(self.checkpoint, starting, cut):
-            self._await(self._start(starting, ending=cut), self.refresher.stopping)
+        """Finish a batch left half-done (to its own cut), then bring every view to `cut`."""
+        pending = self.cuts.pending()
+        if pending is not None:
+            self.batch({n: v for n, v in pending.items() if n in self.sources})
         if not self.refresher.stopping():
-            self.advance(cut)
+            self.batch(cut)
+
+    def batch(self, cut: dict[str, int]) -> None:
+        """One pipeline batch, recorded: every view brought to `cut`."""
+        self.cuts.begin(cut)
+        self.advance(cut)
+        self.cuts.done(cut)
 
     def run_continuous(self, interval_s: float, until: Callable[[], bool]) -> None:
         """Keep the query alive, a batch every `interval_s` when a source moved, until `until()` is true; the
@@ -60,10 +72,10 @@ class Pipeline:
             while not until():
                 time.sleep(0.1)
             return
-        query = self._start(self._starting(None), interval_s=interval_s)
+        query = self._start(self._starting(), interval_s=interval_s)
         self._await(query, until)
 
-    def _starting(self, cut: dict[str, int] | None) -> dict[str, int]:
+    def _starting(self) -> dict[str, int]:
         """For a new checkpoint, the versions the query starts after: the oldest any view reflects."""
         starting: dict[str, int] = {}
         for plan in self.plans:
@@ -73,18 +85,16 @@ class Pipeline:
                     starting[name] = min(starting.get(name, last.inputs[name]), last.inputs[name])
         for name in self.sources:
             if name not in starting:
-                starting[name] = cut[name] if cut else self.refresher.source_ref(name).open().version()
+                starting[name] = self.refresher.source_ref(name).open().version()
         return starting
 
-    def _start(self, starting: dict[str, int], *, ending: dict[str, int] | None = None,
-               interval_s: float | None = None):
+    def _start(self, starting: dict[str, int], *, interval_s: float):
         spark = self.refresher.spark
         refs = {n: self.refresher.source_ref(n) for n in self.sources}
-        stream = stream_version_ranges(spark, refs, starting_versions=starting, ending_versions=ending)
+        stream = stream_version_ranges(spark, refs, starting_versions=starting)
         writer = (stream.writeStream.queryName(QUERY_NAME).foreachBatch(self._run)
-                  .option("checkpointLocation", self.checkpoint))
-        writer = writer.trigger(availableNow=True) if interval_s is None \
-            else writer.trigger(processingTime=f"{int(interval_s * 1000)} milliseconds")
+                  .option("checkpointLocation", self.checkpoint)
+                  .trigger(processingTime=f"{int(interval_s * 1000)} milliseconds"))
         started = time.monotonic()
         query = writer.start()
         self.refresher.notice(f"pipeline query {query.id} started over {len(refs)} source"
@@ -114,7 +124,7 @@ class Pipeline:
                 return
             try:
                 ranges = batch_ranges(self.checkpoint, spark_batch)
-                self.advance({n: hi for n, (lo, hi) in ranges.items() if n in self.sources})
+                self.batch({n: hi for n, (lo, hi) in ranges.items() if n in self.sources})
             except BaseException as e:  # kept to re-raise as itself: Spark wraps it in a Java exception
                 self._failures.append(e)
                 raise
@@ -147,29 +157,42 @@ class Pipeline:
             changes.release()
 
 
+class CutRecord:
+    """The cut of the pipeline batch under way, in a small JSON file: written before the batch moves any view,
+    marked done after the last (one per warehouse, so that the next refresh finishes it whichever views it
+    names)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def pending(self) -> dict[str, int] | None:
+        """The cut of a batch that began and never finished, if any."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                record = json.load(f)
+        except (FileNotFoundError, ValueError):
+            return None
+        return None if record.get("done") else {n: int(v) for n, v in record["cut"].items()}
+
+    def begin(self, cut: dict[str, int]) -> None:
+        self._write({"cut": cut, "done": False})
+
+    def done(self, cut: dict[str, int]) -> None:
+        self._write({"cut": cut, "done": True})
+
+    def _write(self, record: dict) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        temporary = f"{self.path}.{os.getpid()}"
+        with open(temporary, "w", encoding="utf-8") as f:
+            json.dump(record, f, sort_keys=True)
+        os.replace(temporary, self.path)  # whole or not at all
+
+
 def pipeline_checkpoint(warehouse: str) -> str:
-    """The query's checkpoint: one per warehouse, so that a batch interrupted by a crash is run again to the
-    same cut whichever views the next refresh names."""
-    folder = join_uri(warehouse, "_pipeline").removeprefix("file:")
+    """The query's checkpoint: one per warehouse (the query of `--continuous` picks up where the last one
+    stopped, whichever views it covers)."""
+    folder = join_uri(warehouse, "_pipeline", "query").removeprefix("file:")
     if "://" in folder:
         raise MvError(f"the pipeline's checkpoint must be on a local or mounted path, not {folder}",
                       hint="set [project] warehouse to a local path")
     return folder
-
-
-def _needs_query(checkpoint: str, starting: dict[str, int], cut: dict[str, int]) -> bool:
-    """Whether the query has work: a batch to run again after a crash, or sources past its last offsets."""
-    offsets, commits = os.path.join(checkpoint, "offsets"), os.path.join(checkpoint, "commits")
-    logged = _batch_ids(offsets)
-    if not logged:
-        return any(cut[n] > starting[n] for n in cut)
-    last = max(logged)
-    if last not in _batch_ids(commits):
-        return True
-    done = {n: hi for n, (lo, hi) in batch_ranges(checkpoint, last).items()}
-    return any(cut[n] > done.get(n, starting[n]) for n in cut)
-
-
-def _batch_ids(folder: str) -> set[int]:
-    return {int(f) for f in os.listdir(folder) if f.isdigit()} if os.path.isdir(folder) else set()
-

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.compiler import not_on_driver, supports, view_delta, view_delta_on_driver
-from mvengine.incremental.driver import DriverBatch, KeyFilter, conform
+from mvengine.incremental.driver import DriverBatch, conform, read_before
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
@@ -42,7 +42,6 @@ from mvengine.storage.api import (
     DELETE_MARK,
     arrow_schema,
     merge_into,
-    read_arrow,
     read_table,
     remove_folder,
     replace_rows,
@@ -52,7 +51,6 @@ from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import (
     TableRef,
     commit_metadata,
-    in_plain_files,
     is_committed,
     table_rows,
     version_before,
@@ -345,15 +343,7 @@ class Refresher:
 
     def _driver_reader(self, refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]]):
         """Reads an input as it was before the batch, on the driver (only the rows a key filter names)."""
-        def read(name: str, where: KeyFilter | None) -> pa.Table:
-            ref, version = refs[name], ranges[name][0]
-            dt = ref.open(version=version)
-            if not in_plain_files(dt):
-                raise NotOnDriver(f"{name} has deletion vectors, column mapping or partitions")
-            if where is None and table_rows(ref, version) > DRIVER_BATCH_ROWS:
-                raise NotOnDriver(f"the batch would read all {name} on the driver")
-            return read_arrow(ref, version=version, where=where)
-        return read
+        return lambda name, where: read_before(refs[name], ranges[name][0], where)
 
     def _in_spark(self, plan: ViewPlan, tables: ViewTables, inputs: dict[str, InputChanges],
                   refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]], moved: frozenset[str],

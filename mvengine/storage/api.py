@@ -274,14 +274,12 @@ def _has_connector(spark: "SparkSession") -> bool:
 
 
 def stream_version_ranges(spark: "SparkSession", refs: dict[str, TableRef],
-                          starting_versions: dict[str, int] | None = None,
-                          ending_versions: dict[str, int] | None = None) -> "DataFrame":
+                          starting_versions: dict[str, int] | None = None) -> "DataFrame":
     """A streaming DataFrame whose micro-batches are version ranges of several tables, taken together (no
     rows: `batch_ranges` gives a batch's ranges, `read_changes` their changes; see stream_reader).
 
     `starting_versions` gives, per input, the last version already processed; the default is each table's
-    current version (only changes committed from now on). `ending_versions` gives, per input, the last
-    version to reach (by default, there is none).
+    current version (only changes committed from now on).
     """
     for name, ref in refs.items():
         validate_name(name, "input name")
@@ -292,8 +290,6 @@ def stream_version_ranges(spark: "SparkSession", refs: dict[str, TableRef],
     reader = reader.option("tables", json.dumps({n: r.uri for n, r in refs.items()}))
     if starting_versions:
         reader = reader.option("startingVersions", json.dumps(starting_versions))
-    if ending_versions:
-        reader = reader.option("endingVersions", json.dumps(ending_versions))
     return reader.load()
 
 

@@ -121,12 +121,7 @@ class DeltaDataSource(DataSource):
         if not isinstance(starting, dict) or set(starting) - set(refs):
             raise StorageError("option startingVersions must be a JSON object whose keys are input names of "
                                f"option tables ({sorted(refs)}), each the last version already processed")
-        ending = _json_option(self.options, "endingVersions") or {}
-        if not isinstance(ending, dict) or set(ending) - set(refs):
-            raise StorageError("option endingVersions must be a JSON object whose keys are input names of "
-                               f"option tables ({sorted(refs)}), each the last version to read")
-        return VersionRangeStreamReader(refs, {k: int(v) for k, v in starting.items()},
-                                        ending={k: int(v) for k, v in ending.items()})
+        return VersionRangeStreamReader(refs, {k: int(v) for k, v in starting.items()})
 
     # -- writes --------------------------------------------------------------------------------------------
     def writer(self, schema: StructType, overwrite: bool) -> DeltaWriter:

@@ -34,11 +34,9 @@ Offset = dict[str, dict[str, dict[str, int]]]
 
 
 class VersionRangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, refs: dict[str, TableRef], starting: dict[str, int], *,
-                 ending: dict[str, int] | None = None) -> None:
+    def __init__(self, refs: dict[str, TableRef], starting: dict[str, int]) -> None:
         self.refs = refs
         self.starting = starting
-        self.ending = ending or {}  # versions never read past (a consistent cut of several tables)
         self.target: dict[str, int] | None = None
         self._tables: dict = {}
 
@@ -63,9 +61,8 @@ class VersionRangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         done = {n: start["tables"][n]["to"] if n in start["tables"] else self.starting.get(n, self._latest(n))
                 for n in self.refs}
         latest = {n: self._latest(n) for n in self.refs}
-        for bound in (self.target, self.ending):
-            if bound:
-                latest = {n: min(v, bound.get(n, v)) for n, v in latest.items()}
+        if self.target:
+            latest = {n: min(v, self.target.get(n, v)) for n, v in latest.items()}
         if all(latest[n] <= done.get(n, -1) for n in self.refs):
             return start
         return {"tables": {n: {"from": done[n], "to": max(latest[n], done[n])} for n in self.refs}}
