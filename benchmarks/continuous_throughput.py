@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="mvthroughput"))
     (root / "views").mkdir()
-    (root / "views" / "bench.sql").write_text(SQL)
+    (root / "views" / "bench.sql").write_text(SQL.format(policy="auto"))
     config = load_config(root)
     catalog = load_catalog(config)
     facts = source_table(catalog.sources["facts"], {})

@@ -37,9 +37,14 @@ CONFIG = """\
 # How often `mv refresh --continuous` looks for new input commits: 500ms, 1s, 2m, 1h.
 # interval = "1s"
 # A view under refresh_policy 'auto' is recomputed instead of maintained in a batch that changes more than this
-# share of its inputs' rows, and at least recompute_min_changes rows.
-# recompute_above = 0.3
+# share of its inputs' rows (recompute_above_in_spark: a batch too large for the driver), and at least
+# recompute_min_changes rows.
+# recompute_above = 0.5
+# recompute_above_in_spark = 0.1
 # recompute_min_changes = 100000
+# A batch whose inputs changed by at most this many rows is computed on the driver, without Spark, when the
+# view's expressions allow it (mv plan says whether they do).
+# driver_max_changes = 2000000
 
 [plan]
 # true: a view whose state grows without bound is an error (see `mv plan`).

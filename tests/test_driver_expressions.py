@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from pyspark.errors import AnalysisException
 
-from mvengine.incremental.driver_expressions import NotOnDriver, evaluate, predicate_mask, unsupported
+from mvengine.incremental.driver_expressions import NotOnDriver, evaluate, predicate_mask
+from mvengine.incremental.driver_support import unsupported
 from mvengine.plan.nodes import Field
 from mvengine.plan.types import build
 

@@ -6,6 +6,7 @@ import json
 
 from mvengine.cli.console import Console
 from mvengine.errors import ConfigError
+from mvengine.incremental.driver_support import not_on_driver
 from mvengine.plan.nodes import Node, show_name
 from mvengine.plan.types import type_name
 from mvengine.plan.view_plan import ViewPlan
@@ -21,8 +22,9 @@ def plan_document(catalog: Catalog, views: list[str]) -> dict:
             "name": s.name, "path": s.path, "key": list(s.key) if s.key else None, "append_only": s.append_only,
             "watermark": f"{s.watermark.column} AS {s.watermark.expression}" if s.watermark else None,
         } for s in catalog.sources.values()],
-        "views": [dict(catalog.plans[name].to_json(), notes=list(catalog.plans[name].notes),
-                       plan=tree_lines(catalog.plans[name].root)) for name in views],
+        "views": [dict(catalog.plans[name].to_json(), **driver_fields(catalog.plans[name]),
+                       notes=list(catalog.plans[name].notes), plan=tree_lines(catalog.plans[name].root))
+                  for name in views],
     }
 
 
@@ -61,6 +63,12 @@ POLICY_MEANING = {
 }
 
 
+def driver_fields(plan: ViewPlan) -> dict:
+    """Whether the view's small batches are computed on the driver, without Spark, and if not, why."""
+    reason = "recomputed by Spark" if plan.strategy == "full" else not_on_driver(plan.root)
+    return {"driver": reason is None, "driver_reason": reason}
+
+
 def describe(plan: ViewPlan) -> list[str]:
     """The text form of one view's plan."""
     columns = ", ".join(f"{show_name(f.name)} {type_name(f.type)}{'' if f.nullable else ' not null'}"
@@ -74,6 +82,8 @@ def describe(plan: ViewPlan) -> list[str]:
         ("event time", ", ".join(show_name(f.name) for f in plan.columns if f.time_attr) or "-"),
         ("changelog", plan.changelog), ("strategy", strategy),
         ("policy", f"{plan.view.refresh_policy}: {POLICY_MEANING[plan.view.refresh_policy]}"),
+        ("driver", "small batches ([refresh] driver_max_changes) are computed on the driver, without Spark"
+         if driver_fields(plan)["driver"] else f"no: {driver_fields(plan)['driver_reason']}"),
         ("state", f"{plan.state} [{bounded}]"),
     ]
     lines = [f"view {plan.name}  ({plan.view.file}:{plan.view.line})"]

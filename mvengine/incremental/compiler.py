@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from sqlglot import exp
-
 from mvengine.incremental import aggregate, distinct, filter, join, project, scan, union
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch
-from mvengine.incremental.driver_expressions import unsupported
 from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll
 
 RULES = {Scan: scan.delta, Filter: filter.delta, Project: project.delta, Aggregate: aggregate.delta,
@@ -24,30 +21,6 @@ DRIVER_RULES = {Scan: scan.driver_delta, Filter: filter.driver_delta, Project: p
 def supports(root: Node) -> bool:
     """Whether every operator of the plan has a delta rule."""
     return all(type(node) in RULES for node in root.walk())
-
-
-def not_on_driver(root: Node) -> str | None:
-    """Why the view's batches can never be computed on the driver (None when small ones can)."""
-    for node in root.walk():
-        if type(node) not in DRIVER_RULES:
-            return f"{type(node).__name__} has no driver rule"
-        for e in _evaluated(node):
-            reason = unsupported(e)
-            if reason is not None:
-                return f"{node.describe()}: {reason}"
-    return None
-
-
-def _evaluated(node: Node) -> list[exp.Expression]:
-    """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls)."""
-    if not isinstance(node, Aggregate):
-        return node.expressions()
-    arguments = []
-    for call in node.aggregates:
-        argument = call.this.expressions[0] if isinstance(call.this, exp.Distinct) else call.this
-        if isinstance(argument, exp.Expression) and not isinstance(argument, exp.Star):
-            arguments.append(argument)
-    return [*node.groups, *arguments]
 
 
 def view_delta(root: Node, batch: Batch) -> DataFrame:

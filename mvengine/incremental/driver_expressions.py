@@ -6,8 +6,8 @@ thousand rows in microseconds. Exactness comes first: each construct here follow
 Spark's analyzer widens them, three-valued logic, checked integer arithmetic, NULL for a failed CASE), and
 where the two engines could disagree on a batch's values (a NaN in a comparison, an overflow, a division by
 zero, a non-ASCII string in UPPER, a cast that does not fit), evaluation stops with `NotOnDriver` and the batch
-goes to Spark, which gives its own answer or its own error. `unsupported(e)` says, without data, whether an
-expression is in the subset at all.
+goes to Spark, which gives its own answer or its own error. `driver_support.unsupported(e)` says, without data,
+whether an expression is in the subset at all.
 
 Types are read off the data (the Arrow types of the inputs, which are the types Spark reads them as), never
 off the plan's inferred types, which Spark's analysis may correct.
@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from mvengine.incremental.driver_support import ARITHMETIC as _ARITHMETIC
+from mvengine.incremental.driver_support import COMPARISONS as _COMPARISONS
 from mvengine.plan.nodes import Field
 
 
@@ -33,28 +35,9 @@ class NotOnDriver(Exception):
 
 Value = pa.Array | pa.ChunkedArray | pa.Scalar
 
-_COMPARISONS = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
-                exp.LT: "less", exp.LTE: "less_equal"}
-_ARITHMETIC = {exp.Add: "add_checked", exp.Sub: "subtract_checked", exp.Mul: "multiply_checked"}
-_SUPPORTED = (exp.Column, exp.Paren, exp.Alias, exp.Literal, exp.Boolean, exp.Null, exp.Cast, exp.Neg, exp.Not,
-              exp.And, exp.Or, exp.Is, exp.In, exp.Between, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Div, exp.Case,
-              exp.If, exp.Coalesce, exp.Upper, exp.Lower, exp.Length, exp.Abs, exp.Concat, exp.DPipe, exp.DataType,
-              *_COMPARISONS, *_ARITHMETIC)
 _INTEGRAL = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?")
-
-
-def unsupported(e: exp.Expression) -> str | None:
-    """What in `e` the driver does not evaluate (None when everything is in the subset)."""
-    for node in e.walk():
-        if isinstance(node, exp.Identifier) or isinstance(node.parent, exp.Column):
-            continue
-        if not isinstance(node, _SUPPORTED):
-            return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"
-        if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):
-            return "IN (subquery)"
-    return None
 
 
 def evaluate(e: exp.Expression, table: pa.Table, fields: Sequence[Field]) -> pa.ChunkedArray:

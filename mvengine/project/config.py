@@ -33,7 +33,8 @@ _KNOWN = {
     "project": {"warehouse"},
     "spark": {"master", "conf", "log_level"},
     "storage": {"options"},
-    "refresh": {"interval", "recompute_above", "recompute_min_changes"},
+    "refresh": {"interval", "recompute_above", "recompute_above_in_spark", "recompute_min_changes",
+                "driver_max_changes"},
     "plan": {"require_bounded_state"},
 }
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -52,10 +53,14 @@ class Config:
     storage_options: dict[str, str] = field(default_factory=dict)
     refresh_interval_s: float = 1.0
     # A view under refresh_policy 'auto' is recomputed instead of maintained when a batch changes more than
-    # this share of its inputs' rows, and at least recompute_min_changes rows (below that, both cost Spark's
-    # fixed costs) (benchmarks/README.md, "Incremental or full").
-    recompute_above: float = 0.3
+    # this share of its inputs' rows (recompute_above_in_spark for a batch too large for the driver), and at
+    # least recompute_min_changes rows (benchmarks/README.md, "Incremental or full").
+    recompute_above: float = 0.5
+    recompute_above_in_spark: float = 0.1
     recompute_min_changes: int = 100_000
+    # A batch whose inputs changed by at most this many rows is computed on the driver (incremental/driver.py)
+    # when the view's expressions allow it; larger ones by Spark.
+    driver_max_changes: int = 2_000_000
     require_bounded_state: bool = False  # [plan]: views whose state grows without bound are errors
 
     @property
@@ -112,23 +117,26 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         refresh_interval_s=parse_duration(str(refresh.get("interval", "1s")), file=str(path),
                                           line=_line_of(text, "interval")),
         require_bounded_state=require_bounded,
-        recompute_above=_share(refresh.get("recompute_above", 0.3), str(path), _line_of(text, "recompute_above")),
-        recompute_min_changes=_count(refresh.get("recompute_min_changes", 100_000), str(path),
-                                     _line_of(text, "recompute_min_changes")),
+        recompute_above=_share(refresh, "recompute_above", 0.5, str(path), text),
+        recompute_above_in_spark=_share(refresh, "recompute_above_in_spark", 0.1, str(path), text),
+        recompute_min_changes=_count(refresh, "recompute_min_changes", 100_000, str(path), text),
+        driver_max_changes=_count(refresh, "driver_max_changes", 2_000_000, str(path), text),
     )
 
 
-def _count(value: object, file: str, line: int | None) -> int:
+def _count(section: dict, key: str, default: int, file: str, text: str) -> int:
+    value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"[refresh] recompute_min_changes must be a whole number of rows, not {value!r}",
-                          file=file, line=line, hint="e.g. recompute_min_changes = 100000")
+        raise ConfigError(f"[refresh] {key} must be a whole number of rows, not {value!r}",
+                          file=file, line=_line_of(text, key), hint=f"e.g. {key} = {default}")
     return value
 
 
-def _share(value: object, file: str, line: int | None) -> float:
+def _share(section: dict, key: str, default: float, file: str, text: str) -> float:
+    value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ConfigError(f"[refresh] recompute_above must be a number from 0 to 1, not {value!r}", file=file,
-                          line=line, hint="write a share of the inputs' rows, e.g. recompute_above = 0.3")
+        raise ConfigError(f"[refresh] {key} must be a number from 0 to 1, not {value!r}", file=file,
+                          line=_line_of(text, key), hint=f"write a share of the inputs' rows, e.g. {key} = {default}")
     return float(value)
 
 

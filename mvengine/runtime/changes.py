@@ -19,13 +19,12 @@ from mvengine.storage.api import RETRACTIONS, ChangeFeed, read_change_feed
 from mvengine.storage.change_reader import CHANGE_COLUMNS
 from mvengine.storage.tables import TableRef
 
-# An input's changes of at most this many rows are read by delta-rs on the driver as Arrow. Above it (for a view
-# whose batch goes to Spark), moving the rows from Python into Spark costs more than delta-rs in Spark's Python
-# workers (mvdelta). Both beat Delta's connector, which first rebuilds the table's state in a Spark job
+# An input's changes of at most this many rows are read by delta-rs on the driver as Arrow (up to
+# `[refresh] driver_max_changes` for a view whose batches the driver computes: no Spark at all). Above it, for a
+# batch Spark computes, moving the rows from Python into Spark costs more than delta-rs in Spark's Python workers
+# (mvdelta). Both beat Delta's connector, which first rebuilds the table's state in a Spark job
 # (benchmarks/README.md, "Which reader, which writer").
 DRIVER_CHANGE_ROWS = 50_000
-# ...and up to this many, for views whose batches the driver computes (incremental/driver.py): no Spark at all.
-DRIVER_BATCH_ROWS = 2_000_000
 
 
 @dataclass
@@ -44,7 +43,7 @@ class InputChanges:
             self._frame = self.spark.createDataFrame(self.arrow)
         return self._frame
 
-    def on_driver(self, most: int = DRIVER_BATCH_ROWS) -> pa.Table | None:
+    def on_driver(self, most: int) -> pa.Table | None:
         """The changes as Arrow (collected from Spark in one job when they are there and few); None when they
         are more than `most` rows."""
         if self.arrow is None and self.rows <= most:

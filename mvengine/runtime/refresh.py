@@ -25,16 +25,17 @@ from pyspark.sql import functions as F
 
 from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.compiler import not_on_driver, supports, view_delta, view_delta_on_driver
+from mvengine.incremental.compiler import supports, view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, conform, read_before
 from mvengine.incremental.driver_expressions import NotOnDriver
+from mvengine.incremental.driver_support import not_on_driver
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
-from mvengine.runtime.changes import DRIVER_BATCH_ROWS, DRIVER_CHANGE_ROWS, BatchChanges, InputChanges, ViewOutput
+from mvengine.runtime.changes import DRIVER_CHANGE_ROWS, BatchChanges, InputChanges, ViewOutput
 from mvengine.runtime.emit import EMIT_STATE, ViewChanges, changes_on_driver, view_changes
 from mvengine.runtime.freshness import sql_hash
 from mvengine.runtime.profile import Phase, Profile
@@ -279,20 +280,22 @@ class Refresher:
         application = app_id(plan.name, generation)
         profile = Profile(self.spark)
         ranges = {n: (versions_before[n], targets[n]) for n in plan.inputs}
-        driver = self._driver_capable(plan)
+        most = self.config.driver_max_changes
+        capable = self._driver_capable(plan)
         with profile.phase("read changes"):
             inputs = changes.read({n: (refs[n], lo, hi) for n, (lo, hi) in ranges.items()},
-                                  driver_rows=DRIVER_BATCH_ROWS if driver else DRIVER_CHANGE_ROWS)
+                                  driver_rows=most if capable else DRIVER_CHANGE_ROWS)
             self._check_claims(plan, inputs, ranges)
         rows_in = sum(c.rows for c in inputs.values())
-        reason = "" if finishing else self._recompute_instead(plan, refs, targets, rows_in)
+        driver = capable and rows_in <= most
+        reason = "" if finishing else self._recompute_instead(plan, refs, targets, rows_in, driver)
         if reason:
             self._recompute(plan, tables, generation + 1, batch_id, "bootstrap", True, targets, note=reason)
             return
         snapshot_before = _version_before(tables.snapshot, application, batch_id)
         moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
         computed = None
-        if driver and rows_in <= DRIVER_BATCH_ROWS:
+        if driver:
             computed = self._on_driver(plan, tables, inputs, refs, ranges, moved, application, batch_id,
                                        snapshot_before, profile)
         if computed is None:
@@ -323,7 +326,7 @@ class Refresher:
                    application: str, batch_id: int, snapshot_before: int | None,
                    profile: Profile) -> tuple[ViewChanges, StateStore] | None:
         """The batch computed on the driver; None (nothing staged) when it must go to Spark."""
-        arrows = {n: c.on_driver() for n, c in inputs.items()}
+        arrows = {n: c.on_driver(self.config.driver_max_changes) for n, c in inputs.items()}
         if any(a is None for a in arrows.values()):
             return None
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
@@ -363,19 +366,21 @@ class Refresher:
         return out, state
 
     def _recompute_instead(self, plan: ViewPlan, refs: dict[str, TableRef], targets: dict[str, int],
-                           rows_in: int) -> str:
+                           rows_in: int, on_driver: bool) -> str:
         """Why this batch recomputes the view instead of applying its delta rule ("" when it does not): under
-        refresh_policy 'auto', when its changes exceed `[refresh] recompute_above` of its inputs' rows (and
-        `recompute_min_changes`), where a recomputation costs less (benchmarks/README.md, "Incremental or
-        full")."""
+        refresh_policy 'auto', when its changes exceed a share of its inputs' rows (and `recompute_min_changes`)
+        where a recomputation costs less: `[refresh] recompute_above` for a batch the driver would compute,
+        `recompute_above_in_spark` for one Spark would (benchmarks/README.md, "Incremental or full")."""
         if plan.view.refresh_policy != "auto" or rows_in < max(self.config.recompute_min_changes, 1):
             return ""
         total = sum(table_rows(refs[n], targets[n]) for n in plan.inputs)
         share = rows_in / max(total, 1)
-        if share <= self.config.recompute_above:
+        setting = "recompute_above" if on_driver else "recompute_above_in_spark"
+        threshold = getattr(self.config, setting)
+        if share <= threshold:
             return ""
         return (f"recomputed by cost: {rows_in} changes are {share:.0%} of the inputs' {total} rows, above "
-                f"recompute_above {self.config.recompute_above:g}")
+                f"{setting} {threshold:g}")
 
     def _check_claims(self, plan: ViewPlan, inputs: dict[str, InputChanges],
                       ranges: dict[str, tuple[int, int]]) -> None:

@@ -1,0 +1,60 @@
+"""What the driver computes (incremental/driver.py), known from a view's plan alone: every operator has a driver
+rule, and every expression is in the subset that driver_expressions evaluates exactly as Spark does. No
+pyarrow and no pyspark here, so that `mv plan` can say it without loading either."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll
+
+DRIVER_NODES = (Scan, Filter, Project, Aggregate, Distinct, UnionAll, Join)  # incremental.compiler.DRIVER_RULES
+COMPARISONS = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
+               exp.LT: "less", exp.LTE: "less_equal"}
+ARITHMETIC = {exp.Add: "add_checked", exp.Sub: "subtract_checked", exp.Mul: "multiply_checked"}
+_SUPPORTED = (exp.Column, exp.Paren, exp.Alias, exp.Literal, exp.Boolean, exp.Null, exp.Cast, exp.Neg, exp.Not,
+              exp.And, exp.Or, exp.Is, exp.In, exp.Between, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Div, exp.Case,
+              exp.If, exp.Coalesce, exp.Upper, exp.Lower, exp.Length, exp.Abs, exp.Concat, exp.DPipe, exp.DataType,
+              *COMPARISONS, *ARITHMETIC)
+
+
+def not_on_driver(root: Node) -> str | None:
+    """Why the view's batches can never be computed on the driver (None when small ones can)."""
+    for node in root.walk():
+        if not isinstance(node, DRIVER_NODES):
+            return f"{type(node).__name__} has no driver rule"
+        for e in _evaluated(node):
+            reason = unsupported(e)
+            if reason is not None:
+                return f"{node.describe()}: {reason}"
+        if isinstance(node, Aggregate):
+            for call in node.aggregates:
+                argument = call.this.expressions[0] if isinstance(call.this, exp.Distinct) else call.this
+                if isinstance(call, exp.Avg) and getattr(argument, "type", None) is not None \
+                        and argument.type.this == exp.DataType.Type.DECIMAL:
+                    return f"{node.describe()}: AVG of a decimal (its rounding is Spark's)"
+    return None
+
+
+def _evaluated(node: Node) -> list[exp.Expression]:
+    """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls)."""
+    if not isinstance(node, Aggregate):
+        return node.expressions()
+    arguments = []
+    for call in node.aggregates:
+        argument = call.this.expressions[0] if isinstance(call.this, exp.Distinct) else call.this
+        if isinstance(argument, exp.Expression) and not isinstance(argument, exp.Star):
+            arguments.append(argument)
+    return [*node.groups, *arguments]
+
+
+def unsupported(e: exp.Expression) -> str | None:
+    """What in `e` the driver does not evaluate (None when everything is in the subset)."""
+    for node in e.walk():
+        if isinstance(node, exp.Identifier) or isinstance(node.parent, exp.Column):
+            continue
+        if not isinstance(node, _SUPPORTED):
+            return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"
+        if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):
+            return "IN (subquery)"
+    return None
