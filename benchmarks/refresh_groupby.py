@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--policy", default="incremental", choices=["incremental", "auto"],
                         help="the view's refresh_policy: 'incremental' times the delta rule at every size (the "
                              "default); 'auto' lets a large batch be recomputed instead ([refresh] recompute_above)")
+    parser.add_argument("--driver-max-changes", type=int,
+                        help="[refresh] driver_max_changes of the benchmark's project (default: mvengine's)")
     parser.add_argument("--profile", action="store_true",
                         help="after each line, the median time and Spark jobs of every phase of the batches")
     args = parser.parse_args()
@@ -66,13 +68,17 @@ def main() -> None:
         for spec in args.groups:
             groups = group_count(spec, n)
             sizes = args.changed_rows or [max(int(n * share), 1) for share in args.changes]
-            _run(spark, n, groups, sizes, args.repeat, args.profile, args.policy)
+            _run(spark, n, groups, sizes, args.repeat, args.profile, args.policy, args.driver_max_changes)
 
 
-def _run(spark, n: int, groups: int, sizes: list[int], repeat: int, profile: bool, policy: str) -> None:
+def _run(spark, n: int, groups: int, sizes: list[int], repeat: int, profile: bool, policy: str,
+         driver_max_changes: int | None) -> None:
     root = Path(tempfile.mkdtemp(prefix="mvbench"))
     (root / "views").mkdir()
     (root / "views" / "bench.sql").write_text(SQL.format(policy=policy))
+    if driver_max_changes is not None:
+        (root / "conf").mkdir()
+        (root / "conf" / "mvengine.toml").write_text(f"[refresh]\ndriver_max_changes = {driver_max_changes}\n")
     config = load_config(root)
     catalog = load_catalog(config)
     batches: list[BatchReport] = []

@@ -80,6 +80,7 @@ class Project:
         `stopping` is asked between batches: return True to stop after the current one. `on_notice` gets the
         lines that are not a view's batch (the streaming query's start)."""
         from mvengine.runtime.refresh import Refresher
+        from mvengine.runtime.session import SparkOnDemand
 
         if not full and interval_s is None and self._spark is None and not self.stale(views):
             return []  # nothing to do: answered from the Delta logs, without starting Spark
@@ -91,8 +92,11 @@ class Project:
             if on_batch is not None:
                 on_batch(r)
 
-        refresher = Refresher(self.spark, self.config, self.catalog, report=report,
-                              stopping=stopping or (lambda: False), notice=on_notice or (lambda line: None))
+        notice = on_notice or (lambda line: None)
+        spark = self._spark if self._spark is not None else SparkOnDemand(
+            lambda: self.spark, lambda seconds: notice(f"Spark started in {seconds:.1f} s"))
+        refresher = Refresher(spark, self.config, self.catalog, report=report,
+                              stopping=stopping or (lambda: False), notice=notice)
         refresher.refresh(views or None, full=full, interval_s=interval_s)
         return reports
 

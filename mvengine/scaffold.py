@@ -39,7 +39,7 @@ CONFIG = """\
 # A view under refresh_policy 'auto' is recomputed instead of maintained in a batch that changes more than this
 # share of its inputs' rows (recompute_above_in_spark: a batch too large for the driver), and at least
 # recompute_min_changes rows.
-# recompute_above = 0.5
+# recompute_above = 0.8
 # recompute_above_in_spark = 0.1
 # recompute_min_changes = 100000
 # A batch whose inputs changed by at most this many rows is computed on the driver, without Spark, when the

@@ -28,9 +28,11 @@ def run_refresh(project: Project, console: Console, views: list[str], *, full: b
     if not continuous and not full and not project.stale(views or None):  # answered without Spark
         console.out("every view is up to date")
         return 0
-    started = time.monotonic()
-    project.spark  # noqa: B018 (start Spark now, before Ctrl-C is taken over)
-    console.out(f"Spark started in {time.monotonic() - started:.1f} s")
+    if continuous:  # the query needs Spark: start it now, before Ctrl-C is taken over
+        started = time.monotonic()
+        project.spark  # noqa: B018
+        console.out(f"Spark started in {time.monotonic() - started:.1f} s")
+    # (Otherwise Spark starts when a batch first needs it, if one does: batches on the driver need none.)
     status = _Status(console, profile)
     stops = stop_on_signal(lambda: console.out("stopping after the current batch (Ctrl-C again to stop at once)")) \
         if continuous else contextlib.nullcontext(lambda: False)

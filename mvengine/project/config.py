@@ -55,7 +55,7 @@ class Config:
     # A view under refresh_policy 'auto' is recomputed instead of maintained when a batch changes more than
     # this share of its inputs' rows (recompute_above_in_spark for a batch too large for the driver), and at
     # least recompute_min_changes rows (benchmarks/README.md, "Incremental or full").
-    recompute_above: float = 0.5
+    recompute_above: float = 0.8
     recompute_above_in_spark: float = 0.1
     recompute_min_changes: int = 100_000
     # A batch whose inputs changed by at most this many rows is computed on the driver (incremental/driver.py)
@@ -117,7 +117,7 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         refresh_interval_s=parse_duration(str(refresh.get("interval", "1s")), file=str(path),
                                           line=_line_of(text, "interval")),
         require_bounded_state=require_bounded,
-        recompute_above=_share(refresh, "recompute_above", 0.5, str(path), text),
+        recompute_above=_share(refresh, "recompute_above", 0.8, str(path), text),
         recompute_above_in_spark=_share(refresh, "recompute_above_in_spark", 0.1, str(path), text),
         recompute_min_changes=_count(refresh, "recompute_min_changes", 100_000, str(path), text),
         driver_max_changes=_count(refresh, "driver_max_changes", 2_000_000, str(path), text),

@@ -37,18 +37,27 @@ class Profile:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Time the block and count the Spark jobs it ran (phases do not nest)."""
-        context = self.spark.sparkContext
+        """Time the block and count the Spark jobs it ran (phases do not nest). A session not started yet
+        (runtime/session.SparkOnDemand) is not started for this: a phase that starts it counts every job."""
+        running = getattr(self.spark, "started", True)
+        context = self.spark.sparkContext if running else None
         group = f"mvengine-{uuid.uuid4().hex}"
-        context.setJobGroup(group, name)
+        if context is not None:
+            context.setJobGroup(group, name)
         started = time.monotonic()
         try:
             yield
         finally:
             millis = int((time.monotonic() - started) * 1000)
-            jobs = len(context.statusTracker().getJobIdsForGroup(group))
-            context.setLocalProperty("spark.jobGroup.id", None)
-            context.setLocalProperty("spark.job.description", None)
+            if context is not None:
+                jobs = len(context.statusTracker().getJobIdsForGroup(group))
+                context.setLocalProperty("spark.jobGroup.id", None)
+                context.setLocalProperty("spark.job.description", None)
+            elif getattr(self.spark, "started", False):  # started inside this phase: its jobs so far
+                millis -= int(self.spark.start_seconds * 1000)
+                jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+            else:
+                jobs = 0
             self.phases.append(Phase(name, millis, jobs))
 
     def add(self, name: str, millis: int) -> None:

@@ -39,6 +39,7 @@ from mvengine.runtime.changes import DRIVER_CHANGE_ROWS, BatchChanges, InputChan
 from mvengine.runtime.emit import EMIT_STATE, ViewChanges, changes_on_driver, view_changes
 from mvengine.runtime.freshness import sql_hash
 from mvengine.runtime.profile import Phase, Profile
+from mvengine.runtime.session import SparkOnDemand
 from mvengine.storage.api import (
     DELETE_MARK,
     arrow_schema,
@@ -222,6 +223,7 @@ class Refresher:
     def _recompute(self, plan: ViewPlan, tables: ViewTables, generation: int, batch_id: int, kind: str,
                    incremental: bool, versions: dict[str, int], *, resuming: bool = False, note: str = "") -> None:
         started = time.monotonic()
+        self._start_spark()
         refs = self.input_refs(plan)
         application = app_id(plan.name, generation)
         mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
@@ -256,7 +258,7 @@ class Refresher:
         finally:
             batch.release()
         self.report(BatchReport(plan.name, batch_id, kind, versions, None, rows_out,
-                                int((time.monotonic() - started) * 1000), note, profile.phases))
+                                self._millis_since(started), note, profile.phases))
 
     def _compute(self, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]) -> DataFrame:
         """The view's query run by Spark over its inputs at the given versions."""
@@ -311,8 +313,22 @@ class Refresher:
         changes.outputs[plan.name] = ViewOutput(version_before, version_before + 1, output)
         note = "; ".join(n for n in (note, *profile.notes) if n)
         self.report(BatchReport(plan.name, batch_id, "stream", targets, rows_in, out.rows,
-                                int((time.monotonic() - started) * 1000), note, profile.phases,
+                                self._millis_since(started), note, profile.phases,
                                 "driver" if isinstance(zset, pa.Table) else "spark"))
+
+    def _start_spark(self) -> None:
+        """Spark's functions need a running session: start it (if it waits for its first use) before them."""
+        if isinstance(self.spark, SparkOnDemand):
+            self.spark.session()
+
+    def _millis_since(self, started: float) -> int:
+        """A batch's time, without Spark's start when the batch was the one that started it (a line of its own,
+        runtime/session.SparkOnDemand)."""
+        elapsed = time.monotonic() - started
+        spark_started = getattr(self.spark, "started_at", None)
+        if spark_started is not None and spark_started >= started:
+            elapsed -= self.spark.start_seconds
+        return int(elapsed * 1000)
 
     def _driver_capable(self, plan: ViewPlan) -> bool:
         """Whether the view's small batches can be computed on the driver (its operators and expressions

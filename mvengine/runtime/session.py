@@ -16,6 +16,8 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mvengine.errors import MvError
@@ -130,6 +132,35 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     register_data_sources(spark)
     return spark
+
+
+class SparkOnDemand:
+    """A SparkSession started the first time something uses it: a refresh whose batches all run on the driver
+    (incremental/driver.py) never starts the JVM, which takes ~7 s on 2 cores. Every attribute is the
+    session's, so it stands in for one; `started_at` and `start_seconds` let a batch leave Spark's start out of
+    its own time."""
+
+    def __init__(self, start: Callable[[], "SparkSession"], on_start: Callable[[float], None]) -> None:
+        self._start = start
+        self._on_start = on_start
+        self._session: SparkSession | None = None
+        self.started_at: float | None = None  # time.monotonic() when the start began
+        self.start_seconds = 0.0
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def session(self) -> "SparkSession":
+        if self._session is None:
+            self.started_at = time.monotonic()
+            self._session = self._start()
+            self.start_seconds = time.monotonic() - self.started_at
+            self._on_start(self.start_seconds)
+        return self._session
+
+    def __getattr__(self, name: str):
+        return getattr(self.session(), name)
 
 
 def register_data_sources(spark: "SparkSession") -> None:
