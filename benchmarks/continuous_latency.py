@@ -14,28 +14,23 @@ no Spark here, so the child has the machine to itself.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from mvengine.errors import MvError
 from mvengine.project.catalog import load_catalog
 from mvengine.project.config import load_config
 from mvengine.project.layout import source_table
-from mvengine.reading.versions import Versions
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import commit_metadata
 
 sys.path.insert(0, str(Path(__file__).parent))
+from continuous import reflected_at, refreshing  # benchmarks/continuous.py
 from refresh_join import REGIONS, SQL  # the same project as the side-by-side benchmark
 
 LAST_VIEW = "per_region"
@@ -67,13 +62,8 @@ def main() -> None:
         [{"d": d, "name": f"dim {d}", "region": d % REGIONS} for d in range(dim_rows)],
         schema=catalog.sources["dims"].schema), mode="append")
 
-    mv = Path(sys.executable).parent / "mv"
-    command = [str(mv), "--project", str(root), "refresh", "--continuous", "--interval", "0.1s"]
-    log = open(args.log, "w") if args.log else subprocess.DEVNULL  # noqa: SIM115 (open while the child runs)
-    child = subprocess.Popen(command + (["--profile"] if args.log else []), stdout=log, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-    try:
-        _wait_for(config, catalog, facts.open().version(), args.timeout)  # the bootstrap
+    with refreshing(root, args.log):
+        reflected_at(config, catalog, LAST_VIEW, "facts", facts.open().version(), args.timeout)  # the bootstrap
         latencies = []
         for i in range(args.commits):
             first = (i * 7919) % max(n - args.changed, 1)
@@ -83,12 +73,9 @@ def main() -> None:
              .when_matched_update_all().when_not_matched_insert_all().execute())
             version = facts.open().version()
             committed = int(commit_metadata(facts.open(), version)["timestamp"])
-            reflected = _wait_for(config, catalog, version, args.timeout)
+            reflected = reflected_at(config, catalog, LAST_VIEW, "facts", version, args.timeout)
             latencies.append((reflected - committed) / 1000)
             print(f"commit {i + 1:>3}: facts@{version} in {LAST_VIEW} after {latencies[-1]:.2f} s", flush=True)
-    finally:
-        os.killpg(child.pid, signal.SIGTERM)
-        child.wait(timeout=60)
     p95 = statistics.quantiles(latencies, n=20)[-1] if len(latencies) > 1 else latencies[0]
     print(f"\n{len(latencies)} commits of {args.changed} rows, {n} fact rows: "
           f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, max {max(latencies):.2f} s")
@@ -99,22 +86,6 @@ def _facts(catalog, ids: range, revision: int, dim_rows: int) -> pa.Table:
     shifted = np.arange(ids.start, ids.stop, dtype=np.int64) + revision
     return pa.Table.from_arrays([id_, pa.array(shifted % dim_rows), pa.array(shifted % 89)],
                                 schema=catalog.sources["facts"].schema)
-
-
-def _wait_for(config, catalog, version: int, timeout: float) -> int:
-    """The commit time (ms) of the first version of the last view that reflects `version` of facts."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        versions = Versions(config, catalog)  # fresh: it caches the logs it read
-        try:
-            commits = versions.snapshot_commits(LAST_VIEW)
-        except MvError:  # not bootstrapped yet
-            commits = {}
-        for v in sorted(commits):
-            if min(versions.source_versions(LAST_VIEW, v).get("facts", [-1])) >= version:
-                return commits[v].timestamp_ms
-        time.sleep(0.05)
-    raise SystemExit(f"{LAST_VIEW} did not reflect facts@{version} within {timeout} s")
 
 
 if __name__ == "__main__":

@@ -15,10 +15,7 @@ last third of the commits is no larger than that of the first third.
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +33,7 @@ from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import commit_metadata
 
 sys.path.insert(0, str(Path(__file__).parent))
+from continuous import reflected_at, refreshing  # benchmarks/continuous.py
 from refresh_groupby import SQL  # the same view as the side-by-side benchmark
 
 VIEW = "per_group"
@@ -62,13 +60,8 @@ def main() -> None:
         write_deltalake(facts.uri, _facts(schema, first, min(first + 1_000_000, args.rows), args.groups),
                         mode="append")
 
-    mv = Path(sys.executable).parent / "mv"
-    command = [str(mv), "--project", str(root), "refresh", "--continuous", "--interval", "0.1s"]
-    log = open(args.log, "w") if args.log else subprocess.DEVNULL  # noqa: SIM115 (open while the child runs)
-    child = subprocess.Popen(command + (["--profile"] if args.log else []), stdout=log, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-    try:
-        _wait_until_reflected(config, catalog, facts.open().version(), 600)  # the bootstrap
+    with refreshing(root, args.log):
+        reflected_at(config, catalog, VIEW, "facts", facts.open().version(), 600, poll_s=0.2)  # the bootstrap
         per_commit = max(int(args.rate * args.every), 1)
         commits: list[tuple[int, int]] = []  # (facts version, its commit time in ms)
         next_id, started = args.rows, time.monotonic()
@@ -80,9 +73,6 @@ def main() -> None:
             time.sleep(max(0.0, started + len(commits) * args.every - time.monotonic()))
         written_s = time.monotonic() - started
         reflected = _reflection_times(config, catalog, commits, timeout=120)
-    finally:
-        os.killpg(child.pid, signal.SIGTERM)
-        child.wait(timeout=60)
     lags = [(reflected[v] - t) / 1000 for v, t in commits]
     third = max(len(lags) // 3, 1)
     first, last = statistics.median(lags[:third]), statistics.median(lags[-third:])
@@ -115,19 +105,6 @@ def _reflection_times(config, catalog, commits: list[tuple[int, int]], timeout: 
             return found
         time.sleep(0.5)
     raise SystemExit(f"{VIEW} did not reflect every commit within {timeout} s of the writer's end")
-
-
-def _wait_until_reflected(config, catalog, version: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        versions = Versions(config, catalog)
-        try:
-            if min(versions.source_versions(VIEW, versions.latest(VIEW)).get("facts", [-1])) >= version:
-                return
-        except Exception:  # not bootstrapped yet
-            pass
-        time.sleep(0.2)
-    raise SystemExit(f"{VIEW} was not built within {timeout} s")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from mvengine.incremental.batch import Batch, collect_small
 from mvengine.incremental.compiler import DRIVER_RULES, RULES, view_delta, view_delta_on_driver

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import DriverBatch, align, concat, match, normalized, zset
+from mvengine.incremental.driver import DriverBatch, align, concat, group_by, match, normalized, zset
 from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate
 from mvengine.incremental.zset import MTIME, WEIGHT, null_safe_equal, quote
 from mvengine.plan.analysis import is_append_only
@@ -317,7 +317,7 @@ def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
     rows = pa.table(list(columns.values()), names=list(columns))
     if not groups and rows.num_rows == 0:
         return _no_change(node, schema, aggs, child)
-    grouped = _grouped(rows, groups).aggregate(sums)
+    grouped = group_by(rows, groups).aggregate(sums)
     partial = pa.table([grouped.column(g) for g in groups] + [grouped.column(f"{c}_{how}") for c, how in sums],
                        names=[*groups, *[c for c, _ in sums]])
 
@@ -372,12 +372,6 @@ def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
     return concat([gone, come])
 
 
-def _grouped(rows: pa.Table, groups: list[str]):
-    if any(pa.types.is_nested(rows.schema.field(g).type) for g in groups):
-        raise NotOnDriver("grouping by a nested type")
-    return rows.group_by(groups, use_threads=False)
-
-
 def _weighted(x: pa.ChunkedArray, weight: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
     """x * weight in the type of the running sum (exact, or NotOnDriver: a sum Arrow could overflow)."""
     if pa.types.is_decimal(sum_type):
@@ -418,7 +412,7 @@ def _multiset_values_on_driver(batch: DriverBatch, nid: int, j: int, groups: lis
     value = cast(normalized(x), schema.field("_value").type)
     _no_nan(value)
     counted = pa.table([*group_values, value, weight], names=[*keys, COUNT])
-    counted = counted.group_by(keys, use_threads=False).aggregate([(COUNT, "sum")])
+    counted = group_by(counted, keys).aggregate([(COUNT, "sum")])
     counted = pa.table([counted.column(k) for k in keys] + [counted.column(f"{COUNT}_sum")], names=[*keys, COUNT])
     counted = counted.filter(pc.not_equal(counted.column(COUNT), 0))
     old = batch.state.lookup(name, partial, groups) if groups else batch.state.read_all(name)
@@ -436,7 +430,7 @@ def _multiset_values_on_driver(batch: DriverBatch, nid: int, j: int, groups: lis
     wanted = [a for a in aggs if a.multiset == j]
     how = {"min": "min", "max": "max", "count_distinct": "count", "sum_distinct": "sum"}
     if groups:
-        per_group = present.group_by(groups, use_threads=False).aggregate([("_value", how[a.kind]) for a in wanted])
+        per_group = group_by(present, groups).aggregate([("_value", how[a.kind]) for a in wanted])
         found = per_group.take(align([partial.column(g) for g in groups], [per_group.column(g) for g in groups]))
         results = [found.column(f"_value_{how[a.kind]}") for a in wanted]
     else:

@@ -58,7 +58,6 @@ class DriverBatch:
     before: Callable[[str, KeyFilter | None], pa.Table] | None = None
     moved: frozenset[str] | None = None  # the inputs with changes in this batch; None: all of them
     node_ids: dict[int, int] = field(default_factory=dict)
-    filters: dict[str, KeyFilter] = field(default_factory=dict)  # of a batch made by as_before
 
     def node_id(self, node: Node) -> int:
         return self.node_ids[id(node)]
@@ -73,7 +72,7 @@ class DriverBatch:
             return None
         read = self.before
         contents = _Contents(lambda name: read(name, (filters or {}).get(name)), self.changes)
-        return DriverBatch(contents, self.state, node_ids=self.node_ids, filters=dict(filters or {}))
+        return DriverBatch(contents, self.state, node_ids=self.node_ids)
 
 
 class _Contents(Mapping[str, pa.Table]):
@@ -130,17 +129,13 @@ def data(table: pa.Table) -> list[pa.ChunkedArray]:
     return table.columns[:-2]
 
 
-def empty_like(table: pa.Table) -> pa.Table:
-    return table.schema.empty_table()
-
-
 def consolidated(table: pa.Table) -> pa.Table:
     """Equal rows summed into one with their net weight and latest time; rows that cancel out are gone. Rows
     are equal as Spark groups them (NULL with NULL, -0.0 with 0.0, NaN with NaN)."""
     columns = [normalized(c) for c in data(table)]
     names = [f"c{i}" for i in range(len(columns))]
     keyed = pa.table([*columns, table.column(WEIGHT), table.column(MTIME)], names=[*names, WEIGHT, MTIME])
-    grouped = _group_by(keyed, names).aggregate([(WEIGHT, "sum"), (MTIME, "max")])
+    grouped = group_by(keyed, names).aggregate([(WEIGHT, "sum"), (MTIME, "max")])
     total = grouped.column(f"{WEIGHT}_sum")
     kept = pc.not_equal(total, 0)
     return zset([grouped.column(n) for n in names], total, grouped.column(f"{MTIME}_max")).filter(kept)
@@ -160,7 +155,8 @@ def normalized(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array
     return values
 
 
-def _group_by(table: pa.Table, keys: Sequence[str]):
+def group_by(table: pa.Table, keys: Sequence[str]):
+    """Arrow's grouping (NULL keys form one group), refusing what it cannot group as Spark does."""
     for name in keys:
         if pa.types.is_nested(table.schema.field(name).type):
             raise NotOnDriver(f"grouping by {table.schema.field(name).type}")

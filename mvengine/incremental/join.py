@@ -29,7 +29,17 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import DriverBatch, KeyFilter, concat, data, latest, match, normalized, zset
+from mvengine.incremental.driver import (
+    DriverBatch,
+    KeyFilter,
+    concat,
+    data,
+    group_by,
+    latest,
+    match,
+    normalized,
+    zset,
+)
 from mvengine.incremental.driver_expressions import cast, comparison_type, evaluate, predicate_mask
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import Filter, Join, Node, Project, Scan
@@ -339,7 +349,7 @@ def _counts_on_driver(framed: _Framed) -> pa.Table:
         matchable = valid if matchable is None else pc.and_(matchable, valid)
     if matchable is not None:
         table = table.filter(matchable)
-    grouped = table.group_by(names, use_threads=False).aggregate([(WEIGHT, "sum"), (MTIME, "max")])
+    grouped = group_by(table, names).aggregate([(WEIGHT, "sum"), (MTIME, "max")])
     return pa.table([*[grouped.column(k) for k in names], grouped.column(f"{WEIGHT}_sum"),
                      grouped.column(f"{MTIME}_max")], names=[*names, "_n", "_t"])
 
@@ -353,8 +363,7 @@ def _semi_anti_on_driver(probe: _Side, other: _Side, deltas: dict[str, _Framed],
     before = _counts_on_driver(other_old) if other_old is not None else None
     moved = _counts_on_driver(deltas[other.tag]) if changed[other.tag] else None
     parts = [c for c in (before, moved) if c is not None]
-    counted = pa.concat_tables(parts).group_by([f"k{i}" for i in keys], use_threads=False) \
-        .aggregate([("_n", "sum")])
+    counted = group_by(pa.concat_tables(parts), [f"k{i}" for i in keys]).aggregate([("_n", "sum")])
     after = counted.filter(pc.greater(counted.column("_n_sum"), 0))
     after_keys = [after.column(f"k{i}") for i in keys]
     semi: list[pa.Table] = []

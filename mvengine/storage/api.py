@@ -24,7 +24,6 @@ import functools
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -124,7 +123,10 @@ def read_arrow(ref: TableRef, *, version: int | None = None,
     if where is None or pa.types.is_floating(target.field(where[0]).type):
         return dt.to_pyarrow_dataset(schema=target, filesystem=filesystem).to_table()
     column, values = where
-    wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
+    try:
+        wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # values of a wider type: no narrowing
+        return dt.to_pyarrow_dataset(schema=target, filesystem=filesystem).to_table()
     if not len(wanted) and not values.null_count:
         return target.empty_table()
     # Files whose statistics exclude the values' range are skipped by delta-rs, row groups by Arrow (except
