@@ -4,6 +4,9 @@ source, and `--continuous` keeps one query alive, picking up new commits and new
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -59,6 +62,43 @@ def test_a_batch_stopped_between_two_views_is_finished_to_its_cut(spark, tmp_pat
     versions = Versions(config, catalog)
     big = [versions.source_versions("big", v)["t"] for v in sorted(versions.snapshot_commits("big"))]
     assert big[-2:] == [[crash_cut], [crash_cut + 1]], big
+    for name in catalog.plans:
+        differential.check_view(spark, catalog, name)
+
+
+# A refresh in a child process that dies by SIGKILL (no `finally`, no cleanup) right after view `sums`
+# committed its batch, before `big` moved.
+KILLED_AFTER_SUMS = """
+import os, signal, sys
+from mvengine.api import Project
+
+def report(r):
+    if r.view == "sums" and r.kind == "stream":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+Project.open(sys.argv[1]).refresh(on_batch=report)
+"""
+
+
+def test_a_refresh_killed_between_two_views_is_finished_to_its_cut(spark, tmp_path):
+    root = differential.make_project(tmp_path, CHAIN)
+    config = load_config(root)
+    catalog = load_catalog(config)
+    Refresher(spark, config, catalog).refresh()
+    differential.apply_commit(spark, catalog, ("upsert_t", [(1, "a", 4), (2, "b", 5)]))
+    cut = Versions(config, catalog).latest("t")
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_SUMS, str(root)], capture_output=True, text=True,
+                            timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    versions = Versions(config, catalog)
+    assert versions.source_versions("sums", versions.latest("sums")) == {"t": [cut]}
+    assert versions.source_versions("big", versions.latest("big")) == {"t": [cut - 1]}
+    differential.apply_commit(spark, catalog, ("upsert_t", [(3, "a", 1)]))
+    reports = []
+    Refresher(spark, config, catalog, report=reports.append).refresh()
+    versions = Versions(config, catalog)
+    big = [versions.source_versions("big", v)["t"] for v in sorted(versions.snapshot_commits("big"))]
+    assert big[-2:] == [[cut], [cut + 1]], big  # first exactly the killed batch's cut, then the new one
     for name in catalog.plans:
         differential.check_view(spark, catalog, name)
 
