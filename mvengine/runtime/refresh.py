@@ -296,10 +296,9 @@ class Refresher:
             return
         snapshot_before = _version_before(tables.snapshot, application, batch_id)
         moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
-        computed = None
-        if driver:
-            computed = self._on_driver(plan, tables, inputs, refs, ranges, moved, application, batch_id,
-                                       snapshot_before, profile)
+        computed = self._on_driver(plan, tables, inputs, refs, ranges, moved, application, batch_id,
+                                   snapshot_before, profile) if driver else None
+        engine = "spark" if computed is None else "driver"
         if computed is None:
             computed = self._in_spark(plan, tables, inputs, refs, ranges, moved, application, batch_id,
                                       snapshot_before, profile, changes)
@@ -314,7 +313,7 @@ class Refresher:
         note = "; ".join(n for n in (note, *profile.notes) if n)
         self.report(BatchReport(plan.name, batch_id, "stream", targets, rows_in, out.rows,
                                 self._millis_since(started), note, profile.phases,
-                                "driver" if isinstance(zset, pa.Table) else "spark"))
+                                engine))
 
     def _start_spark(self) -> None:
         """Spark's functions need a running session: start it (if it waits for its first use) before them."""
