@@ -32,6 +32,7 @@ from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime.changes import BatchChanges
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.api import batch_ranges, stream_version_ranges
+from mvengine.storage.tables import logs_read_once
 
 QUERY_NAME = "mvengine_pipeline"
 CUT_FILE = "cut.json"  # beside the query's checkpoint, under <warehouse>/_pipeline/
@@ -62,7 +63,8 @@ class Pipeline:
     def batch(self, cut: dict[str, int]) -> None:
         """One pipeline batch, recorded: every view brought to `cut`."""
         self.cuts.begin(cut)
-        self.advance(cut)
+        with logs_read_once():
+            self.advance(cut)
         self.cuts.done(cut)
 
     def run_continuous(self, interval_s: float, until: Callable[[], bool]) -> None:

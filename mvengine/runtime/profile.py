@@ -36,10 +36,11 @@ class Profile:
     notes: list[str] = field(default_factory=list)  # why the batch went where it went (a driver batch to Spark)
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        """Time the block and count the Spark jobs it ran (phases do not nest). A session not started yet
+    def phase(self, name: str, *, spark: bool = True) -> Iterator[None]:
+        """Time the block and count the Spark jobs it ran (phases do not nest); `spark=False` for a block that
+        cannot run any (on the driver: counting costs a few calls into the JVM). A session not started yet
         (runtime/session.SparkOnDemand) is not started for this: a phase that starts it counts every job."""
-        running = getattr(self.spark, "started", True)
+        running = spark and getattr(self.spark, "started", True)
         context = self.spark.sparkContext if running else None
         group = f"mvengine-{uuid.uuid4().hex}"
         if context is not None:
@@ -53,7 +54,7 @@ class Profile:
                 jobs = len(context.statusTracker().getJobIdsForGroup(group))
                 context.setLocalProperty("spark.jobGroup.id", None)
                 context.setLocalProperty("spark.job.description", None)
-            elif getattr(self.spark, "started", False):  # started inside this phase: its jobs so far
+            elif spark and getattr(self.spark, "started", False):  # started inside this phase: its jobs so far
                 millis -= int(self.spark.start_seconds * 1000)
                 jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(None))
             else:

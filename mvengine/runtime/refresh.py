@@ -304,7 +304,7 @@ class Refresher:
                                       snapshot_before, profile, changes)
         out, state = computed
         self._commit(plan, tables, state, out, app_id=application, batch_id=batch_id, generation=generation,
-                     kind="stream", inputs=targets, profile=profile)
+                     kind="stream", inputs=targets, profile=profile, spark=engine == "spark")
         version_before = -1 if snapshot_before is None else snapshot_before
         zset = out.zset
         output = InputChanges(self.spark, out.rows, out.retractions, arrow=zset) if isinstance(zset, pa.Table) \
@@ -348,10 +348,10 @@ class Refresher:
                            fresh=False, on_driver=True)
         batch = DriverBatch(arrows, state, before=self._driver_reader(refs, ranges), moved=moved)
         try:
-            with profile.phase("delta rule"):
+            with profile.phase("delta rule", spark=False):
                 zset = view_delta_on_driver(plan.root, batch)
                 zset = conform(zset, arrow_schema(tables.snapshot.open()))
-            with profile.phase("compute changes"):
+            with profile.phase("compute changes", spark=False):
                 out = changes_on_driver(plan, zset, state, snapshot=tables.snapshot, snapshot_before=snapshot_before,
                                         batch_id=batch_id)
         except NotOnDriver as e:
@@ -431,27 +431,29 @@ class Refresher:
     # -- the writes of one batch ----------------------------------------------------------------------------
 
     def _commit(self, plan: ViewPlan, tables: ViewTables, state: StateStore, changes: ViewChanges, *, app_id: str,
-                batch_id: int, generation: int, kind: str, inputs: dict[str, int], profile: Profile) -> None:
+                batch_id: int, generation: int, kind: str, inputs: dict[str, int], profile: Profile,
+                spark: bool = True) -> None:
         """Operator state, snapshot, emit revisions, changelog: each skipped when this batch already committed
         it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
-        (possibly from newer input versions, for a bootstrap), and must find the revisions as they were."""
-        with profile.phase("commit state"):
+        (possibly from newer input versions, for a bootstrap), and must find the revisions as they were.
+        `spark`: whether the writes may run Spark jobs (not when the batch was computed on the driver)."""
+        with profile.phase("commit state", spark=spark):
             state.commit(state.staged - {EMIT_STATE})
         metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True), "mvengine.batch_id": str(batch_id),
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
                     "mvengine.kind": kind, "mvengine.changes": str(changes.rows)}
         txn = (app_id, batch_id)
         on_driver = state.on_driver and changes.rows <= DRIVER_ROWS
-        with profile.phase("commit snapshot"):
+        with profile.phase("commit snapshot", spark=spark):
             if changes.upserts is not None and tables.snapshot.exists():
                 merge_into(changes.upserts, tables.snapshot, changes.keys, delete_column=DELETE_MARK,
                            metadata=metadata, txn=txn, on_driver=on_driver)
             else:
                 replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata,
                              txn=txn, on_driver=on_driver)
-        with profile.phase("commit key revisions"):
+        with profile.phase("commit key revisions", spark=spark):
             state.commit()
-        with profile.phase("commit changelog"):
+        with profile.phase("commit changelog", spark=spark):
             write_table(changes.changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)},
                         txn=txn, on_driver=on_driver)
 

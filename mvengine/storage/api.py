@@ -327,7 +327,8 @@ def write_table(df: "DataFrame | pa.Table", ref: TableRef, *, mode: str = "appen
             rows = rows.sort_by([(c, "ascending") for c in cluster_by])
         partitions = ref.open().metadata().partition_columns if ref.exists() else list(partition_by)
         files = FileWriter(ref, schema, partitions, prefix=f"{uuid.uuid4().hex[:8]}-",
-                           target_rows=options.target_file_rows).write(rows.cast(schema).to_batches())
+                           target_rows=options.target_file_rows).write(
+            rows.cast(schema).to_batches(max_chunksize=options.target_file_rows))
         commit_files(ref, schema, files, partitions, options)
         return True
     if cluster_by:
@@ -345,6 +346,7 @@ def write_table(df: "DataFrame | pa.Table", ref: TableRef, *, mode: str = "appen
     if target_file_rows:
         writer = writer.option("targetFileRows", target_file_rows)
     writer.save(ref.uri)
+    ref.committed()  # (by a Python worker of Spark's: this process has not seen the commit)
     return True
 
 
@@ -466,6 +468,7 @@ def _merge(df: "DataFrame", ref: TableRef, dt: Any, keys: Sequence[str], clauses
         options = WriteOptions(metadata=tuple(sorted((metadata or {}).items())), txn=txn)
         merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=not (on_driver and keys),
                           commit_properties=options.commit_properties())
+        ref.committed()
         try:
             return clauses(merger).execute()
         except Exception as e:

@@ -4,6 +4,8 @@ the table and its path (with secrets redacted)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -42,6 +44,8 @@ class TableRef:
         return text
 
     def exists(self) -> bool:
+        if _LOOKED is not None and self._key() in _LOOKED:
+            return True
         return DeltaTable.is_deltatable(self.uri, self.storage_options or None)
 
     def open(self, *, version: int | None = None, timestamp: str | datetime | None = None) -> DeltaTable:
@@ -77,21 +81,35 @@ class TableRef:
         return dt
 
     def _latest(self) -> DeltaTable:
-        key = (self.uri, tuple(sorted(self.storage_options.items())))
+        key = self._key()
         dt = _OPEN.get(key)
+        if dt is not None and _LOOKED is not None and key in _LOOKED:
+            return dt
         if dt is not None:
             try:
                 dt.update_incremental()
-                if _still_there(self.uri, dt.version()):
-                    return dt
+                if not _still_there(self.uri, dt.version()):
+                    dt = None
             except Exception:  # the table went away or was replaced: open it anew
-                pass
-        dt = _OPEN[key] = self._load()
+                dt = None
+        if dt is None:
+            dt = _OPEN[key] = self._load()
+        if _LOOKED is not None:
+            _LOOKED.add(key)
         return dt
+
+    def committed(self) -> None:
+        """This process committed to the table: its log is read again at the next open."""
+        if _LOOKED is not None:
+            _LOOKED.discard(self._key())
 
     def forget(self) -> None:
         """Drop the open latest version (the table's folder is being removed)."""
-        _OPEN.pop((self.uri, tuple(sorted(self.storage_options.items()))), None)
+        self.committed()
+        _OPEN.pop(self._key(), None)
+
+    def _key(self) -> tuple:
+        return self.uri, tuple(sorted(self.storage_options.items()))
 
     def _load(self) -> DeltaTable:
         try:
@@ -104,6 +122,23 @@ class TableRef:
 
 
 _OPEN: dict[tuple[str, tuple], DeltaTable] = {}  # see TableRef.open
+_LOOKED: set[tuple[str, tuple]] | None = None  # see logs_read_once
+
+
+@contextmanager
+def logs_read_once() -> Iterator[None]:
+    """Inside, each table's log is read at most once (and again after this process commits to it), instead of
+    at every open: for a pipeline batch, during which this process is the only writer of the views' tables and
+    reads the sources at a cut taken before. Nested scopes share the outer one's reads."""
+    global _LOOKED
+    if _LOOKED is not None:
+        yield
+        return
+    _LOOKED = set()
+    try:
+        yield
+    finally:
+        _LOOKED = None
 
 
 def _still_there(uri: str, version: int) -> bool:
@@ -126,6 +161,7 @@ def parse_timestamp(value: str | datetime) -> datetime:
 
 def create_table(ref: TableRef, schema: pa.Schema, *, partition_by: list[str] | None = None) -> DeltaTable:
     """Create an empty table with the change data feed on (downstream views read it)."""
+    ref.committed()
     try:
         return DeltaTable.create(ref.uri, Schema.from_arrow(schema), mode="error", partition_by=partition_by,
                                  name=ref.name, configuration={CDF_PROPERTY: "true"},

@@ -89,6 +89,7 @@ def commit_files(ref: TableRef, schema: pa.Schema, files: list[WrittenFile], par
     """One Delta commit adding `files` (and, for an overwrite, removing every current file)."""
     now = int(time.time() * 1000)
     adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
+    ref.committed()
     try:
         if ref.exists():
             ref.open().create_write_transaction(adds, "overwrite" if options.overwrite else "append", schema,
