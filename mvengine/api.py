@@ -73,12 +73,13 @@ class Project:
     def refresh(self, views: list[str] | None = None, *, full: bool = False,
                 on_batch: Callable[[BatchReport], None] | None = None,
                 stopping: Callable[[], bool] | None = None, interval_s: float | None = None,
-                on_notice: Callable[[str], None] | None = None) -> list[BatchReport]:
+                on_notice: Callable[[str], None] | None = None, wait: bool = False) -> list[BatchReport]:
         """Bring `views` (default: all) and the views they read up to date with every input commit that exists
         now; returns one report per committed view batch (`on_batch` also gets each as it commits). With
         `interval_s`, keep them fresh after that until `stopping()` is true (`mv refresh --continuous`).
         `stopping` is asked between batches: return True to stop after the current one. `on_notice` gets the
-        lines that are not a view's batch (the streaming query's start)."""
+        lines that are not a view's batch (the streaming query's start). While another process refreshes the
+        warehouse, raise an MvError naming it, or with `wait`, wait for it to end (runtime/lock.py)."""
         from mvengine.runtime.refresh import Refresher
         from mvengine.runtime.session import SparkOnDemand
 
@@ -96,7 +97,7 @@ class Project:
         spark = self._spark if self._spark is not None else SparkOnDemand(
             lambda: self.spark, lambda seconds: notice(f"Spark started in {seconds:.1f} s"))
         refresher = Refresher(spark, self.config, self.catalog, report=report,
-                              stopping=stopping or (lambda: False), notice=notice)
+                              stopping=stopping or (lambda: False), notice=notice, wait=wait)
         refresher.refresh(views or None, full=full, interval_s=interval_s)
         return reports
 

@@ -55,5 +55,15 @@ class CdfDisabledError(StorageError):
     """An input table without the change data feed, which incremental maintenance needs."""
 
 
+class DuplicateKeyError(MvError):
+    """A batch with two rows for one key of a keyed view: an input broke its declared PRIMARY KEY (NOT
+    ENFORCED). The refresh replaces it with an error that names the source and its duplicated key."""
+
+    def __init__(self, view: str, shown: str) -> None:
+        super().__init__(f"view {view}: its key is not unique in this batch ({shown})",
+                         hint="a source's PRIMARY KEY is NOT ENFORCED: remove the duplicate rows from the source, "
+                              "or drop the PRIMARY KEY from its CREATE TABLE")
+
+
 class UnsupportedError(MvError):
     """Valid input that mvengine does not handle (yet); the message says what instead."""

@@ -128,8 +128,8 @@ def test_a_failing_view_is_one_error_line_naming_its_file(spark, tmp_path, capfd
     err = capfd.readouterr().err
     assert "Traceback" not in err and "\tat " not in err, err
     errors = [line for line in err.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and errors[0].startswith("Error: views/all.sql:2: view d: Spark cannot compute it: "
-                                                     "[DIVIDE_BY_ZERO]"), err
+    assert len(errors) == 1 and errors[0].startswith("Error: views/all.sql:2: view d: batch 1 (inputs t@1): Spark "
+                                                     "cannot compute it: [DIVIDE_BY_ZERO]"), err
 
 
 # -- the changelog kinds ---------------------------------------------------------------------------------------

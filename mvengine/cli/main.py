@@ -97,7 +97,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                "  mv refresh                     every view, once\n"
                "  mv refresh team_totals         that view and what it reads\n"
                "  mv refresh --full              recompute every view from its inputs\n"
-               "  mv refresh --continuous        keep every view fresh until Ctrl-C or SIGTERM\n")
+               "  mv refresh --continuous        keep every view fresh until Ctrl-C or SIGTERM\n"
+               "  mv refresh --wait              wait for a refresh under way in another process, then run\n")
     refresh.add_argument("views", nargs="*", metavar="VIEW", help="views to refresh (default: all)")
     refresh.add_argument("--full", action="store_true",
                          help="recompute from the inputs instead of applying their changes")
@@ -107,6 +108,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     refresh.add_argument("--interval", metavar="DURATION",
                          help="with --continuous: how often to look for new input commits (default: [refresh] "
                               "interval, 1s)")
+    refresh.add_argument("--wait", action="store_true",
+                         help="when another process is refreshing this project's warehouse, wait for it to end "
+                              "instead of stopping with an error (one refresh at a time per warehouse)")
     refresh.add_argument("--profile", action="store_true",
                          help="under each batch line, where its time went: each phase (start query, read "
                               "changes, plan delta rule, compute changes, each commit) with its milliseconds "
@@ -277,7 +281,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "refresh":
         from mvengine.cli.refresh import run_refresh
         return run_refresh(project, console, args.views, full=args.full, continuous=args.continuous,
-                           interval=args.interval, profile=args.profile)
+                           interval=args.interval, profile=args.profile, wait=args.wait)
     from mvengine.cli import reading
 
     if args.command == "query":

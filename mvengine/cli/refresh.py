@@ -16,7 +16,7 @@ from mvengine.project.config import Config, parse_duration
 
 
 def run_refresh(project: Project, console: Console, views: list[str], *, full: bool, continuous: bool,
-                interval: str | None, profile: bool = False) -> int:
+                interval: str | None, profile: bool = False, wait: bool = False) -> int:
     config = project.config
     if interval is not None and not continuous:
         raise MvError("--interval only applies with --continuous", hint="mv refresh --continuous --interval 5s")
@@ -42,7 +42,7 @@ def run_refresh(project: Project, console: Console, views: list[str], *, full: b
                 watch = _Watch(config, continuous)
                 project.refresh(views or None, full=full, on_batch=status.batch, on_notice=status.notice,
                                 stopping=lambda w=watch: stopping() or w.changed(),
-                                interval_s=period if continuous else None)
+                                interval_s=period if continuous else None, wait=wait)
                 if not continuous or stopping():
                     break
                 status.notice("views/ or conf/ changed: reloading the project")

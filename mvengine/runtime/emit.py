@@ -14,14 +14,14 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mvengine.errors import MvError
+from mvengine.errors import DuplicateKeyError
 from mvengine.incremental.batch import Batch, collect_small
 from mvengine.incremental.driver import read_before
 from mvengine.incremental.driver_expressions import NotOnDriver
+from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.incremental.state import StateStore
 from mvengine.runtime.emit_driver import bag_changes, count_rows, keyed_changes
 from mvengine.storage.api import DELETE_MARK, read_table
 from mvengine.storage.tables import TableRef
@@ -216,7 +216,5 @@ def _count_keyed(plan: ViewPlan, pairs: DataFrame, key: list[str]) -> tuple[int,
                         F.max_by("_key", "_pairs").alias("key")).collect()[0]
     if total["most"] is not None and total["most"] > 1:
         shown = ", ".join(f"{c}={v!r}" for c, v in zip(key, total["key"]))
-        raise MvError(f"view {plan.name}: its key ({', '.join(key)}) is not unique in this batch ({shown})",
-                      hint="a source's PRIMARY KEY is NOT ENFORCED: remove the duplicate rows from the source, "
-                           "or drop the PRIMARY KEY from its CREATE TABLE")
+        raise DuplicateKeyError(plan.name, shown)
     return int(total["rows"] or 0), int(total["old"] or 0)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mvengine.errors import MvError
+from mvengine.errors import DuplicateKeyError
 from mvengine.incremental.driver import align, consolidated, data, match, zset
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.storage.api import DELETE_MARK
@@ -159,9 +159,7 @@ def _require_unique(view: str, side: pa.Table, key: Sequence[str]) -> None:
         repeated = side.slice(0, 1)
     if repeated is not None:
         shown = ", ".join(f"{c}={repeated.column(c)[0].as_py()!r}" for c in key)
-        raise MvError(f"view {view}: its key ({', '.join(key)}) is not unique in this batch ({shown})",
-                      hint="a source's PRIMARY KEY is NOT ENFORCED: remove the duplicate rows from the source, "
-                           "or drop the PRIMARY KEY from its CREATE TABLE")
+        raise DuplicateKeyError(view, shown)
 
 
 def _logged(rows: pa.Table, columns: Sequence[str], op, undo: bool, mtime, index, pair, side: int) -> pa.Table:

@@ -25,13 +25,16 @@ import threading
 import time
 from collections.abc import Callable
 
-from mvengine.errors import MvError
+import networkx as nx
+import pyarrow.compute as pc
+
+from mvengine.errors import DuplicateKeyError, MvError, StorageError
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.config import join_uri
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime.changes import BatchChanges
 from mvengine.runtime.refresh import Refresher
-from mvengine.storage.api import batch_ranges, stream_version_ranges
+from mvengine.storage.api import batch_ranges, read_arrow, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
 
 QUERY_NAME = "mvengine_pipeline"
@@ -53,16 +56,22 @@ class Pipeline:
     # -- running the query ----------------------------------------------------------------------------------
 
     def run_once(self, cut: dict[str, int]) -> None:
-        """Finish a batch left half-done (to its own cut), then bring every view to `cut`."""
+        """Finish a batch left half-done (to its own cut), then bring every view to `cut`. A batch that failed
+        in a view before the view wrote anything is not run again as it was: `cut`, planned now, goes past the
+        versions it failed on, so a fix committed to an input since is picked up."""
         pending = self.cuts.pending()
         if pending is not None:
             self.batch({n: v for n, v in pending.items() if n in self.sources})
+        elif (failed := self.cuts.failed()) is not None:
+            self.refresher.notice(f"the last batch failed in view {failed} before it wrote anything: planned "
+                                  "again, up to the inputs' newest versions")
         if not self.refresher.stopping():
             self.batch(cut)
 
     def batch(self, cut: dict[str, int]) -> None:
         """One pipeline batch, recorded: every view brought to `cut`."""
         self.cuts.begin(cut)
+        self.refresher.writing.clear()
         with logs_read_once():
             self.advance(cut)
         self.cuts.done(cut)
@@ -150,8 +159,17 @@ class Pipeline:
                 if last is not None and any(last.inputs.get(n, -1) > cut[n] for n in sources) \
                         and plan.name not in self.rebuild:
                     continue  # rebuilt at a later cut: the query has not reached it yet
-                refresher.guarded(plan, refresher.advance, plan, last, targets, changes,
-                                  rebuild=plan.name in self.rebuild)
+                during = f"batch {0 if last is None else last.batch_id + 1} (inputs " + ", ".join(
+                    f"{n}@{v}" for n, v in targets.items()) + ")"
+                try:
+                    refresher.guarded(plan, refresher.advance, plan, last, targets, changes,
+                                      rebuild=plan.name in self.rebuild, during=during)
+                except Exception as e:
+                    if plan.name not in refresher.writing:
+                        self.cuts.fail(cut, plan.name)
+                    if isinstance(e, DuplicateKeyError):
+                        raise duplicated_source_key(refresher, plan, cut, during) or e from e
+                    raise
                 self.rebuild.discard(plan.name)
                 output = changes.outputs.get(plan.name)
                 at_cut[plan.name] = output.version if output is not None else tables.snapshot.open().version()
@@ -159,28 +177,70 @@ class Pipeline:
             changes.release()
 
 
+def duplicated_source_key(refresher: Refresher, plan: ViewPlan, cut: dict[str, int], during: str) -> MvError | None:
+    """The error for a batch with two rows for one key of a keyed view, naming its cause: the first source the
+    view reads (directly or through views) that holds a key of its declared PRIMARY KEY more than once at the
+    batch's cut. None when no source does (the caller keeps the view's own error)."""
+    catalog = refresher.catalog
+    for name in sorted(nx.ancestors(catalog.graph, plan.name)):
+        source = catalog.sources.get(name)
+        if source is None or not source.key or name not in cut:
+            continue
+        try:
+            keys = read_arrow(refresher.source_ref(name), version=cut[name], columns=source.key)
+        except StorageError:  # deletion vectors or column mapping: not read on the driver
+            continue
+        counts = keys.group_by(list(source.key), use_threads=False).aggregate([([], "count_all")])
+        twice = counts.filter(pc.greater(counts.column("count_all"), 1))
+        if not twice.num_rows:
+            continue
+        shown = ", ".join(f"{name}.{c}={twice.column(c)[0].as_py()!r}" for c in source.key)
+        return MvError(
+            f"{source.file}:{source.line}: source {name} holds the key {shown} {twice.column('count_all')[0]} times "
+            f"at version {cut[name]}, but declares it its PRIMARY KEY (NOT ENFORCED): view {plan.name} keeps one "
+            f"row per key, so its {during} wrote nothing",
+            hint=f"delete the extra rows from {name} (a key must be unique at every version), then run mv refresh "
+                 "again: the batch is planned anew up to the sources' newest versions; or drop the PRIMARY KEY from "
+                 f"its CREATE TABLE; as a last resort, mv refresh --full {plan.name} recomputes the view")
+    return None
+
+
 class CutRecord:
     """The cut of the pipeline batch under way, in a small JSON file: written before the batch moves any view,
     marked done after the last (one per warehouse, so that the next refresh finishes it whichever views it
-    names)."""
+    names), or marked failed by a view that failed before writing anything (nothing to finish: the next
+    refresh plans its batch anew)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
 
     def pending(self) -> dict[str, int] | None:
-        """The cut of a batch that began and never finished, if any."""
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                record = json.load(f)
-        except (FileNotFoundError, ValueError):
+        """The cut of a batch that began and never finished, if any, and not failed before a view wrote."""
+        record = self._read()
+        if record is None or record.get("done") or record.get("failed"):
             return None
-        return None if record.get("done") else {n: int(v) for n, v in record["cut"].items()}
+        return {n: int(v) for n, v in record["cut"].items()}
+
+    def failed(self) -> str | None:
+        """The view the last batch failed in before the view wrote anything, if it did."""
+        record = self._read()
+        return None if record is None or record.get("done") else record.get("failed")
 
     def begin(self, cut: dict[str, int]) -> None:
         self._write({"cut": cut, "done": False})
 
+    def fail(self, cut: dict[str, int], view: str) -> None:
+        self._write({"cut": cut, "done": False, "failed": view})
+
     def done(self, cut: dict[str, int]) -> None:
         self._write({"cut": cut, "done": True})
+
+    def _read(self) -> dict | None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):
+            return None
 
     def _write(self, record: dict) -> None:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -193,8 +253,13 @@ class CutRecord:
 def pipeline_checkpoint(warehouse: str) -> str:
     """The query's checkpoint: one per warehouse (the query of `--continuous` picks up where the last one
     stopped, whichever views it covers)."""
-    folder = join_uri(warehouse, "_pipeline", "query").removeprefix("file:")
+    return os.path.join(pipeline_folder(warehouse), "query")
+
+
+def pipeline_folder(warehouse: str) -> str:
+    """`<warehouse>/_pipeline`: the cut record, the query's checkpoint and the refresh lock (runtime/lock.py)."""
+    folder = join_uri(warehouse, "_pipeline").removeprefix("file:")
     if "://" in folder:
-        raise MvError(f"the pipeline's checkpoint must be on a local or mounted path, not {folder}",
+        raise MvError(f"the pipeline's files must be on a local or mounted path, not {folder}",
                       hint="set [project] warehouse to a local path")
     return folder

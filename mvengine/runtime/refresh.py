@@ -38,6 +38,7 @@ from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, 
 from mvengine.runtime.changes import DRIVER_CHANGE_ROWS, BatchChanges, InputChanges, ViewOutput
 from mvengine.runtime.emit import EMIT_STATE, ViewChanges, changes_on_driver, view_changes
 from mvengine.runtime.freshness import sql_hash
+from mvengine.runtime.lock import refresh_lock
 from mvengine.runtime.profile import Phase, Profile
 from mvengine.runtime.session import SparkOnDemand
 from mvengine.storage.api import (
@@ -97,6 +98,8 @@ class Refresher:
     report: Callable[[BatchReport], None] = lambda r: None
     stopping: Callable[[], bool] = lambda: False
     notice: Callable[[str], None] = lambda line: None  # what is not a view's batch (the query's start)
+    wait: bool = False  # for another process's refresh of the warehouse to end, instead of failing (lock.py)
+    writing: set[str] = field(default_factory=set, init=False)  # views whose writes began in this pipeline batch
     _sources_ready: bool = field(default=False, init=False)
     _driver_reasons: dict[str, str | None] = field(default_factory=dict, init=False)  # see _driver_capable
 
@@ -108,25 +111,28 @@ class Refresher:
         then reflects the same version of every source it depends on, however many paths lead there. With
         `interval_s`, then keep them fresh (one query, a batch per interval when a source moved) until
         `stopping()`; a stop always lets the batch under way finish, so every view is left at one cut."""
-        from mvengine.runtime.pipeline import Pipeline
+        from mvengine.runtime.pipeline import Pipeline, pipeline_folder
 
-        self.prepare_sources()
         plans = self.catalog.views_to_refresh(names)
-        for plan in plans:
-            self.guarded(plan, self.finish_interrupted, plan)
-        pipeline = Pipeline(self, plans, rebuild={p.name for p in plans} if full else set())
-        pipeline.run_once(self.source_cut(plans))
-        if interval_s is not None and not self.stopping():
-            pipeline.run_continuous(interval_s, self.stopping)
+        with refresh_lock(pipeline_folder(self.config.warehouse), [p.name for p in plans], wait=self.wait,
+                          waiting=self.notice):
+            self.prepare_sources()
+            for plan in plans:
+                self.guarded(plan, self.finish_interrupted, plan)
+            pipeline = Pipeline(self, plans, rebuild={p.name for p in plans} if full else set())
+            pipeline.run_once(self.source_cut(plans))
+            if interval_s is not None and not self.stopping():
+                pipeline.run_continuous(interval_s, self.stopping)
 
-    def guarded(self, plan: ViewPlan, work: Callable[..., object], *args: object, **kwargs: object) -> None:
-        """Run a view's work, its failures attributed to it (see _view_error)."""
+    def guarded(self, plan: ViewPlan, work: Callable[..., object], *args: object, during: str = "",
+                **kwargs: object) -> None:
+        """Run a view's work, its failures attributed to it and to the batch it was `during` (_view_error)."""
         try:
             work(*args, **kwargs)
         except MvError:
             raise
         except Exception as e:
-            error = _view_error(plan, e)
+            error = _view_error(plan, e, during)
             if error is e:
                 raise
             raise error from e
@@ -437,6 +443,7 @@ class Refresher:
         it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
         (possibly from newer input versions, for a bootstrap), and must find the revisions as they were.
         `spark`: whether the writes may run Spark jobs (not when the batch was computed on the driver)."""
+        self.writing.add(plan.name)
         with profile.phase("commit state", spark=spark):
             state.commit(state.staged - {EMIT_STATE})
         metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True), "mvengine.batch_id": str(batch_id),
@@ -458,7 +465,7 @@ class Refresher:
                         txn=txn, on_driver=on_driver)
 
 
-def _view_error(plan: ViewPlan, e: Exception) -> Exception:
+def _view_error(plan: ViewPlan, e: Exception, during: str = "") -> Exception:
     """A failure while refreshing a view, attributed to it. Spark's own errors about the query or its data
     (an unknown function, a division by zero under ANSI mode, a bad cast) are the user's to fix and become an
     MvError naming the view's file and line; anything else (Spark's INTERNAL_ERROR classes included) is a bug:
@@ -468,10 +475,13 @@ def _view_error(plan: ViewPlan, e: Exception) -> Exception:
     condition = (e.getCondition() or "") if isinstance(e, PySparkException) else ""
     if condition and not condition.startswith("INTERNAL_ERROR"):
         message = (e.getMessage() or str(e)).strip().splitlines()[0]
-        return MvError(f"{plan.view.file}:{plan.view.line}: view {plan.name}: Spark cannot compute it: {message}",
+        return MvError(f"{plan.view.file}:{plan.view.line}: view {plan.name}: {during + ': ' if during else ''}"
+                       f"Spark cannot compute it: {message}",
                        hint="fix the view's SQL, or the input rows it fails on (mv plan checks names and types, "
-                            "not every function or value), then run mv refresh again")
-    e.add_note(f"refreshing view {plan.name}")
+                            "not every function or value), then run mv refresh again: the batch is planned anew "
+                            f"up to the inputs' newest versions; as a last resort, mv refresh --full {plan.name} "
+                            "recomputes the view from its inputs")
+    e.add_note(f"refreshing view {plan.name}" + (f", {during}" if during else ""))
     return e
 
 

@@ -103,12 +103,13 @@ def arrow_schema(dt: Any) -> pa.Schema:
 
 
 def read_arrow(ref: TableRef, *, version: int | None = None,
-               where: tuple[str, "pa.Array | pa.ChunkedArray"] | None = None) -> pa.Table:
+               where: tuple[str, "pa.Array | pa.ChunkedArray"] | None = None,
+               columns: Sequence[str] | None = None) -> pa.Table:
     """The table at `version` on the driver, by delta-rs, with the types of `arrow_schema`; with `where`
     (a column and values), at least the rows whose column holds one of the values (NULL among them: NULL too;
     the caller matches exactly: a float column, whose -0.0 and NaN compare apart, is not narrowed). The files
     and row groups whose statistics exclude the values are skipped. Only for tables whose rows are their
-    files' rows (`in_plain_files`)."""
+    files' rows (`in_plain_files`). `columns`: only these (without `where`)."""
     dt = ref.open(version=version)
     if not in_plain_files(dt):
         raise StorageError(f"{ref.label} cannot be read on the driver (deletion vectors, column mapping or "
@@ -121,7 +122,8 @@ def read_arrow(ref: TableRef, *, version: int | None = None,
     filesystem = pafs.SubTreeFileSystem(ref.uri.removeprefix("file://"), pafs.LocalFileSystem()) \
         if _local(ref) else None
     if where is None or pa.types.is_floating(target.field(where[0]).type):
-        return dt.to_pyarrow_dataset(schema=target, filesystem=filesystem).to_table()
+        return dt.to_pyarrow_dataset(schema=target, filesystem=filesystem).to_table(
+            columns=list(columns) if where is None and columns else None)
     column, values = where
     try:
         wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
