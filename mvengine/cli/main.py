@@ -362,7 +362,8 @@ def _sources(config, console: Console, *, create: bool, as_json: bool) -> int:
     rows = []
     for source in load_sources(config).values():
         ref = TableRef(source.path, config.storage_options, source.name)
-        created = ensure_source_table(ref, source.schema) if create else False
+        created = ensure_source_table(ref, source.schema, declared_at=f"{source.file}:{source.line}") \
+            if create else False
         version = ref.open().version() if ref.exists() else None
         rows.append({
             "name": source.name, "kind": "source", "path": source.path, "file": source.file, "line": source.line,

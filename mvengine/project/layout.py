@@ -4,7 +4,7 @@ needs Spark: `mv describe` and `mv history` read these with delta-rs alone."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mvengine.errors import MvError
@@ -52,6 +52,7 @@ class Committed:
     kind: str  # bootstrap, stream or full
     inputs: dict[str, int]  # input name -> the input version this snapshot version reflects
     changes: int | None  # changelog rows of the batch (None: written before mvengine recorded it)
+    input_ids: dict[str, str] = field(default_factory=dict)  # source -> its Delta table id (metaData.id)
 
     @classmethod
     def from_info(cls, ref: TableRef, info: dict[str, Any]) -> Committed:
@@ -62,7 +63,8 @@ class Committed:
         changes = info.get("mvengine.changes")
         return cls(int(info["version"]), int(info["timestamp"]), int(info["mvengine.batch_id"]),
                    int(info["mvengine.generation"]), info["mvengine.sql_hash"], info["mvengine.kind"],
-                   json.loads(info["mvengine.inputs"]), None if changes is None else int(changes))
+                   json.loads(info["mvengine.inputs"]), None if changes is None else int(changes),
+                   json.loads(info.get("mvengine.input_ids", "{}")))
 
 
 def last_commit(ref: TableRef) -> Committed | None:

@@ -21,6 +21,7 @@ from sqlglot.errors import ParseError
 from mvengine.errors import MvError
 from mvengine.names import did_you_mean
 from mvengine.reading.versions import Versions
+from mvengine.sql.files import parse_error_text, snippet
 
 # `... AS OF SYSTEM TIME '12:03'` at the very end of the query (optionally `TIMESTAMP '...'`).
 TRAILING_AS_OF = re.compile(r"\s+AS\s+OF\s+SYSTEM\s+TIME\s+(?:TIMESTAMP\s+)?'([^']*)'\s*;?\s*$", re.IGNORECASE)
@@ -78,14 +79,33 @@ def _parse(sql: str) -> exp.Expression:
     try:
         trees = [t for t in sqlglot.parse(sql, read="spark") if t is not None]
     except ParseError as e:
-        detail = e.errors[0] if e.errors else {}
-        where = f" at line {detail.get('line')}, column {detail.get('col')}" if detail.get("line") else ""
-        raise MvError(f"the query is not valid SQL{where}: {detail.get('description') or e}",
-                      hint="mv query takes one Spark SQL SELECT statement, in quotes") from None
+        raise _syntax_error(sql, e) from None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise MvError("mv query runs one SELECT query (WITH, UNION and VALUES included), nothing else",
                       hint="views are declared in views/*.sql; sources change through their own writers")
     return trees[0]
+
+
+QUERY_STARTS = ("SELECT", "WITH", "VALUES", "TABLE", "FROM", "(")
+
+
+def _syntax_error(sql: str, e: ParseError) -> MvError:
+    """A located syntax error: the line and column, the line itself with a caret, and what is wrong there in
+    SQL words (a misspelled first word is named as such: sqlglot would read `SELEC * FROM t` as a product)."""
+    words = sql.split(None, 1)
+    first = words[0].upper() if words else ""
+    if first and not first.startswith(QUERY_STARTS):
+        close = did_you_mean(first, ["SELECT", "WITH", "VALUES"], "")
+        return MvError(f"the query starts with {words[0]!r}: a query starts with SELECT, WITH or VALUES" + (
+            f" ({close})" if close.startswith("did you mean") else ""),
+            hint="mv query takes one Spark SQL SELECT statement, in quotes")
+    detail = e.errors[0] if e.errors else {}
+    line, col = detail.get("line"), detail.get("col")
+    where = f" at line {line}, column {col}" if line else ""
+    text = parse_error_text(str(detail.get("description") or e))
+    shown = snippet(sql, int(line), int(col) if col else None) if line else ""
+    return MvError(f"the query is not valid SQL{where}: {text}" + (f"\n{shown}" if shown else ""),
+                   hint="mv query takes one Spark SQL SELECT statement, in quotes")
 
 
 def _declared(table: exp.Table, versions: Versions) -> str:

@@ -25,16 +25,14 @@ import threading
 import time
 from collections.abc import Callable
 
-import networkx as nx
-import pyarrow.compute as pc
-
-from mvengine.errors import DuplicateKeyError, MvError, StorageError
+from mvengine.errors import MvError
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.config import join_uri
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime.changes import BatchChanges
+from mvengine.runtime.diagnose import cause_of
 from mvengine.runtime.refresh import Refresher
-from mvengine.storage.api import batch_ranges, read_arrow, stream_version_ranges
+from mvengine.storage.api import batch_ranges, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
 
 QUERY_NAME = "mvengine_pipeline"
@@ -156,6 +154,8 @@ class Pipeline:
                 targets = {n: cut[n] if n in cut else at_cut[n] for n in plan.inputs}
                 tables = view_tables(plan, refresher.config.storage_options)
                 last = last_commit(tables.snapshot)
+                if plan.name not in self.rebuild:
+                    refresher.check_same_sources(plan, last)
                 if last is not None and any(last.inputs.get(n, -1) > cut[n] for n in sources) \
                         and plan.name not in self.rebuild:
                     continue  # rebuilt at a later cut: the query has not reached it yet
@@ -167,42 +167,15 @@ class Pipeline:
                 except Exception as e:
                     if plan.name not in refresher.writing:
                         self.cuts.fail(cut, plan.name)
-                    if isinstance(e, DuplicateKeyError):
-                        raise duplicated_source_key(refresher, plan, cut, during) or e from e
+                    cause = cause_of(refresher, plan, last, cut, during, e)
+                    if cause is not None:
+                        raise cause from e
                     raise
                 self.rebuild.discard(plan.name)
                 output = changes.outputs.get(plan.name)
                 at_cut[plan.name] = output.version if output is not None else tables.snapshot.open().version()
         finally:
             changes.release()
-
-
-def duplicated_source_key(refresher: Refresher, plan: ViewPlan, cut: dict[str, int], during: str) -> MvError | None:
-    """The error for a batch with two rows for one key of a keyed view, naming its cause: the first source the
-    view reads (directly or through views) that holds a key of its declared PRIMARY KEY more than once at the
-    batch's cut. None when no source does (the caller keeps the view's own error)."""
-    catalog = refresher.catalog
-    for name in sorted(nx.ancestors(catalog.graph, plan.name)):
-        source = catalog.sources.get(name)
-        if source is None or not source.key or name not in cut:
-            continue
-        try:
-            keys = read_arrow(refresher.source_ref(name), version=cut[name], columns=source.key)
-        except StorageError:  # deletion vectors or column mapping: not read on the driver
-            continue
-        counts = keys.group_by(list(source.key), use_threads=False).aggregate([([], "count_all")])
-        twice = counts.filter(pc.greater(counts.column("count_all"), 1))
-        if not twice.num_rows:
-            continue
-        shown = ", ".join(f"{name}.{c}={twice.column(c)[0].as_py()!r}" for c in source.key)
-        return MvError(
-            f"{source.file}:{source.line}: source {name} holds the key {shown} {twice.column('count_all')[0]} times "
-            f"at version {cut[name]}, but declares it its PRIMARY KEY (NOT ENFORCED): view {plan.name} keeps one "
-            f"row per key, so its {during} wrote nothing",
-            hint=f"delete the extra rows from {name} (a key must be unique at every version), then run mv refresh "
-                 "again: the batch is planned anew up to the sources' newest versions; or drop the PRIMARY KEY from "
-                 f"its CREATE TABLE; as a last resort, mv refresh --full {plan.name} recomputes the view")
-    return None
 
 
 class CutRecord:

@@ -151,7 +151,8 @@ class Refresher:
         if self._sources_ready:
             return
         for source in self.catalog.sources.values():
-            ensure_source_table(source_table(source, self.config.storage_options), source.schema)
+            ensure_source_table(source_table(source, self.config.storage_options), source.schema,
+                                declared_at=f"{source.file}:{source.line}")
         self._sources_ready = True
 
     def input_refs(self, plan: ViewPlan) -> dict[str, TableRef]:
@@ -219,6 +220,25 @@ class Refresher:
                 self.apply_changes(plan, tables, last.generation, last.batch_id + 1, last.inputs, targets, changes)
             else:
                 self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False, targets)
+
+    def check_same_sources(self, plan: ViewPlan, last: Committed | None) -> None:
+        """A source deleted and created anew since the view last read it (another table id, or fewer versions
+        than the view reflects) is another table: its versions cannot be diffed against the view's."""
+        if last is None:
+            return
+        for name in plan.inputs:
+            if name not in self.catalog.sources or name not in last.inputs:
+                continue
+            ref = self.source_ref(name)
+            dt = ref.open()
+            recorded, now = last.input_ids.get(name), dt.metadata().id
+            if (recorded is not None and recorded != now) or last.inputs[name] > dt.version():
+                raise MvError(
+                    f"source {name} ({ref.uri}) was deleted and created again since view {plan.name} last read it "
+                    f"at version {last.inputs[name]} (table id {recorded or 'not recorded'}, now {now}, at version "
+                    f"{dt.version()}): the view describes the old table, so nothing was written",
+                    hint=f"mv refresh --full {plan.name} recomputes the view (and the views over it) from the new "
+                         "table; if the table was replaced by mistake, restore the old one at that path")
 
     def _columns_changed(self, plan: ViewPlan, tables: ViewTables) -> bool:
         names = [f.name for f in tables.snapshot.open().schema().fields]
@@ -446,7 +466,9 @@ class Refresher:
         self.writing.add(plan.name)
         with profile.phase("commit state", spark=spark):
             state.commit(state.staged - {EMIT_STATE})
-        metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True), "mvengine.batch_id": str(batch_id),
+        ids = {n: self.source_ref(n).open().metadata().id for n in inputs if n in self.catalog.sources}
+        metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True),
+                    "mvengine.input_ids": json.dumps(ids, sort_keys=True), "mvengine.batch_id": str(batch_id),
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
                     "mvengine.kind": kind, "mvengine.changes": str(changes.rows)}
         txn = (app_id, batch_id)

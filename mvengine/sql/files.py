@@ -80,8 +80,8 @@ def split_statements(text: str, file: str) -> list[Statement]:
         except ParseError as e:
             err = e.errors[0] if e.errors else {}
             line = int(err.get("line", first_line))
-            raise SqlError(f"syntax error: {_describe(err.get('description', str(e)))}", file=file, line=line,
-                           col=err.get("col"), snippet=_snippet(text, line)) from None
+            raise SqlError(f"syntax error: {parse_error_text(err.get('description', str(e)))}", file=file,
+                           line=line, col=err.get("col"), snippet=snippet(text, line)) from None
         statements.append(Statement(file, first_line, text[start:end], tree, watermark))
     return statements
 
@@ -116,13 +116,27 @@ def _cut_watermark(body: str, chunk: list[Token], offset: int, file: str) -> tup
     return body, None
 
 
-def _describe(description: str) -> str:
+# sqlglot's names of the expressions an error may leave incomplete, in SQL words (others: upper-cased).
+_EXPRESSIONS = {"Mul": "*", "Div": "/", "Add": "+", "Sub": "-", "Mod": "%", "EQ": "=", "NEQ": "<>", "GT": ">",
+                "GTE": ">=", "LT": "<", "LTE": "<=", "And": "AND", "Or": "OR", "Not": "NOT", "Paren": "( )",
+                "Alias": "AS", "Cast": "CAST", "Join": "JOIN", "Group": "GROUP BY", "Order": "ORDER BY"}
+
+
+def parse_error_text(description: str) -> str:
     """sqlglot's parser messages, in SQL terms: "Required keyword: 'this' missing for <class '...Where'>"
     becomes "WHERE is incomplete"."""
     m = re.match(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>", description)
-    return f"{m.group(1).upper()} is incomplete" if m else description
+    if not m:
+        return description
+    return f"{_EXPRESSIONS.get(m.group(1), m.group(1).upper())} is incomplete"
 
 
-def _snippet(text: str, line: int) -> str:
+def snippet(text: str, line: int, col: int | None = None) -> str:
+    """The line of `text` an error is on, numbered; with `col`, a caret under that column."""
     lines = text.splitlines()
-    return f"  {line} | {lines[line - 1]}" if 0 < line <= len(lines) else ""
+    if not 0 < line <= len(lines):
+        return ""
+    shown = f"  {line} | {lines[line - 1]}"
+    if col:
+        shown += "\n" + " " * (len(f"  {line} | ") + col - 1) + "^"
+    return shown

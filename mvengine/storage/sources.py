@@ -9,18 +9,26 @@ from mvengine.storage.tables import TableRef, create_table, require_cdf
 from mvengine.storage.types import spark_compatible_schema
 
 
-def ensure_source_table(ref: TableRef, schema: pa.Schema) -> bool:
-    """Create the table when missing (returns True); otherwise check its CDF and columns (returns False)."""
+def ensure_source_table(ref: TableRef, schema: pa.Schema, *, declared_at: str = "") -> bool:
+    """Create the table when missing (returns True); otherwise check its CDF and columns (returns False).
+    `declared_at` (file:line of its CREATE TABLE) locates the error when another writer changed its columns."""
     if not ref.exists():
         create_table(ref, schema)
         return True
     dt = ref.open()
     require_cdf(ref, dt)
-    have = spark_compatible_schema(pa.schema(dt.schema().to_arrow()))
-    declared = spark_compatible_schema(schema)
-    if [(f.name, f.type) for f in have] != [(f.name, f.type) for f in declared]:
+    have = {f.name: f.type for f in spark_compatible_schema(pa.schema(dt.schema().to_arrow()))}
+    declared = {f.name: f.type for f in spark_compatible_schema(schema)}
+    if list(have.items()) != list(declared.items()):
+        differences = [f"column {n} {t} is not declared" for n, t in have.items() if n not in declared]
+        differences += [f"declared column {n} is missing" for n in declared if n not in have]
+        differences += [f"column {n} is {have[n]}, declared {t}" for n, t in declared.items()
+                        if n in have and have[n] != t]
+        what = "; ".join(differences) or "its columns are in another order than declared"
         raise StorageError(
-            f"{ref.label} does not have the declared columns: table has "
-            f"{', '.join(f'{f.name} {f.type}' for f in have)}; declared {', '.join(f'{f.name} {f.type}' for f in declared)}",
-            hint="make the CREATE TABLE statement match the table, or point 'path' at another table")
+            f"{declared_at + ': ' if declared_at else ''}{ref.label} (version {dt.version()}) no longer has the "
+            f"declared columns: {what}; nothing was written",
+            hint="another writer changed the table's columns: make the CREATE TABLE statement match them (and, "
+                 "for a retyped or dropped column, recompute the views over it with mv refresh --full), or "
+                 "restore the table's columns")
     return False

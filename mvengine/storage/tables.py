@@ -87,13 +87,15 @@ class TableRef:
             return dt
         if dt is not None:
             try:
-                dt.update_incremental()
-                if not _still_there(self.uri, dt.version()):
-                    dt = None
-            except Exception:  # the table went away or was replaced: open it anew
+                if _log_entry(self.uri, dt.version()) != _ENTRY.get(key):
+                    dt = None  # the table went away, or was made anew: open it anew
+                else:
+                    dt.update_incremental()
+            except Exception:
                 dt = None
         if dt is None:
             dt = _OPEN[key] = self._load()
+        _ENTRY[key] = _log_entry(self.uri, dt.version())
         if _LOOKED is not None:
             _LOOKED.add(key)
         return dt
@@ -117,11 +119,15 @@ class TableRef:
         except TableNotFoundError:
             raise StorageError(f"no Delta table at {self.uri}" + (f" (for {self.name!r})" if self.name else ""),
                                hint="check the path, or create the table first") from None
-        except Exception as e:  # delta-rs raises plain OSError/DeltaError for I/O problems
-            raise StorageError(f"cannot open {self.label}: {self.redact(str(e))}") from None
+        except Exception as e:  # delta-rs raises plain OSError/DeltaError for I/O problems and damaged logs
+            raise StorageError(f"cannot open {self.label}: {self.redact(first_line(str(e)))}",
+                               hint=f"delta-rs cannot read its log ({self.uri}/_delta_log): when a file there is "
+                                    "damaged (cut short by a full disk, or written by hand), restore it from a "
+                                    "backup; mvengine wrote nothing") from None
 
 
 _OPEN: dict[tuple[str, tuple], DeltaTable] = {}  # see TableRef.open
+_ENTRY: dict[tuple[str, tuple], tuple[int, int] | None] = {}  # the log entry each open table was read to
 _LOOKED: set[tuple[str, tuple]] | None = None  # see logs_read_once
 
 
@@ -141,11 +147,21 @@ def logs_read_once() -> Iterator[None]:
         _LOOKED = None
 
 
-def _still_there(uri: str, version: int) -> bool:
-    """Whether a local table's log still holds the version (its folder was not removed and made anew)."""
+def _log_entry(uri: str, version: int) -> tuple[int, int] | None:
+    """What identifies a local table's log entry for `version` (its file's inode and change time): another
+    value means the folder was removed and a table made anew there (None for tables elsewhere)."""
     if "://" in uri and not uri.startswith("file://"):
-        return True
-    return os.path.exists(os.path.join(uri.removeprefix("file://"), "_delta_log", f"{version:020d}.json"))
+        return None
+    try:
+        stat = os.stat(os.path.join(uri.removeprefix("file://"), "_delta_log", f"{version:020d}.json"))
+    except OSError:
+        return (-1, -1)
+    return stat.st_ino, stat.st_ctime_ns
+
+
+def first_line(message: str) -> str:
+    """A delta-rs error's first line (the lines after it are a Rust backtrace)."""
+    return next((line.strip() for line in message.splitlines() if line.strip()), message)
 
 
 def parse_timestamp(value: str | datetime) -> datetime:
