@@ -21,6 +21,16 @@ CHANGELOG_COLUMNS = ("_op", "_undo", "_mtime", "_version", "_batch_id", "_emit_i
 RESERVED_VIEW_COLUMNS = RESERVED_COLUMNS | frozenset(CHANGELOG_COLUMNS) | {"_w"}
 
 
+# Spark SQL's reserved words under ANSI mode (its default): a table named so needs backticks in every query.
+RESERVED_WORDS = frozenset("""
+all and any as authorization both case cast check collate column constraint create cross current_date
+current_time current_timestamp current_user distinct else end escape except false fetch filter for foreign
+from full grant group having in inner intersect into is join lateral leading left natural not null offset on
+only or order outer overlaps primary references right select session_user some table then time to trailing
+true union unique unknown user using when where with
+""".split())  # noqa: SIM905 (words read best as words)
+
+
 def validate_name(name: str, kind: str = "name") -> str:
     """Return `name` if it is a safe object name, else raise InvalidNameError saying what is allowed."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -29,6 +39,9 @@ def validate_name(name: str, kind: str = "name") -> str:
             "letters, digits and underscores (at most 128 characters)",
             hint="rename it, e.g. " + _suggest(name),
         )
+    if name.lower() in RESERVED_WORDS:
+        raise InvalidNameError(f"invalid {kind} {name!r}: it is a reserved word of Spark SQL, which every query "
+                               "would have to quote", hint=f"rename it, e.g. {name.lower()}_v")
     return name
 
 

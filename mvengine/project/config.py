@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mvengine.errors import ConfigError
+from mvengine.errors import ConfigError, SqlError
 
 CONFIG_PATH = Path("conf") / "mvengine.toml"
 DEFAULT_SPARK_CONF: dict[str, str] = {
@@ -73,6 +73,16 @@ class Config:
     def resolve_path(self, path: str) -> str:
         return resolve_path(self.project_dir, path)
 
+    def table_path(self, path: str, where: dict) -> str:
+        """A view's or source's 'path' option, resolved: a relative path must stay inside the project (an
+        absolute path or a URI says plainly where it goes; `../` would do so by accident)."""
+        resolved = resolve_path(self.project_dir, path)
+        if "://" not in path and not os.path.isabs(path) and not Path(resolved).is_relative_to(self.project_dir):
+            raise SqlError(f"'path' = {path!r} leads outside the project folder, to {resolved}", **where,
+                           hint="give a path inside the project, or an absolute path (or URI) if the table "
+                                "really lives elsewhere")
+        return resolved
+
     def redacted_storage_options(self) -> dict[str, str]:
         return redact_options(self.storage_options)
 
@@ -107,9 +117,14 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
     conf.update({str(k): _scalar(v, f"spark.conf.{k}", text, str(path)) for k, v in spark.get("conf", {}).items()})
     options = {str(k): _expand_env(_scalar(v, f"storage.options.{k}", text, str(path)), str(k), str(path), text)
                for k, v in storage.get("options", {}).items()}
+    warehouse = resolve_path(root, str(project.get("warehouse", "warehouse")))
+    if os.path.exists(warehouse) and not os.path.isdir(warehouse):
+        raise ConfigError(f"the warehouse {warehouse} is a file, not a folder", file=str(path),
+                          line=_line_of(text, "warehouse") if text else None,
+                          hint="set [project] warehouse to a folder (it is made when missing)")
     return Config(
         project_dir=root,
-        warehouse=resolve_path(root, str(project.get("warehouse", "warehouse"))),
+        warehouse=warehouse,
         spark_master=str(spark.get("master", "local[*]")),
         spark_conf=conf,
         spark_log_level=str(spark.get("log_level", "ERROR")).upper(),

@@ -19,6 +19,7 @@ from mvengine.storage.tables import TableRef
 
 RETENTION = "delta.deletedFileRetentionDuration"
 DISK_FULL = ("No space left on device", "os error 28", "Disk quota exceeded")
+OUT_OF_MEMORY = ("java.lang.OutOfMemoryError", "Java heap space", "GC overhead limit exceeded")
 MISSING_FILE = ("No such file", "not found", "FILE_NOT_EXIST", "does not exist", "FileNotFound")
 
 
@@ -27,7 +28,17 @@ def cause_of(refresher, plan: ViewPlan, last: Committed | None, cut: dict[str, i
     """The error to raise instead of `error`, which stopped the view's batch `during` (None: keep it)."""
     if isinstance(error, DuplicateKeyError):
         return duplicated_source_key(refresher, plan, cut, during)
-    return disk_full(plan, during, error) or vacuumed_input(refresher, plan, last, cut, during, error)
+    return (disk_full(plan, during, error) or out_of_memory(plan, during, error)
+            or vacuumed_input(refresher, plan, last, cut, during, error))
+
+
+def out_of_memory(plan: ViewPlan, during: str, error: BaseException) -> MvError | None:
+    if not any(words in str(error) for words in OUT_OF_MEMORY):
+        return None
+    return MvError(f"view {plan.name}: {during}: Spark ran out of memory",
+                   hint="give Spark more: [spark.conf] \"spark.driver.memory\" = \"8g\" in conf/mvengine.toml (local "
+                        "mode runs in the driver), or refresh more often so that batches stay small; then run mv "
+                        "refresh again: the batch is planned anew")
 
 
 def disk_full(plan: ViewPlan, during: str, error: BaseException) -> MvError | None:

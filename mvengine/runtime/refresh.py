@@ -12,11 +12,12 @@ crash skips what it already committed and recomputes the rest from the pre-batch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -36,6 +37,7 @@ from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
 from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
 from mvengine.runtime.changes import DRIVER_CHANGE_ROWS, BatchChanges, InputChanges, ViewOutput
+from mvengine.runtime.crash_points import boundary
 from mvengine.runtime.emit import EMIT_STATE, ViewChanges, changes_on_driver, view_changes
 from mvengine.runtime.freshness import sql_hash
 from mvengine.runtime.lock import refresh_lock
@@ -114,6 +116,7 @@ class Refresher:
         from mvengine.runtime.pipeline import Pipeline, pipeline_folder
 
         plans = self.catalog.views_to_refresh(names)
+        self.prepare_sources(create=False)  # a source's mistake is reported before anything is written
         with refresh_lock(pipeline_folder(self.config.warehouse), [p.name for p in plans], wait=self.wait,
                           waiting=self.notice):
             self.prepare_sources()
@@ -147,13 +150,14 @@ class Refresher:
     def source_ref(self, name: str) -> TableRef:
         return source_table(self.catalog.sources[name], self.config.storage_options)
 
-    def prepare_sources(self) -> None:
+    def prepare_sources(self, *, create: bool = True) -> None:
+        """Check every source table, and create those missing (with `create`)."""
         if self._sources_ready:
             return
         for source in self.catalog.sources.values():
             ensure_source_table(source_table(source, self.config.storage_options), source.schema,
-                                declared_at=f"{source.file}:{source.line}")
-        self._sources_ready = True
+                                declared_at=f"{source.file}:{source.line}", create=create)
+        self._sources_ready = create
 
     def input_refs(self, plan: ViewPlan) -> dict[str, TableRef]:
         refs = {}
@@ -464,7 +468,7 @@ class Refresher:
         (possibly from newer input versions, for a bootstrap), and must find the revisions as they were.
         `spark`: whether the writes may run Spark jobs (not when the batch was computed on the driver)."""
         self.writing.add(plan.name)
-        with profile.phase("commit state", spark=spark):
+        with self._commit_phase(plan, "state", profile, spark):
             state.commit(state.staged - {EMIT_STATE})
         ids = {n: self.source_ref(n).open().metadata().id for n in inputs if n in self.catalog.sources}
         metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True),
@@ -473,18 +477,26 @@ class Refresher:
                     "mvengine.kind": kind, "mvengine.changes": str(changes.rows)}
         txn = (app_id, batch_id)
         on_driver = state.on_driver and changes.rows <= DRIVER_ROWS
-        with profile.phase("commit snapshot", spark=spark):
+        with self._commit_phase(plan, "snapshot", profile, spark):
             if changes.upserts is not None and tables.snapshot.exists():
                 merge_into(changes.upserts, tables.snapshot, changes.keys, delete_column=DELETE_MARK,
                            metadata=metadata, txn=txn, on_driver=on_driver)
             else:
                 replace_rows(changes.inserts, tables.snapshot, changes.keys, changes.deletes, metadata=metadata,
                              txn=txn, on_driver=on_driver)
-        with profile.phase("commit key revisions", spark=spark):
+        with self._commit_phase(plan, "key revisions", profile, spark):
             state.commit()
-        with profile.phase("commit changelog", spark=spark):
+        with self._commit_phase(plan, "changelog", profile, spark):
             write_table(changes.changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)},
                         txn=txn, on_driver=on_driver)
+
+    @contextlib.contextmanager
+    def _commit_phase(self, plan: ViewPlan, commit: str, profile: Profile, spark: bool) -> Iterator[None]:
+        """One of a batch's commits: a phase of its profile, between two crash points (crash_points.py)."""
+        boundary(plan.name, commit, "before")
+        with profile.phase(f"commit {commit}", spark=spark):
+            yield
+        boundary(plan.name, commit, "after")
 
 
 def _view_error(plan: ViewPlan, e: Exception, during: str = "") -> Exception:

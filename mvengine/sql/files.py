@@ -19,6 +19,7 @@ from sqlglot.tokens import Token, TokenType
 from mvengine.errors import SqlError
 
 DIALECT = "spark"
+MAX_FILE_BYTES = 1 << 20  # far above any real view file; a larger one is a mistake (or data), not SQL
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ def read_sql_files(views_dir: Path, root: Path | None = None) -> list[Statement]
     statements: list[Statement] = []
     for path in sorted(views_dir.rglob("*.sql")):
         name = str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise SqlError(f"the file is {size / 2**20:.1f} MiB: a view file may hold at most "
+                           f"{MAX_FILE_BYTES // 2**20} MiB of SQL", file=name,
+                           hint="declare fewer, shorter statements per file (or move data out of the SQL)")
         data = path.read_bytes()
         try:
             text = data.decode("utf-8")

@@ -83,7 +83,7 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     append_only = options.get("append_only", "false").lower()
     if append_only not in ("true", "false"):
         raise SqlError(f"'append_only' must be 'true' or 'false', not {append_only!r}", **where)
-    path = config.resolve_path(options["path"]) if "path" in options else join_uri(config.sources_dir(), name)
+    path = config.table_path(options["path"], where) if "path" in options else join_uri(config.sources_dir(), name)
     return SourceDef(name, statement.file, statement.line, pa.schema(fields), tuple(sql_types), path, key,
                      append_only == "true", watermark)
 

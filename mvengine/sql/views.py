@@ -72,7 +72,7 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
     if unknown:
         raise SqlError(f"unknown WITH option(s) {sorted(unknown)}", **where,
                        hint=f"known options: {', '.join(sorted(VIEW_OPTIONS))}")
-    path = config.resolve_path(options["path"]) if "path" in options else join_uri(config.warehouse, name)
+    path = config.table_path(options["path"], where) if "path" in options else join_uri(config.warehouse, name)
     policy = options.get("refresh_policy", "auto").lower()
     if policy not in REFRESH_POLICIES:
         raise SqlError(f"unknown refresh_policy {options['refresh_policy']!r}", **where,

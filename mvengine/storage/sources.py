@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
 from mvengine.errors import StorageError
@@ -9,12 +11,20 @@ from mvengine.storage.tables import TableRef, create_table, require_cdf
 from mvengine.storage.types import spark_compatible_schema
 
 
-def ensure_source_table(ref: TableRef, schema: pa.Schema, *, declared_at: str = "") -> bool:
-    """Create the table when missing (returns True); otherwise check its CDF and columns (returns False).
-    `declared_at` (file:line of its CREATE TABLE) locates the error when another writer changed its columns."""
+def ensure_source_table(ref: TableRef, schema: pa.Schema, *, declared_at: str = "", create: bool = True) -> bool:
+    """Create the table when missing (returns True; with `create` false, only check that it can be: nothing
+    but an empty folder at its path); otherwise check its CDF and columns (returns False). `declared_at`
+    (file:line of its CREATE TABLE) locates the errors."""
     if not ref.exists():
-        create_table(ref, schema)
-        return True
+        local = ref.uri.removeprefix("file://")
+        if "://" not in local and os.path.isdir(local) and os.listdir(local):
+            raise StorageError(f"{declared_at + ': ' if declared_at else ''}{ref.label}: the folder holds files but "
+                               "no Delta table (no _delta_log)",
+                               hint="point the source's 'path' at a Delta table, or at an empty or missing folder "
+                                    "for mvengine to create the table in; convert Parquet data to Delta first")
+        if create:
+            create_table(ref, schema)
+        return create
     dt = ref.open()
     require_cdf(ref, dt)
     have = {f.name: f.type for f in spark_compatible_schema(pa.schema(dt.schema().to_arrow()))}

@@ -46,6 +46,10 @@ class TableRef:
     def exists(self) -> bool:
         if _LOOKED is not None and self._key() in _LOOKED:
             return True
+        local = self.uri.removeprefix("file://")
+        if "://" not in local and os.path.exists(local) and not os.path.isdir(local):
+            raise StorageError(f"{self.label}: its path is a file, not a Delta table's folder",
+                               hint="point its 'path' at a Delta table's folder (or at a missing one)")
         return DeltaTable.is_deltatable(self.uri, self.storage_options or None)
 
     def open(self, *, version: int | None = None, timestamp: str | datetime | None = None) -> DeltaTable:
