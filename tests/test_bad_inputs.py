@@ -210,3 +210,25 @@ def test_source_timestamps_in_another_time_zone_are_the_same_instants(spark, tmp
     snapshot = spark.read.format("delta").load(view_tables(catalog.plans["late"], {}).snapshot.uri)
     assert [(r["name"], r["at"].astimezone(UTC) if r["at"].tzinfo else r["at"]) for r in snapshot.collect()] == [
         ("a", spark.createDataFrame([(instant,)], "at timestamp").collect()[0]["at"])]
+
+
+def test_a_read_only_warehouse_is_one_located_error(tmp_path):
+    root = tmp_path / "project"
+    (root / "views").mkdir(parents=True)
+    (root / "views" / "sources.sql").write_text(SOURCES)
+    (root / "views" / "totals.sql").write_text(VIEW)
+    (root / "warehouse").mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(root / "warehouse")],
+                             check=False, capture_output=True, text=True)
+    if mounted.returncode != 0:  # as root, a read-only folder is still writable: it takes a read-only mount
+        pytest.skip(f"mounting a read-only tmpfs needs root (CAP_SYS_ADMIN): {mounted.stderr.strip()}")
+    try:
+        result = subprocess.run([str(BIN / "mv"), "--project", str(root), "refresh"], capture_output=True,
+                                text=True, timeout=300, check=False)
+    finally:
+        subprocess.run(["umount", "-l", str(root / "warehouse")], check=False, capture_output=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "Read-only file system" in errors[0] and str(root / "warehouse") in errors[0], \
+        result.stderr
+    assert "Traceback" not in result.stderr

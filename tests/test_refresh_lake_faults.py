@@ -37,6 +37,15 @@ def _versions(catalog) -> dict[str, int]:
     return {n: view_tables(p, {}).snapshot.open().version() for n, p in catalog.plans.items()}
 
 
+def _fails_writing_nothing(spark, config, catalog, match: str = "") -> MvError:
+    """Refresh, which must raise an MvError (matching `match`) and leave every view at its version."""
+    before = _versions(catalog)
+    with pytest.raises(MvError, match=match) as failed:
+        Refresher(spark, config, catalog).refresh()
+    assert _versions(catalog) == before, "the failed refresh moved a view"
+    return failed.value
+
+
 def _check(spark, catalog) -> None:
     for name in catalog.plans:
         differential.check_view(spark, catalog, name)
@@ -49,14 +58,10 @@ def test_a_join_side_whose_version_vacuum_removed_names_the_version_and_retentio
     DeltaTable(customers).delete("customer = 'dan'")  # rewrites the file the view's last version reads
     _append(orders, [{"order_id": 2, "customer": "carol", "amount": 3}], ORDER_ROWS)
     DeltaTable(customers).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-    before = _versions(catalog)
-    with pytest.raises(MvError) as failed:
-        Refresher(spark, config, catalog).refresh()
-    message = str(failed.value)
+    message = str(_fails_writing_nothing(spark, config, catalog))
     assert f"it reads source customers as of version {read_at}" in message, message
     assert "delta.deletedFileRetentionDuration (interval 1 week, the default)" in message
     assert "mv refresh --full order_country" in message
-    assert _versions(catalog) == before
     Refresher(spark, config, catalog).refresh(["order_country"], full=True)  # the recovery the hint names
     Refresher(spark, config, catalog).refresh()
     _check(spark, catalog)
@@ -65,7 +70,6 @@ def test_a_join_side_whose_version_vacuum_removed_names_the_version_and_retentio
 @pytest.mark.parametrize("change", ["added", "dropped", "retyped"])
 def test_a_source_whose_columns_another_writer_changed_is_a_located_error(spark, tmp_path, change):
     config, catalog, _, orders = _setup(spark, tmp_path)
-    before = _versions(catalog)
     if change == "added":
         rows = pa.table({"order_id": pa.array([3], pa.int32()), "customer": ["dan"], "amount": pa.array([1], pa.int32()),
                          "note": ["new"]})
@@ -79,11 +83,8 @@ def test_a_source_whose_columns_another_writer_changed_is_a_located_error(spark,
         rows = pa.table({"order_id": pa.array([3], pa.int32()), "customer": ["dan"], "amount": pa.array([1], pa.int64())})
         write_deltalake(orders, rows, mode="overwrite", schema_mode="overwrite")
         expected = "column amount is int64, declared int32"
-    with pytest.raises(MvError) as failed:
-        Refresher(spark, config, catalog).refresh()
-    message = str(failed.value)
+    message = str(_fails_writing_nothing(spark, config, catalog))
     assert message.startswith("views/orders.sql:3: table 'orders' at ") and expected in message, message
-    assert _versions(catalog) == before
 
 
 def test_a_source_deleted_and_created_again_is_detected_not_diffed(spark, tmp_path):
@@ -96,12 +97,9 @@ def test_a_source_deleted_and_created_again_is_detected_not_diffed(spark, tmp_pa
         write_deltalake(orders, pa.Table.from_pylist([{"order_id": 100 + i, "customer": "carol", "amount": 1}],
                                                      schema=ORDER_ROWS), mode="append",
                         configuration={"delta.enableChangeDataFeed": "true"} if i == 0 else None)
-    before = _versions(catalog)
-    with pytest.raises(MvError, match=r"source orders \(.*\) was deleted and created again since view "
-                                      r"order_country last read it at version 4") as failed:
-        Refresher(spark, config, catalog).refresh()
-    assert "mv refresh --full order_country" in failed.value.hint
-    assert _versions(catalog) == before
+    failed = _fails_writing_nothing(spark, config, catalog, r"source orders \(.*\) was deleted and created again "
+                                    r"since view order_country last read it at version 4")
+    assert "mv refresh --full order_country" in failed.hint
     Refresher(spark, config, catalog).refresh(full=True)
     _check(spark, catalog)
 
@@ -162,12 +160,9 @@ def test_a_full_disk_during_a_commit_is_an_error_and_the_next_refresh_finishes(s
         free = shutil.disk_usage(disk).free
         filler = disk / "filler"
         filler.write_bytes(b"\0" * max(free - 1_500_000, 0))  # room for the log, not for the views' files
-        before = _versions(catalog)
-        with pytest.raises(MvError, match=r"view order_country: batch 1 \(inputs .*\): the disk is full: .*No "
-                                          r"space left on device") as failed:
-            Refresher(spark, config, catalog).refresh()
-        assert "free space where the warehouse is" in failed.value.hint
-        assert _versions(catalog) == before
+        failed = _fails_writing_nothing(spark, config, catalog, r"view order_country: batch 1 \(inputs .*\): the "
+                                        r"disk is full: .*No space left on device")
+        assert "free space where the warehouse is" in failed.hint
         filler.unlink()
         Refresher(spark, config, catalog).refresh()
         _check(spark, catalog)

@@ -29,9 +29,14 @@ def refresh_lock(folder: str, views: list[str], *, wait: bool = False,
                  waiting: Callable[[str], None] = lambda line: None) -> Iterator[None]:
     """Hold the warehouse's refresh lock (in `folder`, the pipeline's folder) for the block. Taken by another
     process: raise an MvError saying who holds it, or with `wait`, say so through `waiting` and wait for it."""
-    os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, LOCK_FILE)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise MvError(f"cannot write in the warehouse: {path}: {e.strerror}",
+                      hint="mv refresh writes the views' tables under [project] warehouse: make that folder "
+                           "writable, or set warehouse to one that is") from None
     try:
         if not _try_lock(fd):
             holder = _holder(path)

@@ -154,14 +154,13 @@ class Pipeline:
                 targets = {n: cut[n] if n in cut else at_cut[n] for n in plan.inputs}
                 tables = view_tables(plan, refresher.config.storage_options)
                 last = last_commit(tables.snapshot)
-                if plan.name not in self.rebuild:
-                    refresher.check_same_sources(plan, last)
-                if last is not None and any(last.inputs.get(n, -1) > cut[n] for n in sources) \
-                        and plan.name not in self.rebuild:
-                    continue  # rebuilt at a later cut: the query has not reached it yet
                 during = f"batch {0 if last is None else last.batch_id + 1} (inputs " + ", ".join(
                     f"{n}@{v}" for n, v in targets.items()) + ")"
                 try:
+                    if plan.name not in self.rebuild:
+                        refresher.check_same_sources(plan, last)
+                        if last is not None and any(last.inputs.get(n, -1) > cut[n] for n in sources):
+                            continue  # rebuilt at a later cut: the query has not reached it yet
                     refresher.guarded(plan, refresher.advance, plan, last, targets, changes,
                                       rebuild=plan.name in self.rebuild, during=during)
                 except Exception as e:
