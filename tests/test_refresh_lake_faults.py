@@ -37,7 +37,7 @@ def _versions(catalog) -> dict[str, int]:
     return {n: view_tables(p, {}).snapshot.open().version() for n, p in catalog.plans.items()}
 
 
-def _fails_writing_nothing(spark, config, catalog, match: str = "") -> MvError:
+def _fails_writing_nothing(spark, config, catalog, match: str | None = None) -> MvError:
     """Refresh, which must raise an MvError (matching `match`) and leave every view at its version."""
     before = _versions(catalog)
     with pytest.raises(MvError, match=match) as failed:
