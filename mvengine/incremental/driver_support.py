@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll
+from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll, WindowAssign
 
-DRIVER_NODES = (Scan, Filter, Project, Aggregate, Distinct, UnionAll, Join)  # incremental.compiler.DRIVER_RULES
+DRIVER_NODES = (Scan, Filter, Project, Aggregate, Distinct, UnionAll, Join, WindowAssign)  # incremental.compiler.DRIVER_RULES
 COMPARISONS = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
                exp.LT: "less", exp.LTE: "less_equal"}
 ARITHMETIC = {exp.Add: "add_checked", exp.Sub: "subtract_checked", exp.Mul: "multiply_checked"}

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Opaque, Project, Scan, UnionAll, show
+from mvengine.plan.nodes import (Aggregate, Distinct, Filter, Join, Node, Opaque, Project, Scan, UnionAll, WindowAssign,
+                                 show)
 
 # Functions whose result changes from one run to the next: a view using them can only be recomputed.
 NON_DETERMINISTIC = frozenset({
@@ -41,6 +42,8 @@ def full_refresh_reasons(root: Node) -> list[str]:
     for node in root.walk():
         if isinstance(node, Opaque):
             add(node.reason)
+        if isinstance(node, WindowAssign) and node.spec.kind == "session":
+            add("session windows are recomputed in full (a row may merge two sessions into one)")
         if isinstance(node, Join):
             for reason in _join_reasons(node):
                 add(reason)
@@ -113,6 +116,8 @@ def is_append_only(node: Node) -> bool:
         return node.append_only
     if isinstance(node, (Filter, Project, Distinct)):
         return is_append_only(node.children[0])
+    if isinstance(node, WindowAssign):
+        return node.spec.kind != "session" and is_append_only(node.child)
     if isinstance(node, UnionAll):
         return all(is_append_only(c) for c in node.inputs)
     if isinstance(node, Join):

@@ -16,8 +16,9 @@ from sqlglot import exp
 from mvengine.errors import SqlError
 from mvengine.names import did_you_mean
 from mvengine.plan.nodes import (Aggregate, Distinct, Field, Filter, Join, Node, Opaque, Project, Scan, UnionAll,
-                                 conjuncts, requalify, show, show_name)
+                                 WindowAssign, conjuncts, requalify, show, show_name)
 from mvengine.plan.types import aggregate_type, build, infer_nullable, infer_type, wider_type
+from mvengine.plan.windows import BOUND_FUNCTIONS, WindowError, WindowSpec, function_name, group_window, table_window
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Binder:
         self.full_reasons: list[str] = []  # constructs that force a full refresh, found while binding
         self.notes: list[str] = []
         self.random_sampling = False  # TABLESAMPLE: another sample on every run
+        self.table_windows: dict[str, str] = {}  # a window function in FROM → its Spark SQL (windows.spark_sql)
 
     # -- errors -----------------------------------------------------------------------------------------------
 
@@ -166,6 +168,7 @@ class Binder:
             laterals = [self._lateral(lateral, scope) for lateral in q.args.get("laterals") or []]
             where = q.args.get("where")
             node = self._where(where.this if where is not None else None, first, steps, laterals, scope, ctes)
+            node, q = self._group_window(q, node, scope)
         projections = self._expand_stars(q, scope)
         group = q.args.get("group")
         has_aggregates = any(_aggregates_in(p) for p in projections) or (
@@ -289,6 +292,8 @@ class Binder:
             scope.using[name.lower()] = merged
 
     def _from_item(self, item: exp.Expression, scope: Scope, ctes: dict[str, Node]) -> tuple[str, Node]:
+        if isinstance(item, exp.Table) and isinstance(item.this, exp.Anonymous):
+            return self._table_window(item, scope, ctes)
         if isinstance(item, exp.Table):
             if not isinstance(item.this, exp.Identifier):
                 raise self.error(f"unsupported FROM item {_first_words(item)}", item,
@@ -322,6 +327,94 @@ class Binder:
             return alias, requalify(node, alias)
         raise self.error(f"unsupported FROM item {_first_words(item)}", item,
                          hint="read sources and views by name, or a subquery in parentheses")
+
+    # -- event-time windows (plan/windows.py) ----------------------------------------------------------------
+
+    def _table_window(self, item: exp.Table, scope: Scope, ctes: dict[str, Node]) -> tuple[str, Node]:
+        """Flink's `TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), size))`: t's columns, then window_start, window_end
+        and window_time (the end less one microsecond, Spark's window_time: a row's event time in its window)."""
+        try:
+            found = table_window(item.this)
+        except WindowError as e:
+            raise self.error(e.message, e.at, hint=e.hint) from None
+        if found is None:
+            raise self.error(f"unsupported FROM item {_first_words(item)}", item,
+                             hint="read sources and views by name, a subquery in parentheses, or "
+                                  "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))")
+        name, spec = found
+        alias = item.alias_or_name if item.alias else name
+        _, inner = self._from_item(exp.Table(this=exp.to_identifier(name)), scope, ctes)
+        inner = requalify(inner, alias)
+        time = self._event_time(spec.time, Scope(relations=[(alias, inner)], outer=scope.outer), spec)
+        bounds = (Field("window_start", time.type, False, alias, False, "start"),
+                  Field("window_end", time.type, False, alias, False, "end"),
+                  Field("window_time", time.type, False, alias, True, None))
+        columns = ", ".join(show_name(f.name) for f in inner.fields)
+        self.table_windows[item.sql("spark")] = (
+            f"(SELECT {columns}, `window`.start AS window_start, `window`.end AS window_end, "
+            f"window_time(`window`) AS window_time FROM (SELECT *, {spec.spark_call(show_name(time.name))} AS "
+            f"`window` FROM {show_name(name)})) AS {show_name(alias)}")
+        return alias, WindowAssign(fields=inner.fields + bounds, child=inner, time=time, spec=spec)
+
+    def _group_window(self, q: exp.Select, node: Node, scope: Scope) -> tuple[Node, exp.Select]:
+        """A window in GROUP BY (Spark's window()/session_window(), Calcite's TUMBLE/HOP/SESSION): a
+        WindowAssign under the aggregate, and the query with the call replaced by the window's bounds."""
+        group = q.args.get("group")
+        found: list[tuple[exp.Expression, WindowSpec]] = []
+        for g in _flatten_grouping(group.expressions if group is not None else []):
+            try:
+                spec = group_window(g)
+            except WindowError as e:
+                raise self.error(e.message, e.at, hint=e.hint) from None
+            if spec is not None:
+                found.append((g, spec))
+        if not found:
+            for call in q.find_all(exp.Anonymous):
+                if function_name(call) in BOUND_FUNCTIONS:
+                    raise self.error(f"{call.name.upper()}(...) names the bound of a window the query does not "
+                                     "group by", call, hint=f"add {call.name.upper().rsplit('_', 1)[0]}(...) with "
+                                                            "the same arguments to GROUP BY")
+            return node, q
+        if len(found) > 1:
+            raise self.error("a query can group by one window", found[1][0],
+                             hint="group by one window; window the result again in a view over this one")
+        call, spec = found[0]
+        time = self._event_time(spec.time, scope, spec)
+        bounds = (Field("start", time.type, True, spec.qualifier, False, "start"),
+                  Field("end", time.type, True, spec.qualifier, False, "end"))
+        scope.relations.append((spec.qualifier, Opaque(fields=bounds, what="window")))
+        q = q.copy()
+        columns = [exp.column("start", table=spec.qualifier), exp.column("end", table=spec.qualifier)]
+        items: list[exp.Expression] = []
+        for g in q.args["group"].expressions:
+            items.extend(c.copy() for c in columns) if g == call else items.append(g)
+        q.args["group"].set("expressions", items)
+
+        def bound(e: exp.Expression) -> exp.Expression:
+            name = function_name(e)
+            return exp.column(BOUND_FUNCTIONS[name], table=spec.qualifier) if name in BOUND_FUNCTIONS else e
+        for part in ("expressions", "having"):
+            value = q.args.get(part)
+            if isinstance(value, list):
+                q.set(part, [e.transform(bound) for e in value])
+            elif value is not None:
+                q.set(part, value.transform(bound))
+        return WindowAssign(fields=node.fields + bounds, child=node, time=time, spec=spec), q
+
+    def _event_time(self, e: exp.Expression, scope: Scope, spec: WindowSpec) -> exp.Expression:
+        """The window's time column, bound: an event-time attribute (a source's WATERMARK column)."""
+        time = self.bind(e, scope)
+        if not isinstance(time, exp.Column) or time.type.this not in (exp.DataType.Type.TIMESTAMPTZ,
+                                                                      exp.DataType.Type.TIMESTAMP,
+                                                                      exp.DataType.Type.TIMESTAMPNTZ):
+            raise self.error(f"a window's time must be a timestamp column, not {show(time)}", e,
+                             hint="window a source's event-time column (its WATERMARK FOR column)")
+        if not time.meta.get("time_attr"):
+            raise self.error(
+                f"column {show(time)} is not an event-time attribute: a window needs one", e,
+                hint="declare it on the source: WATERMARK FOR <column> AS <column> - INTERVAL '5' SECOND in its "
+                     "CREATE TABLE (a view's timestamps are plain values: window the source's column)")
+        return time
 
     def _rename(self, node: Node, names: list[str], at: exp.Expression) -> Node:
         if len(names) != len(node.fields):
@@ -429,7 +522,8 @@ class Binder:
         if having is not None:
             bound_having = self.bind(_resolve_aliases(having.this, aliases, scope), scope, aggregates=True)
         group_names = _group_names(groups)
-        group_fields = [Field(n, infer_type(g), infer_nullable(g), None, False) for n, g in zip(group_names, groups)]
+        group_fields = [Field(n, infer_type(g), infer_nullable(g), None, False, g.meta.get("window_bound"))
+                        for n, g in zip(group_names, groups)]
 
         def over(e: exp.Expression) -> exp.Expression:
             for i, g in enumerate(groups):
@@ -546,8 +640,10 @@ class Binder:
             else:
                 name = f"_c{i}"
             value = _unalias(b)
-            time_attr = isinstance(value, exp.Column) and bool(value.meta.get("time_attr"))
-            fields.append(Field(name, infer_type(value), infer_nullable(value), None, time_attr))
+            column = isinstance(value, exp.Column)
+            time_attr = column and bool(value.meta.get("time_attr"))
+            window_bound = value.meta.get("window_bound") if column else None
+            fields.append(Field(name, infer_type(value), infer_nullable(value), None, time_attr, window_bound))
         if names_required:
             seen: dict[str, int] = {}
             for i, f in enumerate(fields):
@@ -629,6 +725,7 @@ def _bound(f: Field, depth: int) -> exp.Column:
     column = f.ref()
     column.meta["bound"] = True
     column.meta["time_attr"] = f.time_attr
+    column.meta["window_bound"] = f.window_bound
     if depth:
         column.meta["outer"] = depth
     return column

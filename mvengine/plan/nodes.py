@@ -20,12 +20,15 @@ class Field:
     nullable: bool
     qualifier: str | None = None  # the FROM alias the field is visible under, inside a SELECT
     time_attr: bool = False  # an event-time (rowtime) attribute: a WATERMARK column carried through unchanged
+    window_bound: str | None = None  # "start" or "end" of an event-time window, carried through unchanged
 
     def ref(self) -> exp.Column:
         """A bound column reference to this field."""
         column = exp.column(self.name, table=self.qualifier, quoted=True)
         column.type = self.type.copy()
         column.meta["nullable"] = self.nullable
+        column.meta["time_attr"] = self.time_attr
+        column.meta["window_bound"] = self.window_bound
         return column
 
 
@@ -209,6 +212,31 @@ class Aggregate(Node):
         groups = ", ".join(show(e, self.child.fields) for e in self.groups) or "()"
         aggs = ", ".join(show(a, self.child.fields) for a in self.aggregates)
         return f"Aggregate by {groups}: {aggs}" if aggs else f"Aggregate by {groups}"
+
+
+@dataclass(frozen=True, eq=False)
+class WindowAssign(Node):
+    """Assigns each row the event-time windows of its `time` column: its fields are the child's, then the window's
+    start and end. A tumbling window holds each row once, a hopping window size/slide times; session windows
+    depend on the other rows of their group (`spec.kind == "session"`)."""
+
+    child: Node = None  # type: ignore[assignment]
+    time: exp.Expression = None  # type: ignore[assignment]
+    spec: object = None  # plan/windows.WindowSpec (not imported here: nodes stay free of the parsing)
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def key(self) -> Key | None:
+        return self.child.key if self.spec.kind == "tumble" else None
+
+    def expressions(self) -> list[exp.Expression]:
+        return [self.time]
+
+    def describe(self) -> str:
+        return f"Window {self.spec.describe()} over {show(self.time, self.child.fields)}"
 
 
 @dataclass(frozen=True, eq=False)

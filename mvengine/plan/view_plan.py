@@ -11,6 +11,7 @@ from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, is_dete
 from mvengine.plan.binder import Binder, Relation
 from mvengine.plan.nodes import Field, Node, show_name
 from mvengine.plan.types import type_name
+from mvengine.plan.windows import spark_sql
 from mvengine.sql.views import ViewDef
 
 
@@ -27,6 +28,7 @@ class ViewPlan:
     state: str
     bounded_state: bool
     notes: tuple[str, ...]
+    spark_sql: str = ""  # the query as SQL Spark runs (windows spelled its way: plan/windows.spark_sql)
 
     @property
     def name(self) -> str:
@@ -81,7 +83,7 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     deterministic = is_deterministic(root) and not binder.random_sampling
     return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog_kind(root, deterministic), strategy,
                     "; ".join(reasons) if reasons else None, state.description, state.bounded,
-                    tuple(binder.notes))
+                    tuple(binder.notes), spark_sql(view.query, binder.table_windows))
 
 
 def _check_unique(columns: tuple[Field, ...], view: ViewDef) -> None:

@@ -294,7 +294,7 @@ class Refresher:
         """The view's query run by Spark over its inputs at the given versions."""
         for name, ref in refs.items():
             read_table(self.spark, ref, version=versions[name]).createOrReplaceTempView(name)
-        df = self.spark.sql(plan.view.query.sql("spark"))
+        df = self.spark.sql(plan.spark_sql)
         return df.toDF(*[c.name for c in plan.columns])
 
     # -- incremental batches --------------------------------------------------------------------------------

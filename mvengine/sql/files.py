@@ -1,7 +1,8 @@
 """Reading views/*.sql into statements that remember their file and line.
 
 sqlglot's Spark dialect does not know Flink's `WATERMARK FOR col AS expr` clause of CREATE TABLE, so it is
-cut out of the text (blanked, so line numbers stay right) and kept beside the statement. Each statement is parsed padded to its place in the
+cut out of the text (blanked, so line numbers stay right) and kept beside the statement; so is a view's `EMIT`
+clause, and the window syntax it cannot parse is rewritten in place (sql/time_syntax.py). Each statement is parsed padded to its place in the
 file, so the line and column sqlglot records on identifiers are the file's own.
 """
 
@@ -17,6 +18,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from mvengine.errors import SqlError
+from mvengine.sql.time_syntax import Emit, cut_emit, rewrite_event_time
 
 DIALECT = "spark"
 MAX_FILE_BYTES = 1 << 20  # far above any real view file; a larger one is a mistake (or data), not SQL
@@ -36,6 +38,7 @@ class Statement:
     text: str
     tree: exp.Expression
     watermark: Watermark | None = None
+    emit: Emit | None = None
 
 
 def read_sql_files(views_dir: Path, root: Path | None = None) -> list[Statement]:
@@ -79,6 +82,8 @@ def split_statements(text: str, file: str) -> list[Statement]:
         body = text[start:end]
         first_line = chunk[0].line
         body, watermark = _cut_watermark(body, chunk, start, file)
+        body, emit = cut_emit(body, chunk, start, file)
+        body = rewrite_event_time(body, chunk, start)
         # Pad to the statement's place in the file, so positions in the tree and in errors are the file's.
         padding = "\n" * (first_line - 1) + " " * (start - (text.rfind("\n", 0, start) + 1))
         try:
@@ -88,7 +93,7 @@ def split_statements(text: str, file: str) -> list[Statement]:
             line = int(err.get("line", first_line))
             raise SqlError(f"syntax error: {parse_error_text(err.get('description', str(e)))}", file=file,
                            line=line, col=err.get("col"), snippet=snippet(text, line)) from None
-        statements.append(Statement(file, first_line, text[start:end], tree, watermark))
+        statements.append(Statement(file, first_line, text[start:end], tree, watermark, emit))
     return statements
 
 

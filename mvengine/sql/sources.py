@@ -44,6 +44,10 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     assert isinstance(tree, exp.Create) and isinstance(tree.this, exp.Schema)
     name = tree.this.this.name
     where = {"file": statement.file, "line": statement.line, "obj": f"source {name}"}
+    if statement.emit is not None:
+        raise SqlError("EMIT belongs after a materialized view's SELECT, not on a source", file=statement.file,
+                       line=statement.emit.line, col=statement.emit.col, obj=f"source {name}",
+                       hint="move the EMIT clause to the view that reads this source")
     try:
         validate_name(name, "source name")
     except InvalidNameError as e:

@@ -14,6 +14,7 @@ from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import validate_name
 from mvengine.project.config import Config, join_uri
 from mvengine.sql.files import Statement
+from mvengine.sql.time_syntax import Emit
 
 VIEW_OPTIONS = {"path", "refresh_policy"}
 # How a view is refreshed (as Databricks' materialized views offer): `auto` chooses per batch, by cost, between
@@ -32,6 +33,7 @@ class ViewDef:
     path: str  # the folder holding snapshot/, changelog/ and _state/
     text: str  # the statement as written, to notice when a view's SQL changes
     refresh_policy: str = "auto"  # one of REFRESH_POLICIES
+    emit: Emit | None = None  # the EMIT clause after the SELECT (seed 002); None: every batch's changes
 
 
 def is_view(statement: Statement) -> bool:
@@ -77,7 +79,8 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
     if policy not in REFRESH_POLICIES:
         raise SqlError(f"unknown refresh_policy {options['refresh_policy']!r}", **where,
                        hint=f"write WITH ('refresh_policy' = one of {', '.join(REFRESH_POLICIES)})")
-    return ViewDef(name, statement.file, statement.line, query, column_names, path, statement.text, policy)
+    return ViewDef(name, statement.file, statement.line, query, column_names, path, statement.text, policy,
+                   statement.emit)
 
 
 def _properties(tree: exp.Create) -> list[exp.Expression]:
