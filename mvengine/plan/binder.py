@@ -15,10 +15,32 @@ from sqlglot import exp
 
 from mvengine.errors import SqlError
 from mvengine.names import did_you_mean
-from mvengine.plan.nodes import (Aggregate, Distinct, Field, Filter, Join, Node, Opaque, Project, Scan, UnionAll,
-                                 WindowAssign, conjuncts, requalify, show, show_name)
+from mvengine.plan.nodes import (
+    Aggregate,
+    Distinct,
+    Field,
+    Filter,
+    Join,
+    Node,
+    Opaque,
+    Project,
+    Scan,
+    UnionAll,
+    WindowAssign,
+    conjuncts,
+    requalify,
+    show,
+    show_name,
+)
 from mvengine.plan.types import aggregate_type, build, infer_nullable, infer_type, wider_type
-from mvengine.plan.windows import BOUND_FUNCTIONS, WindowError, WindowSpec, function_name, group_window, table_window
+from mvengine.plan.windows import (
+    BOUND_FUNCTIONS,
+    WindowError,
+    WindowSpec,
+    function_name,
+    group_window,
+    table_window,
+)
 
 
 @dataclass(frozen=True)
