@@ -402,8 +402,9 @@ class Binder:
                              hint="group by one window; window the result again in a view over this one")
         call, spec = found[0]
         time = self._event_time(spec.time, scope, spec)
-        bounds = (Field("start", time.type, True, spec.qualifier, False, "start"),
-                  Field("end", time.type, True, spec.qualifier, False, "end"))
+        session = "session " if spec.kind == "session" else ""
+        bounds = (Field("start", time.type, True, spec.qualifier, False, f"{session}start"),
+                  Field("end", time.type, True, spec.qualifier, False, f"{session}end"))
         scope.relations.append((spec.qualifier, Opaque(fields=bounds, what="window")))
         q = q.copy()
         columns = [exp.column("start", table=spec.qualifier), exp.column("end", table=spec.qualifier)]

@@ -20,7 +20,9 @@ class Field:
     nullable: bool
     qualifier: str | None = None  # the FROM alias the field is visible under, inside a SELECT
     time_attr: bool = False  # an event-time (rowtime) attribute: a WATERMARK column carried through unchanged
-    window_bound: str | None = None  # "start" or "end" of an event-time window, carried through unchanged
+    # "start" or "end" of a fixed-size (tumbling, hopping) event-time window, "session start" or "session end" of a
+    # session window: carried through unchanged
+    window_bound: str | None = None
 
     def ref(self) -> exp.Column:
         """A bound column reference to this field."""
@@ -108,13 +110,20 @@ class Project(Node):
 
     @property
     def key(self) -> Key | None:
-        """The child's key, when every key column is passed through as a plain column reference."""
+        """The child's key, when every key column is passed through as a plain column reference; of a fixed-size
+        window's start and end, one is enough (either gives the other)."""
         if self.child.key is None:
             return None
         positions = []
+        bounds = {self.child.fields[k].window_bound for k in self.child.key} & {"start", "end"}
         for k in self.child.key:
             source = self.child.fields[k]
             hit = next((i for i, e in enumerate(self.projections) if _is_ref_to(e, source)), None)
+            if hit is None and bounds == {"start", "end"} and source.window_bound in bounds:
+                other = next(self.child.fields[j] for j in self.child.key
+                             if self.child.fields[j].window_bound in bounds - {source.window_bound})
+                if any(_is_ref_to(e, other) for e in self.projections):
+                    continue
             if hit is None:
                 return None
             positions.append(hit)

@@ -81,9 +81,34 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     state = state_of(root, strategy)
     key = None if root.key is None else tuple(columns[i].name for i in root.key)
     deterministic = is_deterministic(root) and not binder.random_sampling
-    return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog_kind(root, deterministic), strategy,
+    changelog = changelog_kind(root, deterministic)
+    if view.emit is not None:
+        _check_emit(view, columns, strategy)
+        if view.emit.watermark_past is not None and view.emit.late_after is None and strategy == "incremental":
+            changelog = "append-only"  # each window's row comes out once, final; what comes later is dropped
+    return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog, strategy,
                     "; ".join(reasons) if reasons else None, state.description, state.bounded,
                     tuple(binder.notes), spark_sql(view.query, binder.table_windows))
+
+
+def _check_emit(view: ViewDef, columns: tuple[Field, ...], strategy: str) -> None:
+    """EMIT WHEN WATERMARK PAST names a window bound among the view's columns; EMIT AFTER holds rows in the
+    state of an incremental view."""
+    emit = view.emit
+    where = {"file": view.file, "line": emit.line, "col": emit.col, "obj": f"view {view.name}"}
+    bounds = [f.name for f in columns if f.window_bound is not None]
+    if emit.watermark_past is not None:
+        column = next((f for f in columns if f.name.lower() == emit.watermark_past.lower()), None)
+        if not bounds:
+            raise SqlError(f"{emit.text}: the view has no event-time window, so no watermark passes its rows",
+                           **where, hint="group by a window of a source's WATERMARK column, e.g. GROUP BY "
+                                         "window(ts, '1 minute'), and select its end")
+        if column is None or column.window_bound is None:
+            raise SqlError(f"{emit.text}: {emit.watermark_past} is not a window bound of the view", **where,
+                           hint=f"name one of its window bounds: {', '.join(bounds)}")
+    elif strategy != "incremental":
+        raise SqlError(f"{emit.text}: EMIT AFTER holds rows in the state of an incremental view, and this view is "
+                       "recomputed in full", **where, hint="drop the EMIT clause, or make the view incremental")
 
 
 def _check_unique(columns: tuple[Field, ...], view: ViewDef) -> None:

@@ -39,6 +39,14 @@ from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, 
 from mvengine.runtime.changes import DRIVER_CHANGE_ROWS, BatchChanges, InputChanges, ViewOutput
 from mvengine.runtime.crash_points import boundary
 from mvengine.runtime.emit import EMIT_STATE, ViewChanges, changes_on_driver, view_changes
+from mvengine.runtime.event_time import (
+    WATERMARK,
+    Watermarks,
+    batch_watermarks,
+    hold_back,
+    watermark_passed,
+    with_emit_timing,
+)
 from mvengine.runtime.freshness import sql_hash
 from mvengine.runtime.lock import refresh_lock
 from mvengine.runtime.profile import Phase, Profile
@@ -268,12 +276,19 @@ class Refresher:
         profile = Profile(self.spark)
         try:
             with profile.phase("plan inputs"):
+                snapshot_before = _version_before(tables.snapshot, application, batch_id)
+                marks = batch_watermarks(plan, self.catalog, refs, versions, tables.snapshot, snapshot_before)
                 if incremental:
                     batch.changes = {n: inserts(read_table(self.spark, r, version=versions[n]), mtime) for n, r in refs.items()}
                     new_rows = view_delta(plan.root, batch)
                 else:
                     new_rows = inserts(self._compute(plan, refs, versions), mtime)
-                snapshot_before = _version_before(tables.snapshot, application, batch_id)
+                if plan.view.emit is not None and incremental:  # (re)built: nothing of it is late yet
+                    fresh = Watermarks(None, marks.after if marks else None)
+                    new_rows = self.spark.createDataFrame(hold_back(plan, new_rows.toArrow(), state, fresh),
+                                                          schema=new_rows.schema)
+                elif plan.view.emit is not None:
+                    new_rows = new_rows.where(watermark_passed(plan, marks))
                 changes = new_rows
                 if snapshot_before is not None:
                     old = read_table(self.spark, tables.snapshot, version=snapshot_before)
@@ -282,8 +297,9 @@ class Refresher:
             with profile.phase("compute changes"):
                 out = view_changes(plan, changes, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
                                    batch_id=batch_id)
+                out.changelog = with_emit_timing(out.changelog, plan, marks)
             self._commit(plan, tables, state, out, app_id=application, batch_id=batch_id, generation=generation,
-                         kind=kind, inputs=versions, profile=profile)
+                         kind=kind, inputs=versions, profile=profile, marks=marks)
             rows_out = out.rows
         finally:
             batch.release()
@@ -326,15 +342,18 @@ class Refresher:
             return
         snapshot_before = _version_before(tables.snapshot, application, batch_id)
         moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
+        with profile.phase("watermark", spark=False):
+            marks = batch_watermarks(plan, self.catalog, refs, targets, tables.snapshot, snapshot_before)
         computed = self._on_driver(plan, tables, inputs, refs, ranges, moved, application, batch_id,
-                                   snapshot_before, profile) if driver else None
+                                   snapshot_before, profile, marks) if driver else None
         engine = "spark" if computed is None else "driver"
         if computed is None:
             computed = self._in_spark(plan, tables, inputs, refs, ranges, moved, application, batch_id,
-                                      snapshot_before, profile, changes)
+                                      snapshot_before, profile, changes, marks)
         out, state = computed
+        out.changelog = with_emit_timing(out.changelog, plan, marks)
         self._commit(plan, tables, state, out, app_id=application, batch_id=batch_id, generation=generation,
-                     kind="stream", inputs=targets, profile=profile, spark=engine == "spark")
+                     kind="stream", inputs=targets, profile=profile, spark=engine == "spark", marks=marks)
         version_before = -1 if snapshot_before is None else snapshot_before
         zset = out.zset
         output = InputChanges(self.spark, out.rows, out.retractions, arrow=zset) if isinstance(zset, pa.Table) \
@@ -369,7 +388,7 @@ class Refresher:
     def _on_driver(self, plan: ViewPlan, tables: ViewTables, inputs: dict[str, InputChanges],
                    refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]], moved: frozenset[str],
                    application: str, batch_id: int, snapshot_before: int | None,
-                   profile: Profile) -> tuple[ViewChanges, StateStore] | None:
+                   profile: Profile, marks: Watermarks | None) -> tuple[ViewChanges, StateStore] | None:
         """The batch computed on the driver; None (nothing staged) when it must go to Spark."""
         arrows = {n: c.on_driver(self.config.driver_max_changes) for n, c in inputs.items()}
         if any(a is None for a in arrows.values()):
@@ -381,6 +400,7 @@ class Refresher:
             with profile.phase("delta rule", spark=False):
                 zset = view_delta_on_driver(plan.root, batch)
                 zset = conform(zset, arrow_schema(tables.snapshot.open()))
+                zset = hold_back(plan, zset, state, marks)
             with profile.phase("compute changes", spark=False):
                 out = changes_on_driver(plan, zset, state, snapshot=tables.snapshot, snapshot_before=snapshot_before,
                                         batch_id=batch_id)
@@ -396,7 +416,7 @@ class Refresher:
     def _in_spark(self, plan: ViewPlan, tables: ViewTables, inputs: dict[str, InputChanges],
                   refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]], moved: frozenset[str],
                   application: str, batch_id: int, snapshot_before: int | None, profile: Profile,
-                  changes: BatchChanges) -> tuple[ViewChanges, StateStore]:
+                  changes: BatchChanges, marks: Watermarks | None) -> tuple[ViewChanges, StateStore]:
         rows_in = sum(c.rows for c in inputs.values())
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                            fresh=False, on_driver=rows_in <= DRIVER_ROWS)
@@ -405,6 +425,9 @@ class Refresher:
         changes.keep_until_released(batch)
         with profile.phase("plan delta rule"):
             zset = view_delta(plan.root, batch)
+        if plan.view.emit is not None:
+            with profile.phase("emit policy"):
+                zset = self.spark.createDataFrame(hold_back(plan, zset.toArrow(), state, marks), schema=zset.schema)
         with profile.phase("compute changes"):
             out = view_changes(plan, zset, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
                                batch_id=batch_id)
@@ -462,7 +485,7 @@ class Refresher:
 
     def _commit(self, plan: ViewPlan, tables: ViewTables, state: StateStore, changes: ViewChanges, *, app_id: str,
                 batch_id: int, generation: int, kind: str, inputs: dict[str, int], profile: Profile,
-                spark: bool = True) -> None:
+                spark: bool = True, marks: Watermarks | None = None) -> None:
         """Operator state, snapshot, emit revisions, changelog: each skipped when this batch already committed
         it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
         (possibly from newer input versions, for a bootstrap), and must find the revisions as they were.
@@ -475,6 +498,8 @@ class Refresher:
                     "mvengine.input_ids": json.dumps(ids, sort_keys=True), "mvengine.batch_id": str(batch_id),
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
                     "mvengine.kind": kind, "mvengine.changes": str(changes.rows)}
+        if marks is not None and marks.after is not None:
+            metadata[WATERMARK] = str(marks.after)
         txn = (app_id, batch_id)
         on_driver = state.on_driver and changes.rows <= DRIVER_ROWS
         with self._commit_phase(plan, "snapshot", profile, spark):

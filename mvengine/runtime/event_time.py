@@ -1,0 +1,247 @@
+"""Event time at refresh (seeds 002 and 004): each view's watermark per batch, the `_emit_timing` of its changelog
+rows, and the EMIT policies that hold a window's row back until the watermark passes it.
+
+A source's watermark is the largest event time it holds (its `WATERMARK FOR` column) less the declared delay; a
+view's is the least of its inputs' (a view input's is the one its snapshot commit records), never moving back.
+Every snapshot commit records the view's watermark after the batch (`mvengine.watermark`, microseconds since the
+epoch), so views of views, `mv describe` and the next batch read it from the log.
+
+A changelog row of a windowed view is `early` while the watermark has not reached its window's end, `on_time`
+in the batch the watermark passes the end, `late` after that. With `EMIT WHEN WATERMARK PAST <bound>` a window's
+changes wait in the view's state (`_state/emit_pending`) until the watermark reaches the bound, then come out as
+one row; later (late) changes are dropped, or with `AND THEN AFTER <interval>` emitted once that much processing
+time has passed since the window's first late change (0: in the batch they arrive). `EMIT AFTER <interval>`
+holds each window's changes that long after its first pending change, whatever the watermark.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mvengine.incremental.driver import consolidated
+from mvengine.incremental.state import StateStore
+from mvengine.plan.nodes import WindowAssign
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.catalog import Catalog
+from mvengine.sql.sources import SourceDef
+from mvengine.sql.time_syntax import unit_micros
+from mvengine.storage.tables import TableRef, commit_metadata
+
+WATERMARK = "mvengine.watermark"
+PENDING = "emit_pending"
+DUE = "_due"  # when a held row is due in processing time (µs), NULL: when the watermark reaches its bound
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    """A view's watermark before and after one batch (microseconds since the epoch; None: no event time yet)."""
+
+    before: int | None
+    after: int | None
+
+
+def delay_micros(source: SourceDef) -> int:
+    """The delay of `WATERMARK FOR ts AS ts - INTERVAL '5' SECOND` (0 for `AS ts`)."""
+    m = re.search(r"-\s*INTERVAL\s+'?(\d+)'?\s+([A-Za-z]+)", source.watermark.expression, re.IGNORECASE)
+    return int(m.group(1)) * (unit_micros(m.group(2)) or 0) if m else 0
+
+
+def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | None:
+    """The source's largest event time at `version` less its delay: the files' statistics say which files hold
+    it (they are rounded to milliseconds), and those files' column says it exactly."""
+    column = source.watermark.column
+    dt = ref.open(version=version)
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return None
+    dataset = dt.to_pyarrow_dataset()
+    stat = f"max.{column}"
+    highest = pc.max(actions.column(stat)) if stat in actions.column_names else None
+    if highest is not None and highest.is_valid and actions.column(stat).null_count == 0:
+        field = dataset.schema.field(column)
+        rows = dataset.to_table(columns=[column], filter=pc.field(column) >= pa.scalar(highest.as_py(), field.type))
+    else:
+        rows = dataset.to_table(columns=[column])
+    latest = pc.max(rows.column(column))
+    if not latest.is_valid:
+        return None
+    return latest.cast(pa.int64()).as_py() - delay_micros(source)
+
+
+def has_event_time(plan: ViewPlan, catalog: Catalog) -> bool:
+    """Whether any input of the view, however far up, declares a watermark."""
+    for name in plan.inputs:
+        if name in catalog.sources:
+            if catalog.sources[name].watermark is not None:
+                return True
+        elif has_event_time(catalog.plans[name], catalog):
+            return True
+    return False
+
+
+def input_watermark(plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef],
+                    versions: dict[str, int]) -> int | None:
+    """The least watermark of the view's inputs at these versions (inputs without event time aside)."""
+    marks = []
+    for name in plan.inputs:
+        if name in catalog.sources:
+            source = catalog.sources[name]
+            if source.watermark is not None:
+                mark = source_watermark(source, refs[name], versions[name])
+                marks.append(mark)
+        elif has_event_time(catalog.plans[name], catalog):
+            marks.append(recorded_watermark(refs[name], versions[name]))
+    if not marks or any(m is None for m in marks):
+        return None
+    return min(marks)
+
+
+def recorded_watermark(snapshot: TableRef, version: int | None) -> int | None:
+    """The watermark a view's snapshot commit records (None for none, or no such version)."""
+    if version is None or version < 0:
+        return None
+    value = commit_metadata(snapshot.open(), version).get(WATERMARK)
+    return None if value in (None, "") else int(value)
+
+
+def batch_watermarks(plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef], versions: dict[str, int],
+                     snapshot: TableRef, snapshot_before: int | None) -> Watermarks | None:
+    """The view's watermark before and after the batch; None for a view without event time."""
+    if not has_event_time(plan, catalog):
+        return None
+    before = recorded_watermark(snapshot, snapshot_before)
+    now = input_watermark(plan, catalog, refs, versions)
+    after = now if before is None else before if now is None else max(before, now)
+    return Watermarks(before, after)
+
+
+# -- which column says when a row's window ends ----------------------------------------------------------------
+
+def window_end(plan: ViewPlan) -> tuple[str, int] | None:
+    """The view column that tells its row's window end, and what to add to it: a window_end column (0), else a
+    window start (+ the window's size); None for a view without window bounds."""
+    ends = [c.name for c in plan.columns if c.window_bound == "end"]
+    if ends:
+        return ends[0], 0
+    starts = [c.name for c in plan.columns if c.window_bound == "start"]
+    sizes = [n.spec.size for n in plan.root.walk() if isinstance(n, WindowAssign)]
+    if starts and sizes:
+        return starts[0], sizes[0]
+    return None
+
+
+def emit_bound(plan: ViewPlan) -> tuple[str, int] | None:
+    """The column EMIT WHEN WATERMARK PAST waits for, as window_end gives it."""
+    emit = plan.view.emit
+    if emit is None or emit.watermark_past is None:
+        return None
+    column = next(c for c in plan.columns if c.name.lower() == emit.watermark_past.lower())
+    return column.name, 0
+
+
+def _micros(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+    return pc.cast(values, pa.int64())
+
+
+def timing(ends: pa.ChunkedArray | pa.Array, marks: Watermarks, plus: int = 0) -> pa.Array:
+    """`early`, `on_time` or `late` for rows whose window ends at `ends` (+ `plus` µs)."""
+    if marks.after is None:
+        return pa.array(["early"] * len(ends), pa.string())
+    end = pc.add(_micros(ends), plus)
+    passed = pc.less_equal(end, marks.after)
+    was_passed = pc.less_equal(end, marks.before) if marks.before is not None else pa.repeat(False, len(ends))
+    return pc.if_else(was_passed, "late", pc.if_else(passed, "on_time", "early"))
+
+
+def with_emit_timing(changelog, plan: ViewPlan, marks: Watermarks | None):
+    """The changelog (Arrow or Spark) with `_emit_timing` filled in for a windowed view."""
+    end = window_end(plan)
+    if marks is None or end is None:
+        return changelog
+    column, plus = end
+    if isinstance(changelog, pa.Table):
+        i = changelog.schema.get_field_index("_emit_timing")
+        return changelog.set_column(i, "_emit_timing", timing(changelog.column(column), marks, plus))
+    from pyspark.sql import functions as F
+
+    from mvengine.incremental.zset import quote
+    ends = F.unix_micros(F.col(quote(column)).cast("timestamp")) + F.lit(plus)
+    after = F.lit(marks.after)
+    value = F.lit("early") if marks.after is None else (
+        F.when(ends <= F.lit(marks.before), "late") if marks.before is not None else F.when(F.lit(False), "late")
+    ).when(ends <= after, "on_time").otherwise("early")
+    return changelog.withColumn("_emit_timing", value)
+
+
+def watermark_passed(plan: ViewPlan, marks: Watermarks | None):
+    """For a view recomputed in full: the rows EMIT WHEN WATERMARK PAST lets into its snapshot (a Spark
+    condition): those whose bound the watermark has reached. Late changes of a recomputed view are applied."""
+    from pyspark.sql import functions as F
+
+    from mvengine.incremental.zset import quote
+    if marks is None or marks.after is None:
+        return F.lit(False)
+    column, _ = emit_bound(plan)
+    return F.unix_micros(F.col(quote(column)).cast("timestamp")) <= F.lit(marks.after)
+
+
+# -- EMIT: holding rows back ------------------------------------------------------------------------------------
+
+def hold_back(plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermarks | None,
+              now_us: int | None = None) -> pa.Table:
+    """The part of the batch's Z-set (view columns, _w, _mtime) the view's EMIT policy lets out now, with what
+    waits staged in `state`; the Z-set unchanged for a view without EMIT."""
+    emit = plan.view.emit
+    if emit is None:
+        return zset
+    now = int(time.time() * 1_000_000) if now_us is None else now_us
+    pending = state.read_all(PENDING)
+    arriving = zset.append_column(DUE, pa.nulls(zset.num_rows, pa.int64()))
+    key = list(plan.key or [c.name for c in plan.columns])
+    if emit.watermark_past is not None:
+        column, _ = emit_bound(plan)
+        bound = _micros(arriving.column(column))
+        if marks is not None and marks.before is not None:
+            late = pc.fill_null(pc.less_equal(bound, marks.before), False)
+            if emit.late_after is None:
+                arriving = arriving.filter(pc.invert(late))
+            else:
+                due = pa.array([now + emit.late_after] * arriving.num_rows, pa.int64())
+                arriving = arriving.set_column(arriving.num_columns - 1, DUE,
+                                               pc.if_else(late, due, pa.nulls(arriving.num_rows, pa.int64())))
+    else:
+        arriving = arriving.set_column(arriving.num_columns - 1, DUE,
+                                       pa.array([now + emit.after] * arriving.num_rows, pa.int64()))
+    if pending is not None:
+        pending = pending.select(arriving.column_names)
+        arriving = pa.concat_tables([pending, arriving.cast(pending.schema)])
+    waiting = arriving
+    waiting = _earliest_due_per_key(waiting, key)
+    ready = pc.fill_null(pc.less_equal(waiting.column(DUE), now), False)
+    if emit.watermark_past is not None and marks is not None and marks.after is not None:
+        column, _ = emit_bound(plan)
+        reached = pc.and_(pc.is_null(waiting.column(DUE)),
+                          pc.less_equal(_micros(waiting.column(column)), marks.after))
+        ready = pc.or_(ready, pc.fill_null(reached, False))
+    state.stage(PENDING, waiting.filter(pc.invert(ready)), ())
+    released = consolidated(waiting.filter(ready).drop_columns([DUE]).select(zset.column_names))
+    return released.rename_columns(zset.column_names).cast(zset.schema)
+
+
+def _earliest_due_per_key(rows: pa.Table, key: list[str]) -> pa.Table:
+    """Every row of a key due with the key's earliest due time (a window comes out whole, not in parts); keys
+    compared as Python values, so that NULL parts match (the waiting rows are few: open windows)."""
+    dues = rows.column(DUE).to_pylist()
+    if all(d is None for d in dues):
+        return rows
+    keys = list(zip(*(rows.column(k).to_pylist() for k in key)))
+    earliest: dict[tuple, int] = {}
+    for k, d in zip(keys, dues):
+        if d is not None:
+            earliest[k] = min(earliest.get(k, d), d)
+    return rows.set_column(rows.num_columns - 1, DUE, pa.array([earliest.get(k) for k in keys], pa.int64()))
