@@ -23,6 +23,7 @@ def plan_document(catalog: Catalog, views: list[str]) -> dict:
             "watermark": f"{s.watermark.column} AS {s.watermark.expression}" if s.watermark else None,
         } for s in catalog.sources.values()],
         "views": [dict(catalog.plans[name].to_json(), **driver_fields(catalog.plans[name]),
+                       watermarks=watermarks(catalog, catalog.plans[name]),
                        notes=list(catalog.plans[name].notes), plan=tree_lines(catalog.plans[name].root))
                   for name in views],
     }
@@ -48,7 +49,7 @@ def print_plan(config: Config, console: Console, names: list[str], *, as_json: b
             console.out(f"  {s.name:<{width}}  {mode}{watermark}  ({s.file}:{s.line})")
     for name in views:
         console.out("")
-        for line in describe(catalog.plans[name]):
+        for line in describe(catalog.plans[name], catalog):
             console.out(line)
     if not views:
         console.out("no views declared (write CREATE MATERIALIZED VIEW statements in views/)")
@@ -69,7 +70,22 @@ def driver_fields(plan: ViewPlan) -> dict:
     return {"driver": reason is None, "driver_reason": reason}
 
 
-def describe(plan: ViewPlan) -> list[str]:
+def watermarks(catalog: Catalog, plan: ViewPlan) -> list[str]:
+    """The watermarks the view's event time follows: those of the sources it reads, however far up."""
+    found: list[str] = []
+    for name in plan.inputs:
+        if name in catalog.sources and catalog.sources[name].watermark is not None:
+            mark = catalog.sources[name].watermark
+            found.append(f"{name}: {mark.column} AS {mark.expression}")
+        elif name in catalog.plans:
+            found += [m for m in watermarks(catalog, catalog.plans[name]) if m not in found]
+    return found
+
+
+EMIT_DEFAULT = "every batch's changes (per record); a windowed row is early, on_time or late in _emit_timing"
+
+
+def describe(plan: ViewPlan, catalog: Catalog | None = None) -> list[str]:
     """The text form of one view's plan."""
     columns = ", ".join(f"{show_name(f.name)} {type_name(f.type)}{'' if f.nullable else ' not null'}"
                         for f in plan.columns)
@@ -80,6 +96,9 @@ def describe(plan: ViewPlan) -> list[str]:
     rows = [
         ("inputs", ", ".join(plan.inputs) or "-"), ("columns", columns), ("key", key),
         ("event time", ", ".join(show_name(f.name) for f in plan.columns if f.time_attr) or "-"),
+        *([("watermark", "; ".join(watermarks(catalog, plan)) or "-")] if catalog and plan.window() else []),
+        *([("window", plan.window())] if plan.window() else []),
+        *([("emit", plan.view.emit.text if plan.view.emit else EMIT_DEFAULT)] if plan.window() else []),
         ("changelog", plan.changelog), ("strategy", strategy),
         ("policy", f"{plan.view.refresh_policy}: {POLICY_MEANING[plan.view.refresh_policy]}"),
         ("driver", "small batches ([refresh] driver_max_changes) are computed on the driver, without Spark"

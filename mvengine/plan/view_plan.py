@@ -9,7 +9,7 @@ from mvengine.errors import SqlError
 from mvengine.names import RESERVED_VIEW_COLUMNS
 from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, is_deterministic, state_of
 from mvengine.plan.binder import Binder, Relation
-from mvengine.plan.nodes import Field, Node, show_name
+from mvengine.plan.nodes import Field, Node, WindowAssign, show, show_name
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import spark_sql
 from mvengine.sql.views import ViewDef
@@ -39,12 +39,18 @@ class ViewPlan:
         key = None if self.key is None else tuple(i for i, f in enumerate(self.columns) if f.name in self.key)
         return Relation(self.name, "view", self.columns, key, self.changelog == "append-only")
 
+    def window(self) -> str | None:
+        """The event-time window the view groups by, in words (None without one)."""
+        found = [n for n in self.root.walk() if isinstance(n, WindowAssign)]
+        return "; ".join(f"{n.spec.describe()} over {show(n.time, n.child.fields)}" for n in found) or None
+
     def to_json(self) -> dict:
         return {
             "name": self.name, "file": self.view.file, "line": self.view.line, "inputs": list(self.inputs),
             "columns": [{"name": f.name, "type": type_name(f.type), "nullable": f.nullable} for f in self.columns],
             "key": None if self.key is None else list(self.key),
-            "event_time": [f.name for f in self.columns if f.time_attr], "changelog": self.changelog,
+            "event_time": [f.name for f in self.columns if f.time_attr], "window": self.window(),
+            "emit": self.view.emit.text if self.view.emit else None, "changelog": self.changelog,
             "strategy": self.strategy, "reason": self.reason, "refresh_policy": self.view.refresh_policy,
             "state": self.state,
             "bounded_state": self.bounded_state,
@@ -86,8 +92,10 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
         _check_emit(view, columns, strategy)
         if view.emit.watermark_past is not None and view.emit.late_after is None and strategy == "incremental":
             changelog = "append-only"  # each window's row comes out once, final; what comes later is dropped
+    held = ("; emit: the changes of windows not yet emitted (their rows wait in _state/emit_pending)"
+            if view.emit is not None and strategy == "incremental" else "")
     return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog, strategy,
-                    "; ".join(reasons) if reasons else None, state.description, state.bounded,
+                    "; ".join(reasons) if reasons else None, state.description + held, state.bounded,
                     tuple(binder.notes), spark_sql(view.query, binder.table_windows))
 
 

@@ -53,6 +53,7 @@ class Committed:
     inputs: dict[str, int]  # input name -> the input version this snapshot version reflects
     changes: int | None  # changelog rows of the batch (None: written before mvengine recorded it)
     input_ids: dict[str, str] = field(default_factory=dict)  # source -> its Delta table id (metaData.id)
+    watermark: int | None = None  # the view's watermark after the batch, µs since the epoch (event time only)
 
     @classmethod
     def from_info(cls, ref: TableRef, info: dict[str, Any]) -> Committed:
@@ -64,7 +65,8 @@ class Committed:
         return cls(int(info["version"]), int(info["timestamp"]), int(info["mvengine.batch_id"]),
                    int(info["mvengine.generation"]), info["mvengine.sql_hash"], info["mvengine.kind"],
                    json.loads(info["mvengine.inputs"]), None if changes is None else int(changes),
-                   json.loads(info.get("mvengine.input_ids", "{}")))
+                   json.loads(info.get("mvengine.input_ids", "{}")),
+                   int(info["mvengine.watermark"]) if info.get("mvengine.watermark") else None)
 
 
 def last_commit(ref: TableRef) -> Committed | None:

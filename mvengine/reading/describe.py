@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -14,6 +15,8 @@ from mvengine.plan.types import type_name
 from mvengine.project.layout import view_tables
 from mvengine.reading.versions import Versions, show_time
 from mvengine.storage.tables import TableRef, commit_history
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def describe(versions: Versions, name: str) -> dict[str, Any]:
@@ -71,6 +74,7 @@ def _describe_view(versions: Versions, name: str) -> dict[str, Any]:
         "sizes": {"snapshot_bytes": snapshot_bytes, "changelog_bytes": changelog_bytes,
                   "state_bytes": _folder_bytes(tables.state)},
         "last_refresh": show_time(latest.timestamp_ms),
+        "watermark": None if latest.watermark is None else show_time(EPOCH + timedelta(microseconds=latest.watermark)),
         "stale_since": None if stale_since is None else show_time(stale_since),
         "freshness_lag_s": 0.0 if stale_since is None else round(time.time() - stale_since / 1000, 3),
     }
