@@ -70,7 +70,7 @@ VIEWS = {
                           """SELECT g, session_window.start AS s0, COUNT(*) AS n FROM e
                              GROUP BY g, session_window(ts, '5 seconds')"""),
 }
-INCREMENTAL = [n for n in VIEWS if "session" not in n]
+ON_DRIVER = [n for n in VIEWS if "session" not in n]
 BASE = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
 
 TIMES = st.one_of(st.none(), st.integers(0, 40).map(lambda s: BASE + dt.timedelta(seconds=s)),
@@ -137,7 +137,7 @@ def run(spark, root: Path, steps) -> dict[str, set[str]]:
 def test_every_window_form_is_planned_with_its_strategy(tmp_path):
     catalog = load_catalog(load_config(make_project(tmp_path)))
     strategies = {n: p.strategy for n, p in catalog.plans.items()}
-    assert strategies == {n: "incremental" if n in INCREMENTAL else "full" for n in VIEWS}
+    assert strategies == {n: "incremental" for n in VIEWS}
     assert catalog.plans["w_tumble"].key == ("g", "ws", "we")  # the window is part of the view's key
     assert [c.name for c in catalog.plans["w_tvf_rows"].columns] == ["id", "v", "window_start", "window_end",
                                                                     "window_time"]
@@ -160,10 +160,11 @@ EXAMPLE = [
 @example(steps=EXAMPLE)
 def test_windows_equal_sparks_after_random_changes_on_the_driver(spark, tmp_path_factory, steps):
     engines = run(spark, make_project(tmp_path_factory.mktemp("win")), steps)
-    assert all(engines[n] <= {"bootstrap/spark", "stream/driver"} for n in INCREMENTAL), engines
+    assert all(engines[n] <= {"bootstrap/spark", "stream/driver"} for n in ON_DRIVER), engines
+    assert all(engines[n] <= {"bootstrap/spark", "stream/spark"} for n in set(VIEWS) - set(ON_DRIVER)), engines
 
 
 @pytest.mark.parametrize("steps", [EXAMPLE])
 def test_windows_equal_sparks_in_spark(spark, tmp_path, steps):
     engines = run(spark, make_project(tmp_path, "driver_max_changes = 0\n"), steps)
-    assert all(engines[n] == {"bootstrap/spark", "stream/spark"} for n in INCREMENTAL), engines
+    assert all(engines[n] == {"bootstrap/spark", "stream/spark"} for n in VIEWS), engines

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from mvengine.incremental import aggregate, distinct, filter, join, project, scan, union, window_assign
+from mvengine.incremental import (aggregate, distinct, filter, join, project, scan, session_window, union,
+                                  window_assign)
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch
-from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll, WindowAssign
+from mvengine.plan.nodes import (Aggregate, Distinct, Filter, Join, Node, Project, Scan, SessionAggregate, UnionAll,
+                                 WindowAssign)
 
 RULES = {Scan: scan.delta, Filter: filter.delta, Project: project.delta, Aggregate: aggregate.delta,
-         Distinct: distinct.delta, UnionAll: union.delta, Join: join.delta, WindowAssign: window_assign.delta}
+         Distinct: distinct.delta, UnionAll: union.delta, Join: join.delta, WindowAssign: window_assign.delta,
+         SessionAggregate: session_window.delta}
 DRIVER_RULES = {Scan: scan.driver_delta, Filter: filter.driver_delta, Project: project.driver_delta,
                 Aggregate: aggregate.driver_delta, Distinct: distinct.driver_delta, UnionAll: union.driver_delta,
                 Join: join.driver_delta, WindowAssign: window_assign.driver_delta}

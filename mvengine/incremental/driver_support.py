@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import Aggregate, Distinct, Filter, Join, Node, Project, Scan, UnionAll, WindowAssign
+from mvengine.plan.nodes import (Aggregate, Distinct, Filter, Join, Node, Project, Scan, SessionAggregate, UnionAll,
+                                 WindowAssign)
 
-DRIVER_NODES = (Scan, Filter, Project, Aggregate, Distinct, UnionAll, Join, WindowAssign)  # incremental.compiler.DRIVER_RULES
+# incremental.compiler.DRIVER_RULES
+DRIVER_NODES = (Scan, Filter, Project, Aggregate, Distinct, UnionAll, Join, WindowAssign)
 COMPARISONS = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
                exp.LT: "less", exp.LTE: "less_equal"}
 ARITHMETIC = {exp.Add: "add_checked", exp.Sub: "subtract_checked", exp.Mul: "multiply_checked"}
@@ -21,6 +23,8 @@ _SUPPORTED = (exp.Column, exp.Paren, exp.Alias, exp.Literal, exp.Boolean, exp.Nu
 def not_on_driver(root: Node) -> str | None:
     """Why the view's batches can never be computed on the driver (None when small ones can)."""
     for node in root.walk():
+        if isinstance(node, SessionAggregate):
+            return "session windows are formed by Spark"
         if not isinstance(node, DRIVER_NODES):
             return f"{type(node).__name__} has no driver rule"
         for e in _evaluated(node):

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import (Aggregate, Distinct, Filter, Join, Node, Opaque, Project, Scan, UnionAll, WindowAssign,
-                                 show)
+from mvengine.plan.nodes import (Aggregate, Distinct, Filter, Join, Node, Opaque, Project, Scan, SessionAggregate,
+                                 UnionAll, WindowAssign, show)
 
 # Functions whose result changes from one run to the next: a view using them can only be recomputed.
 NON_DETERMINISTIC = frozenset({
@@ -42,8 +42,6 @@ def full_refresh_reasons(root: Node) -> list[str]:
     for node in root.walk():
         if isinstance(node, Opaque):
             add(node.reason)
-        if isinstance(node, WindowAssign) and node.spec.kind == "session":
-            add("session windows are recomputed in full (a row may merge two sessions into one)")
         if isinstance(node, Join):
             for reason in _join_reasons(node):
                 add(reason)
@@ -173,7 +171,12 @@ def state_of(root: Node, strategy: str) -> State:
     parts: list[str] = []
     bounded = True
     for node in root.walk():
-        if isinstance(node, Aggregate):
+        if isinstance(node, SessionAggregate):
+            groups = [show(g, node.child.fields) for g in node.groups
+                      if not (isinstance(g, exp.Column) and g.table == node.window.spec.qualifier)]
+            parts.append(f"per partition ({', '.join(groups) or 'one'}): its input rows, to re-form its sessions")
+            bounded = False
+        elif isinstance(node, Aggregate):
             text, node_bounded = _aggregate_state(node)
             parts.append(text)
             bounded = bounded and node_bounded

@@ -25,6 +25,7 @@ from mvengine.plan.nodes import (
     Opaque,
     Project,
     Scan,
+    SessionAggregate,
     UnionAll,
     WindowAssign,
     conjuncts,
@@ -199,6 +200,9 @@ class Binder:
             isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group.expressions)
         if group is not None or has_aggregates:
             node, projections, having = self._aggregate(q, node, projections, scope)
+            if isinstance(node.child, WindowAssign) and node.child.spec.kind == "session":
+                node = SessionAggregate(fields=node.fields, child=node.child, groups=node.groups,
+                                        aggregates=node.aggregates)
             if having is not None:
                 node = Filter(fields=node.fields, child=node, predicate=having)
             bound = projections

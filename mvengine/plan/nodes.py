@@ -249,6 +249,19 @@ class WindowAssign(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class SessionAggregate(Aggregate):
+    """GROUP BY a session window (its child, a WindowAssign of kind session, whose start and end are among the
+    groups): sessions merge and split as rows come and go, so its rule re-forms the touched partitions'."""
+
+    @property
+    def window(self) -> WindowAssign:
+        return self.child  # type: ignore[return-value]
+
+    def describe(self) -> str:
+        return "Session" + super().describe()
+
+
+@dataclass(frozen=True, eq=False)
 class Distinct(Node):
     child: Node = None  # type: ignore[assignment]
 

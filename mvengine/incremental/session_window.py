@@ -1,0 +1,104 @@
+"""GROUP BY a session window: not linear (a row may join two sessions into one, or its retraction split one),
+so the rule re-forms the sessions of the partitions a batch touches (the rows' other GROUP BY values) and emits
+the difference: every old session of those partitions retracted (-1), every new one inserted (+1); equal rows
+cancel in the view's emit. This is seed 002's session example: a late row bridging two sessions retracts both
+and inserts the merged one.
+
+State: the input rows of each partition with their multiplicity (`n<i>_rows`, all of the window's input columns
+and `_n`), read back for the touched partitions only. Sessions are formed by Spark's own `session_window()`
+and aggregated by Spark's own functions over those rows, so every aggregate Spark has works here. Batches run
+in Spark (the driver rules do not form sessions).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal
+from mvengine.plan.nodes import Field, SessionAggregate
+
+COUNT = "_n"
+
+
+def delta(node: SessionAggregate, batch: Batch, child_delta) -> DataFrame:
+    window = node.window
+    fields = window.child.fields
+    columns = [f"_c{i}" for i in range(len(fields))]
+    changed = batch.keep_small(consolidate(child_delta(window.child, batch).toDF(*columns, WEIGHT, MTIME), columns))
+    partition = [g for g in node.groups if not _is_bound(g, window.fields)]
+    parts = [F.expr(_positional(g, fields).sql("spark")).alias(f"_p{i}") for i, g in enumerate(partition)]
+    touched = batch.keep_small(changed.select(*parts).distinct())
+    name = f"n{batch.node_id(node)}_rows"
+    template = changed.select(*columns, F.col(WEIGHT).alias(COUNT)).limit(0)
+    old = batch.state.read(name, template)
+    old = old.join(touched, _partition_match(old, touched, partition, fields), "left_semi") if partition else old
+    old = batch.keep_small(old)
+    d, o = changed.alias("d"), old.alias("o")
+    merged = batch.keep_small(d.join(o, null_safe_equal(d, o, columns), "full").select(
+        *[F.when(F.col(f"d.{WEIGHT}").isNotNull(), F.col(f"d.{c}")).otherwise(F.col(f"o.{c}")).alias(c)
+          for c in columns],
+        F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)).alias("_before"),
+        (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.coalesce(F.col(f"d.{WEIGHT}"), F.lit(0))).alias(COUNT)))
+    gone = F.col(COUNT) <= 0
+    changed_rows = merged.where(F.col(COUNT) != F.col("_before"))
+    batch.state.stage(name, changed_rows.select(*columns, COUNT, gone.alias("_delete")), columns, "_delete")
+    mtime = changed.agg(F.max(MTIME)).collect()[0][0]
+    before = _sessions(node, old, fields, partition)
+    after = _sessions(node, merged.where(~gone).select(*columns, COUNT), fields, partition)
+    return (after.withColumn(WEIGHT, F.lit(1).cast("long"))
+            .unionAll(before.withColumn(WEIGHT, F.lit(-1).cast("long")))
+            .withColumn(MTIME, F.lit(mtime).cast("timestamp")))
+
+
+def _sessions(node: SessionAggregate, rows: DataFrame, fields: tuple[Field, ...], partition) -> DataFrame:
+    """The view's aggregate rows over `rows` (input rows with their multiplicity `_n`): one per session."""
+    window = node.window
+    copies = rows.select("*", F.explode(F.sequence(F.lit(1), F.col(COUNT).cast("int"))).alias("_copy"))
+    time = F.col(f"_c{_position(window.time, fields)}")
+    session = F.session_window(time, f"{window.spec.size} microseconds")
+    groups = [F.expr(_positional(g, fields).sql("spark")).alias(f"_p{i}") for i, g in enumerate(partition)]
+    aggregates = [F.expr(_positional(a, fields).sql("spark")).alias(f"_a{j}") for j, a in enumerate(node.aggregates)]
+    grouped = copies.groupBy(*groups, session.alias("_s")).agg(*aggregates) if aggregates else \
+        copies.groupBy(*groups, session.alias("_s")).count().drop("count")
+    out, p = [], 0
+    for g in node.groups:
+        bound = _is_bound(g, window.fields)
+        if bound:
+            out.append(F.col(f"_s.{bound.name}"))
+        else:
+            out.append(F.col(f"_p{p}"))
+            p += 1
+    out += [F.col(f"_a{j}") for j in range(len(node.aggregates))]
+    return grouped.select(*out).toDF(*[f.name for f in node.fields])
+
+
+def _is_bound(e: exp.Expression, window_fields: tuple[Field, ...]) -> Field | None:
+    """The session's start or end field that `e` refers to (None for another expression)."""
+    bounds = [f for f in window_fields if f.window_bound in ("session start", "session end")]
+    if isinstance(e, exp.Column):
+        return next((f for f in bounds if f.name == e.name and f.qualifier == (e.table or None)), None)
+    return None
+
+
+def _position(column: exp.Expression, fields: tuple[Field, ...]) -> int:
+    return next(i for i, f in enumerate(fields) if f.name == column.name and f.qualifier == (column.table or None))
+
+
+def _positional(e: exp.Expression, fields: tuple[Field, ...]) -> exp.Expression:
+    """`e` over the positional columns `_c<i>` of the window's input."""
+    def rename(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            return exp.column(f"_c{_position(node, fields)}", quoted=True)
+        return node
+    return e.copy().transform(rename)
+
+
+def _partition_match(old: DataFrame, touched: DataFrame, partition, fields):
+    """Old rows whose partition values are among those the batch touched (NULL matching NULL)."""
+    condition = F.lit(True)
+    for i, g in enumerate(partition):
+        condition = condition & F.expr(_positional(g, fields).sql("spark")).eqNullSafe(touched[f"_p{i}"])
+    return condition
