@@ -6,12 +6,32 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from mvengine.incremental import (aggregate, distinct, filter, join, project, scan, session_window, union,
-                                  window_assign)
+
+from mvengine.incremental import (
+    aggregate,
+    distinct,
+    filter,
+    join,
+    project,
+    scan,
+    session_window,
+    union,
+    window_assign,
+)
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch
-from mvengine.plan.nodes import (Aggregate, Distinct, Filter, Join, Node, Project, Scan, SessionAggregate, UnionAll,
-                                 WindowAssign)
+from mvengine.plan.nodes import (
+    Aggregate,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    Project,
+    Scan,
+    SessionAggregate,
+    UnionAll,
+    WindowAssign,
+)
 
 RULES = {Scan: scan.delta, Filter: filter.delta, Project: project.delta, Aggregate: aggregate.delta,
          Distinct: distinct.delta, UnionAll: union.delta, Join: join.delta, WindowAssign: window_assign.delta,

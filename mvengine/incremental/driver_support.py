@@ -6,8 +6,18 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import (Aggregate, Distinct, Filter, Join, Node, Project, Scan, SessionAggregate, UnionAll,
-                                 WindowAssign)
+from mvengine.plan.nodes import (
+    Aggregate,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    Project,
+    Scan,
+    SessionAggregate,
+    UnionAll,
+    WindowAssign,
+)
 
 # incremental.compiler.DRIVER_RULES
 DRIVER_NODES = (Scan, Filter, Project, Aggregate, Distinct, UnionAll, Join, WindowAssign)

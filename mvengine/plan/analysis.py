@@ -11,8 +11,20 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import (Aggregate, Distinct, Filter, Join, Node, Opaque, Project, Scan, SessionAggregate,
-                                 UnionAll, WindowAssign, show)
+from mvengine.plan.nodes import (
+    Aggregate,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    Opaque,
+    Project,
+    Scan,
+    SessionAggregate,
+    UnionAll,
+    WindowAssign,
+    show,
+)
 
 # Functions whose result changes from one run to the next: a view using them can only be recomputed.
 NON_DETERMINISTIC = frozenset({
