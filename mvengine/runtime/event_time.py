@@ -199,7 +199,7 @@ def hold_back(plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermar
     emit = plan.view.emit
     if emit is None:
         return zset
-    now = int(time.time() * 1_000_000) if now_us is None else now_us
+    now = now_micros() if now_us is None else now_us
     pending = state.read_all(PENDING)
     arriving = zset.append_column(DUE, pa.nulls(zset.num_rows, pa.int64()))
     key = list(plan.key or [c.name for c in plan.columns])
@@ -231,6 +231,29 @@ def hold_back(plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermar
     state.stage(PENDING, waiting.filter(pc.invert(ready)), ())
     released = consolidated(waiting.filter(ready).drop_columns([DUE]).select(zset.column_names))
     return released.rename_columns(zset.column_names).cast(zset.schema)
+
+
+def has_timers(plan: ViewPlan) -> bool:
+    """Whether the view's EMIT policy holds rows until a processing time (AND THEN AFTER, EMIT AFTER)."""
+    emit = plan.view.emit
+    return emit is not None and (emit.late_after is not None or emit.after is not None)
+
+
+def next_due(plan: ViewPlan, state_folder: str, storage_options: dict[str, str]) -> int | None:
+    """When (µs since the epoch) the earliest row the view holds until a processing time is due; None if none."""
+    if not has_timers(plan):
+        return None
+    from mvengine.project.config import join_uri
+    from mvengine.storage.api import read_arrow
+    ref = TableRef(join_uri(state_folder, PENDING), storage_options, PENDING)
+    if not ref.exists():
+        return None
+    due = pc.min(read_arrow(ref).column(DUE))
+    return due.as_py() if due.is_valid else None
+
+
+def now_micros() -> int:
+    return int(time.time() * 1_000_000)
 
 
 def _earliest_due_per_key(rows: pa.Table, key: list[str]) -> pa.Table:

@@ -31,6 +31,7 @@ from mvengine.project.config import join_uri
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime.changes import BatchChanges
 from mvengine.runtime.diagnose import cause_of
+from mvengine.runtime.event_time import has_timers, next_due, now_micros
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.api import batch_ranges, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
@@ -48,6 +49,8 @@ class Pipeline:
         self.checkpoint = pipeline_checkpoint(refresher.config.warehouse)
         self.cuts = CutRecord(os.path.join(os.path.dirname(self.checkpoint), CUT_FILE))
         self._failures: list[BaseException] = []
+        self.last_cut: dict[str, int] | None = None  # the cut of the last batch
+        self.next_timer: int | None = None  # when rows held by an EMIT policy are next due (µs)
         self._lock = threading.Lock()
         self._closing = False
 
@@ -73,6 +76,15 @@ class Pipeline:
         with logs_read_once():
             self.advance(cut)
         self.cuts.done(cut)
+        self.last_cut = dict(cut)
+        self.next_timer = self._next_timer()
+
+    def _next_timer(self) -> int | None:
+        """The earliest time (µs) a view's EMIT policy holds rows until (event_time.next_due)."""
+        options = self.refresher.config.storage_options
+        dues = [d for plan in self.plans if has_timers(plan)
+                if (d := next_due(plan, view_tables(plan, options).state, options)) is not None]
+        return min(dues, default=None)
 
     def run_continuous(self, interval_s: float, until: Callable[[], bool]) -> None:
         """Keep the query alive, a batch every `interval_s` when a source moved, until `until()` is true; the
@@ -115,6 +127,8 @@ class Pipeline:
         try:
             while query.isActive and not until():
                 query.awaitTermination(0.1)
+                if self.next_timer is not None and self.next_timer <= now_micros():
+                    self._fire_timers()
         except Exception:
             if self._failures:
                 raise self._failures[0] from None
@@ -126,6 +140,14 @@ class Pipeline:
             self._closing = False
         if self._failures:
             raise self._failures[0]
+
+    def _fire_timers(self) -> None:
+        """A batch at the last cut, when no source moved but held rows are due: a watermark moves only with
+        data, an AFTER delay must fire on processing time alone."""
+        with self._lock:
+            if self._closing or self.last_cut is None:
+                return
+            self.batch(self.last_cut)
 
     def _run(self, df, spark_batch: int) -> None:
         with self._lock:

@@ -44,6 +44,8 @@ from mvengine.runtime.event_time import (
     Watermarks,
     batch_watermarks,
     hold_back,
+    next_due,
+    now_micros,
     watermark_passed,
     with_emit_timing,
 )
@@ -232,6 +234,11 @@ class Refresher:
                 self.apply_changes(plan, tables, last.generation, last.batch_id + 1, last.inputs, targets, changes)
             else:
                 self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False, targets)
+        elif incremental and (due := next_due(plan, tables.state, self.config.storage_options)) is not None \
+                and due <= now_micros():
+            # No input moved, but rows the EMIT policy held are due (AFTER <interval>): a batch of no changes
+            self.apply_changes(plan, tables, last.generation, last.batch_id + 1, last.inputs, targets, changes,
+                               note="rows held by its EMIT policy are due")
 
     def check_same_sources(self, plan: ViewPlan, last: Committed | None) -> None:
         """A source deleted and created anew since the view last read it (another table id, or fewer versions
