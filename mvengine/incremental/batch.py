@@ -32,6 +32,9 @@ class Batch:
     moved: frozenset[str] | None = None  # the inputs with changes in this batch; None: all of them
     node_ids: dict[int, int] = field(default_factory=dict)  # id(node) → its position in the plan (names state)
     checkpoints: list[DataFrame] = field(default_factory=list)  # released when the batch ends
+    # allowed_lateness: input rows whose event time is before this (µs) are not applied, but kept in `late`
+    late_before: int | None = None
+    late: list[DataFrame] = field(default_factory=list)  # (row JSON, event_time, _w) of the rows not applied
     _as_before: Batch | None = field(default=None, repr=False)
 
     def node_id(self, node: Node) -> int:

@@ -58,6 +58,8 @@ class DriverBatch:
     before: Callable[[str, KeyFilter | None], pa.Table] | None = None
     moved: frozenset[str] | None = None  # the inputs with changes in this batch; None: all of them
     node_ids: dict[int, int] = field(default_factory=dict)
+    late_before: int | None = None  # as Batch.late_before
+    late: list[pa.Table] = field(default_factory=list)  # as Batch.late
 
     def node_id(self, node: Node) -> int:
         return self.node_ids[id(node)]

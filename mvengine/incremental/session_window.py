@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.window_assign import without_late_rows
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal
 from mvengine.plan.nodes import Field, SessionAggregate
 
@@ -27,7 +28,8 @@ def delta(node: SessionAggregate, batch: Batch, child_delta) -> DataFrame:
     window = node.window
     fields = window.child.fields
     columns = [f"_c{i}" for i in range(len(fields))]
-    changed = batch.keep_small(consolidate(child_delta(window.child, batch).toDF(*columns, WEIGHT, MTIME), columns))
+    arriving = without_late_rows(window, child_delta(window.child, batch), batch)
+    changed = batch.keep_small(consolidate(arriving.toDF(*columns, WEIGHT, MTIME), columns))
     partition = [g for g in node.groups if not _is_bound(g, window.fields)]
     parts = [F.expr(_positional(g, fields).sql("spark")).alias(f"_p{i}") for i, g in enumerate(partition)]
     touched = batch.keep_small(changed.select(*parts).distinct())

@@ -40,6 +40,9 @@ class StateStore:
     fresh: bool  # the view is (re)built: its operators start from no state...
     persistent: frozenset[str] = frozenset()  # ...except these view-level tables, which carry on
     on_driver: bool = False  # the batch is small: writes go from the driver (see storage.api.write_table)
+    # Table name prefix → a condition on its rows (`t."col"`) that the batch's MERGE into it deletes: the rows of
+    # windows past the view's allowed lateness (runtime/event_time.purge_conditions).
+    purge: dict[str, str] = field(default_factory=dict)
     _pending: list[tuple[str, DataFrame, tuple[str, ...], str | None]] = field(default_factory=list)
 
     def ref(self, name: str) -> TableRef:
@@ -129,7 +132,10 @@ class StateStore:
                 kept = _without_deleted(rows, delete_column)
                 write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver, cluster_by=keys)
             else:
-                merge_into(rows, ref, keys, delete_column=delete_column, txn=txn, on_driver=self.on_driver)
+                purge = next((c for prefix, c in self.purge.items()
+                              if name == prefix or (name.startswith(prefix) and name[len(prefix):].isdigit())), None)
+                merge_into(rows, ref, keys, delete_column=delete_column, txn=txn, on_driver=self.on_driver,
+                           purge=purge)
         self._pending = [p for p in self._pending if p not in chosen]
 
     @property

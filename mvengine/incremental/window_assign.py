@@ -10,6 +10,8 @@ Session windows are not linear (a row can merge two sessions): their views are r
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,7 +35,7 @@ def delta(node: WindowAssign, batch: Batch, child_delta) -> DataFrame:
     """The child's changes with Spark's window() of their time: a struct column named by the window's qualifier
     (GROUP BY window(...) reads `window`.`start`, as Spark does), or for a table-valued function the flat
     window_start, window_end and window_time columns."""
-    child = child_delta(node.child, batch)
+    child = without_late_rows(node, child_delta(node.child, batch), batch)
     spec = node.spec
     window = F.window(F.expr(node.time.sql("spark")), f"{spec.size} microseconds", f"{spec.slide} microseconds",
                       f"{spec.offset} microseconds")
@@ -45,8 +47,41 @@ def delta(node: WindowAssign, batch: Batch, child_delta) -> DataFrame:
     return windowed.withColumns(dict(zip(names, bounds))).drop("_win")
 
 
+def without_late_rows(node: WindowAssign, changes: DataFrame, batch: Batch) -> DataFrame:
+    """The changes less the rows later than the view's allowed lateness (`batch.late_before`), which go to
+    `batch.late`: a row not applied, as if it never came (its window is final and dropped from state)."""
+    if batch.late_before is None:
+        return changes
+    time = F.expr(node.time.sql("spark")).cast("timestamp")
+    flagged = changes.withColumn("_late", F.coalesce(F.unix_micros(time) < F.lit(batch.late_before), F.lit(False)))
+    n = len(node.child.fields)
+    late = flagged.where("_late").toDF(*[f"_c{i}" for i in range(n)], WEIGHT, MTIME, "_late")
+    batch.late.append(late.select(
+        F.to_json(F.struct(*[F.col(f"_c{i}").alias(f.name) for i, f in enumerate(node.child.fields)])).alias("row"),
+        F.col(f"_c{time_position(node)}").cast("timestamp").alias("event_time"), F.col(WEIGHT)))
+    return flagged.where(~F.col("_late")).drop("_late")
+
+
+def without_late_rows_on_driver(node: WindowAssign, changes: pa.Table, batch: DriverBatch) -> pa.Table:
+    if batch.late_before is None:
+        return changes
+    time = changes.column(time_position(node))
+    late = pc.fill_null(pc.less(pc.cast(time, pa.int64()), batch.late_before), False)
+    found = changes.filter(late)
+    if found.num_rows:
+        names = [f.name for f in node.child.fields]
+        rows = [json.dumps(dict(zip(names, values)), default=lambda v: v.isoformat() if hasattr(v, "isoformat")
+                           else str(v))
+                for values in zip(*(c.to_pylist() for c in data(found)))]
+        batch.late.append(pa.table({"row": pa.array(rows, pa.string()),
+                                    "event_time": pc.cast(found.column(time_position(node)),
+                                                          pa.timestamp("us", tz="UTC")),
+                                    WEIGHT: found.column(WEIGHT)}))
+    return changes.filter(pc.invert(late))
+
+
 def driver_delta(node: WindowAssign, batch: DriverBatch, child_delta) -> pa.Table:
-    changes = child_delta(node.child, batch)
+    changes = without_late_rows_on_driver(node, child_delta(node.child, batch), batch)
     time = changes.column(time_position(node))
     changes = changes.filter(pc.is_valid(time))
     time = changes.column(time_position(node))

@@ -176,8 +176,9 @@ def is_deterministic(root: Node) -> bool:
                    for node in root.walk() for e in node.expressions() for f in e.find_all(exp.Func))
 
 
-def state_of(root: Node, strategy: str) -> State:
-    """The state the view's incremental rule keeps, in words, and whether it stays bounded."""
+def state_of(root: Node, strategy: str, purged: bool = False) -> State:
+    """The state the view's incremental rule keeps, in words, and whether it stays bounded. `purged`: the view
+    allows a lateness, past which its windows' state is dropped (seed 001's bounded state)."""
     if strategy == "full":
         return State("none (recomputed in full on every refresh)", True)
     parts: list[str] = []
@@ -190,6 +191,8 @@ def state_of(root: Node, strategy: str) -> State:
             bounded = False
         elif isinstance(node, Aggregate):
             text, node_bounded = _aggregate_state(node)
+            if purged and windowed(node) is not None:
+                text, node_bounded = f"{text}, dropped once the watermark is past a window's end and the lateness", True
             parts.append(text)
             bounded = bounded and node_bounded
         elif isinstance(node, Distinct):
@@ -198,6 +201,13 @@ def state_of(root: Node, strategy: str) -> State:
         elif isinstance(node, Join) and "join: none (each side read at the batch's input versions)" not in parts:
             parts.append("join: none (each side read at the batch's input versions)")
     return State("; ".join(parts) if parts else "none", bounded)
+
+
+def windowed(node: Node) -> WindowAssign | None:
+    """The fixed-size window (tumbling or hopping) an aggregate groups by, directly over it; None otherwise."""
+    if isinstance(node, Aggregate) and not isinstance(node, SessionAggregate) and isinstance(node.child, WindowAssign):
+        return node.child
+    return None
 
 
 def _aggregate_state(node: Aggregate) -> tuple[str, bool]:

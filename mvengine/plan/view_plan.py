@@ -9,7 +9,7 @@ from mvengine.errors import SqlError
 from mvengine.names import RESERVED_VIEW_COLUMNS
 from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, is_deterministic, state_of
 from mvengine.plan.binder import Binder, Relation
-from mvengine.plan.nodes import Field, Node, WindowAssign, show, show_name
+from mvengine.plan.nodes import Aggregate, Field, Node, WindowAssign, show, show_name
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import spark_sql
 from mvengine.sql.views import ViewDef
@@ -84,7 +84,9 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     if view.refresh_policy == "full":
         reasons = ["refresh_policy 'full'"]
     strategy = "full" if reasons else "incremental"
-    state = state_of(root, strategy)
+    if view.allowed_lateness is not None:
+        _check_lateness(view, root)
+    state = state_of(root, strategy, purged=view.allowed_lateness is not None)
     key = None if root.key is None else tuple(columns[i].name for i in root.key)
     deterministic = is_deterministic(root) and not binder.random_sampling
     changelog = changelog_kind(root, deterministic)
@@ -97,6 +99,21 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog, strategy,
                     "; ".join(reasons) if reasons else None, state.description + held, state.bounded,
                     tuple(binder.notes), spark_sql(view.query, binder.table_windows))
+
+
+def _check_lateness(view: ViewDef, root: Node) -> None:
+    """allowed_lateness drops late rows where they meet their window: every window must be what an aggregate
+    groups by (a window under a join would see rows its other input kept)."""
+    where = {"file": view.file, "line": view.line, "obj": f"view {view.name}"}
+    windows = [n for n in root.walk() if isinstance(n, WindowAssign)]
+    grouped = {id(n.child) for n in root.walk() if isinstance(n, Aggregate)}
+    if not windows:
+        raise SqlError("allowed_lateness is for views that group by an event-time window", **where,
+                       hint="group by window(ts, ...) of a source's WATERMARK column, or drop the option")
+    if any(id(w) not in grouped for w in windows):
+        raise SqlError("allowed_lateness needs the window to be what an aggregate groups by", **where,
+                       hint="GROUP BY the window directly (a window under a join or without GROUP BY cannot "
+                            "drop late rows consistently)")
 
 
 def _check_emit(view: ViewDef, columns: tuple[Field, ...], strategy: str) -> None:

@@ -23,6 +23,11 @@ class ViewTables:
     changelog: TableRef
     state: str
 
+    @property
+    def late(self) -> TableRef:
+        """The input rows later than the view's allowed lateness, not applied (runtime/event_time.py)."""
+        return TableRef(join_uri(self.root, "late"), self.snapshot.storage_options, f"{self.snapshot.name}_late")
+
 
 def view_tables(plan: ViewPlan, storage_options: dict[str, str]) -> ViewTables:
     root = plan.view.path

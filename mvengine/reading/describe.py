@@ -74,6 +74,7 @@ def _describe_view(versions: Versions, name: str) -> dict[str, Any]:
         "sizes": {"snapshot_bytes": snapshot_bytes, "changelog_bytes": changelog_bytes,
                   "state_bytes": _folder_bytes(tables.state)},
         "last_refresh": show_time(latest.timestamp_ms),
+        "late_rows": _table_size(tables.late)[0] if tables.late.exists() else 0,
         "watermark": None if latest.watermark is None else show_time(EPOCH + timedelta(microseconds=latest.watermark)),
         "stale_since": None if stale_since is None else show_time(stale_since),
         "freshness_lag_s": 0.0 if stale_since is None else round(time.time() - stale_since / 1000, 3),

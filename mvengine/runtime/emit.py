@@ -48,6 +48,8 @@ class ViewChanges:
     # Keyed views: the same edit as one row per changed key, its new row or (DELETE_MARK true) its removal,
     # for an upsert by key; None for bags, views of one row, and batches that change nothing.
     upserts: DataFrame | pa.Table | None = None
+    # allowed_lateness: the input rows not applied (row JSON, event_time, _w), for the view's `late` table
+    late: DataFrame | pa.Table | None = None
 
 
 def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: TableRef,

@@ -16,24 +16,29 @@ holds each window's changes that long after its first pending change, whatever t
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvengine.incremental.driver import consolidated
 from mvengine.incremental.state import StateStore
+from mvengine.plan.analysis import windowed
 from mvengine.plan.nodes import WindowAssign
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
+from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
 from mvengine.sql.time_syntax import unit_micros
 from mvengine.storage.tables import TableRef, commit_metadata
 
 WATERMARK = "mvengine.watermark"
 PENDING = "emit_pending"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DUE = "_due"  # when a held row is due in processing time (µs), NULL: when the watermark reaches its bound
 
 
@@ -118,6 +123,71 @@ def batch_watermarks(plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef]
     now = input_watermark(plan, catalog, refs, versions)
     after = now if before is None else before if now is None else max(before, now)
     return Watermarks(before, after)
+
+
+# -- allowed lateness --------------------------------------------------------------------------------------------
+
+def late_cutoff(plan: ViewPlan, marks: Watermarks | None) -> int | None:
+    """Input rows whose event time is before this (µs) are later than the view's allowed lateness."""
+    lateness = plan.view.allowed_lateness
+    if lateness is None or marks is None or marks.before is None:
+        return None
+    return marks.before - lateness
+
+
+def late_rows(rows, inputs: dict[str, int], marks: Watermarks, batch_id: int):
+    """The `late` table's rows of a batch (Arrow or Spark): the input row (JSON), its event time and weight
+    (+1 an insert, -1 a retraction), the input versions and the watermark of the batch; None when none."""
+    columns = {"inputs": json.dumps(inputs, sort_keys=True), "batch_id": batch_id}
+    watermark = EPOCH + timedelta(microseconds=marks.before)
+    if isinstance(rows, pa.Table):
+        if rows.num_rows == 0:
+            return None
+        n = rows.num_rows
+        return (rows.append_column("inputs", pa.array([columns["inputs"]] * n, pa.string()))
+                .append_column("watermark", pa.array([watermark] * n, pa.timestamp("us", tz="UTC")))
+                .append_column("batch_id", pa.array([batch_id] * n, pa.int64())))
+    from pyspark.sql import functions as F
+    if rows.isEmpty():
+        return None
+    return rows.select("*", F.lit(columns["inputs"]).alias("inputs"),
+                       F.lit(watermark).cast("timestamp").alias("watermark"),
+                       F.lit(batch_id).cast("long").alias("batch_id"))
+
+
+def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, str]:
+    """The state rows of windows that ended by `cutoff` (no row can change them any more), per state table
+    (name prefix, as StateStore.purge takes them): each windowed aggregate's accumulators and multisets, and
+    the emit revisions of the view's keys."""
+    if cutoff is None:
+        return {}
+    conditions: dict[str, str] = {}
+    for i, node in enumerate(plan.root.walk()):
+        window = windowed(node)
+        if window is None:
+            continue
+        groups = node.fields[:len(node.groups)]
+        bound = _bound_condition(groups, cutoff, window.spec.size)
+        if bound is not None:
+            conditions[f"n{i}_acc"] = conditions[f"n{i}_ms"] = bound
+    end = window_end(plan)
+    if end is not None and plan.key is not None and end[0] in plan.key:
+        conditions[EMIT_STATE] = _condition(end[0], cutoff - end[1])
+    return conditions
+
+
+def _bound_condition(fields, cutoff: int, size: int) -> str | None:
+    for f in fields:
+        if f.window_bound == "end":
+            return _condition(f.name, cutoff)
+    for f in fields:
+        if f.window_bound == "start":
+            return _condition(f.name, cutoff - size)
+    return None
+
+
+def _condition(column: str, at_most: int) -> str:
+    return f'CAST(t."{column.replace(chr(34), chr(34) * 2)}" AS BIGINT) <= {at_most}'
 
 
 # -- which column says when a row's window ends ----------------------------------------------------------------

@@ -19,6 +19,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import reduce
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -44,8 +45,11 @@ from mvengine.runtime.event_time import (
     Watermarks,
     batch_watermarks,
     hold_back,
+    late_cutoff,
+    late_rows,
     next_due,
     now_micros,
+    purge_conditions,
     watermark_passed,
     with_emit_timing,
 )
@@ -402,7 +406,9 @@ class Refresher:
             return None
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                            fresh=False, on_driver=True)
-        batch = DriverBatch(arrows, state, before=self._driver_reader(refs, ranges), moved=moved)
+        batch = DriverBatch(arrows, state, before=self._driver_reader(refs, ranges), moved=moved,
+                            late_before=late_cutoff(plan, marks))
+        state.purge = purge_conditions(plan, batch.late_before)
         try:
             with profile.phase("delta rule", spark=False):
                 zset = view_delta_on_driver(plan.root, batch)
@@ -411,6 +417,7 @@ class Refresher:
             with profile.phase("compute changes", spark=False):
                 out = changes_on_driver(plan, zset, state, snapshot=tables.snapshot, snapshot_before=snapshot_before,
                                         batch_id=batch_id)
+                out.late = pa.concat_tables(batch.late) if batch.late else None
         except NotOnDriver as e:
             profile.notes.append(f"computed by Spark: {e}")
             return None
@@ -428,7 +435,9 @@ class Refresher:
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                            fresh=False, on_driver=rows_in <= DRIVER_ROWS)
         before = {n: _reader(self.spark, refs[n], lo) for n, (lo, hi) in ranges.items()}
-        batch = Batch(self.spark, {n: c.frame() for n, c in inputs.items()}, state, before=before, moved=moved)
+        batch = Batch(self.spark, {n: c.frame() for n, c in inputs.items()}, state, before=before, moved=moved,
+                      late_before=late_cutoff(plan, marks))
+        state.purge = purge_conditions(plan, batch.late_before)
         changes.keep_until_released(batch)
         with profile.phase("plan delta rule"):
             zset = view_delta(plan.root, batch)
@@ -438,6 +447,7 @@ class Refresher:
         with profile.phase("compute changes"):
             out = view_changes(plan, zset, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
                                batch_id=batch_id)
+            out.late = reduce(DataFrame.unionAll, batch.late) if batch.late else None
         return out, state
 
     def _recompute_instead(self, plan: ViewPlan, refs: dict[str, TableRef], targets: dict[str, int],
@@ -521,6 +531,11 @@ class Refresher:
         with self._commit_phase(plan, "changelog", profile, spark):
             write_table(changes.changelog, tables.changelog, metadata={"mvengine.batch_id": str(batch_id)},
                         txn=txn, on_driver=on_driver)
+        if changes.late is not None:
+            with self._commit_phase(plan, "late rows", profile, spark):
+                late = late_rows(changes.late, inputs, marks, batch_id)
+                if late is not None:
+                    write_table(late, tables.late, txn=txn, on_driver=on_driver)
 
     @contextlib.contextmanager
     def _commit_phase(self, plan: ViewPlan, commit: str, profile: Profile, spark: bool) -> Iterator[None]:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -14,9 +15,9 @@ from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import validate_name
 from mvengine.project.config import Config, join_uri
 from mvengine.sql.files import Statement
-from mvengine.sql.time_syntax import Emit
+from mvengine.sql.time_syntax import Emit, unit_micros
 
-VIEW_OPTIONS = {"path", "refresh_policy"}
+VIEW_OPTIONS = {"path", "refresh_policy", "allowed_lateness"}
 # How a view is refreshed (as Databricks' materialized views offer): `auto` chooses per batch, by cost, between
 # its delta rule and a recomputation; `incremental` always applies the delta rule when the view has one;
 # `incremental_strict` makes a view without one an error at plan time; `full` always recomputes.
@@ -34,6 +35,7 @@ class ViewDef:
     text: str  # the statement as written, to notice when a view's SQL changes
     refresh_policy: str = "auto"  # one of REFRESH_POLICIES
     emit: Emit | None = None  # the EMIT clause after the SELECT (seed 002); None: every batch's changes
+    allowed_lateness: int | None = None  # µs: rows later than this behind the watermark are not applied
 
 
 def is_view(statement: Statement) -> bool:
@@ -79,8 +81,19 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
     if policy not in REFRESH_POLICIES:
         raise SqlError(f"unknown refresh_policy {options['refresh_policy']!r}", **where,
                        hint=f"write WITH ('refresh_policy' = one of {', '.join(REFRESH_POLICIES)})")
+    lateness = _lateness(options["allowed_lateness"], where) if "allowed_lateness" in options else None
     return ViewDef(name, statement.file, statement.line, query, column_names, path, statement.text, policy,
-                   statement.emit)
+                   statement.emit, lateness)
+
+
+def _lateness(text: str, where: dict) -> int:
+    """'1 hour', '30 minutes', '0 seconds': microseconds."""
+    m = re.fullmatch(r"\s*(?:INTERVAL\s+)?'?(\d+)'?\s+([A-Za-z]+)\s*", text, re.IGNORECASE)
+    micros = unit_micros(m.group(2)) if m else None
+    if micros is None:
+        raise SqlError(f"cannot read allowed_lateness {text!r}", **where,
+                       hint="write WITH ('allowed_lateness' = '1 hour') (or seconds, minutes, days)")
+    return int(m.group(1)) * micros
 
 
 def _properties(tree: exp.Create) -> list[exp.Expression]:

@@ -354,14 +354,15 @@ def write_table(df: "DataFrame | pa.Table", ref: TableRef, *, mode: str = "appen
 
 def merge_into(df: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str], *, delete_column: str | None = None,
                metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
-               on_driver: bool = False) -> dict[str, Any] | None:
+               on_driver: bool = False, purge: str | None = None) -> dict[str, Any] | None:
     """Upsert `df` into the table by `keys` (NULL keys match NULL keys) in one commit.
 
     Rows whose `delete_column` is true delete the matching target row instead. The delta is staged as Parquet
     by the executors and streamed from there into delta-rs's MERGE, so it never passes through Python objects
     and its size is bounded by disk, not by the driver's memory; with `on_driver` (few rows) it is collected
-    as Arrow and merged from memory instead, as an Arrow table `df` is. Returns the merge metrics, or None when `txn` is already
-    committed.
+    as Arrow and merged from memory instead, as an Arrow table `df` is. `purge`, a condition on the target's
+    rows (`t."col"`), deletes in the same commit the rows it holds for that `df` does not match. Returns the
+    merge metrics, or None when `txn` is already committed.
     """
     if txn is not None and is_committed(ref, *txn):
         return None
@@ -379,7 +380,8 @@ def merge_into(df: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str], *
         if delete_column:
             merger = merger.when_matched_delete(predicate=f"s.{q(delete_column)} IS TRUE")
         merger = merger.when_matched_update(values, predicate=keep)
-        return merger.when_not_matched_insert(values, predicate=keep)
+        merger = merger.when_not_matched_insert(values, predicate=keep)
+        return merger.when_not_matched_by_source_delete(predicate=purge) if purge else merger
 
     return _merge(df, ref, dt, keys, clauses, metadata, txn, on_driver)
 

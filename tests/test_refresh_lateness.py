@@ -1,0 +1,97 @@
+"""Allowed lateness (seed 001's bounded state): a row later than the lateness behind the watermark is not applied
+but kept in the view's `late` table; windows past it are dropped from the view's state, so `mv plan` calls the
+state bounded and `require_bounded_state` accepts the view. On the driver and in Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from mvengine.errors import SqlError
+from mvengine.project.catalog import load_catalog
+from mvengine.project.config import load_config
+from mvengine.reading.describe import describe
+from mvengine.reading.versions import Versions
+from mvengine.runtime.refresh import Refresher, view_tables
+from mvengine.storage.api import read_arrow
+from mvengine.storage.tables import TableRef
+
+SOURCES = """
+CREATE TABLE scores (team STRING, score INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10' SECOND)
+WITH ('append_only' = 'true');
+"""
+VIEW = """
+CREATE MATERIALIZED VIEW per_minute WITH ('allowed_lateness' = '30 seconds') AS
+SELECT team, window.end AS window_end, SUM(score) AS total, MAX(score) AS top
+FROM scores GROUP BY team, window(ts, '1 minute');
+"""
+DAY = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
+
+
+def _project(root: Path, views: str = VIEW, conf: str = "[plan]\nrequire_bounded_state = true\n") -> Path:
+    (root / "views").mkdir()
+    (root / "conf").mkdir()
+    (root / "views" / "sources.sql").write_text(SOURCES)
+    (root / "views" / "views.sql").write_text(views)
+    (root / "conf" / "mvengine.toml").write_text(conf)
+    return root
+
+
+def _add(catalog, rows: list[tuple[str, int, int]]) -> None:
+    """Scores (team, score, seconds after 12:00)."""
+    write_deltalake(TableRef(catalog.sources["scores"].path).uri, pa.table({
+        "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32()),
+        "ts": pa.array([DAY + dt.timedelta(seconds=r[2]) for r in rows], pa.timestamp("us", tz="UTC"))}),
+        mode="append")
+
+
+@pytest.mark.parametrize("engine", ["driver", "spark"])
+def test_rows_later_than_the_lateness_are_kept_aside_and_old_windows_leave_state(spark, tmp_path, engine):
+    conf = "[plan]\nrequire_bounded_state = true\n" + ("" if engine == "driver" else
+                                                         "[refresh]\ndriver_max_changes = 0\n")
+    config = load_config(_project(tmp_path, conf=conf))
+    catalog = load_catalog(config)  # require_bounded_state accepts it
+    plan = catalog.plans["per_minute"]
+    assert plan.bounded_state and "dropped once the watermark is past" in plan.state
+    reports = []
+    refresher = Refresher(spark, config, catalog, report=reports.append)
+    refresher.refresh()
+    _add(catalog, [("x", 1, 10), ("x", 2, 150)])  # the watermark reaches 12:02:20
+    refresher.refresh()
+    _add(catalog, [("x", 4, 100), ("x", 8, 115), ("x", 16, 30)])  # before 12:01:50: 4 and 16 are too late
+    reports.clear()
+    refresher.refresh()
+    assert {r.engine for r in reports} == {engine}
+    tables = view_tables(plan, {})
+    snapshot = sorted((r["window_end"].strftime("%H:%M"), r["total"], r["top"])
+                      for r in read_arrow(tables.snapshot).to_pylist())
+    assert snapshot == [("12:01", 1, 1), ("12:02", 8, 8), ("12:03", 2, 2)]
+    late = read_arrow(tables.late).to_pylist()
+    assert sorted((json.loads(r["row"])["score"], r["event_time"].strftime("%H:%M:%S"), r["_w"],
+                   r["watermark"].strftime("%H:%M:%S"), r["batch_id"]) for r in late) == [
+        (4, "12:01:40", 1, "12:02:20", 2), (16, "12:00:30", 1, "12:02:20", 2)]
+    assert json.loads(late[0]["inputs"]) == {"scores": 2}
+    # The 12:00-12:01 window ended before 12:01:50: its accumulators and key revisions are gone from state.
+    for name in ("n1_acc", "emit"):
+        kept = read_arrow(TableRef(f"{tables.state}/{name}")).to_pylist()
+        ends = sorted(r.get("end", r.get("window_end")).strftime("%H:%M") for r in kept)
+        assert "12:01" not in ends and "12:02" in ends, (name, ends)
+    assert describe(Versions(config, catalog), "per_minute")["late_rows"] == 2
+
+
+def test_lateness_needs_a_window_an_aggregate_groups_by(tmp_path):
+    views = """CREATE MATERIALIZED VIEW v WITH ('allowed_lateness' = '1 minute') AS
+               SELECT team, score FROM scores;"""
+    with pytest.raises(SqlError, match="allowed_lateness is for views that group by an event-time window"):
+        load_catalog(load_config(_project(tmp_path, views, conf="")))
+
+
+def test_a_windowed_view_without_lateness_has_unbounded_state(tmp_path):
+    views = VIEW.replace(" WITH ('allowed_lateness' = '30 seconds')", "")
+    with pytest.raises(SqlError, match="state"):
+        load_catalog(load_config(_project(tmp_path, views)))
