@@ -117,6 +117,31 @@ def test_continuous_fires_a_due_timer_without_new_input(spark, tmp_path):
     assert any(r.view == "delayed" and r.note == "rows held by its EMIT policy are due" for r in reports)
 
 
+def test_proctime_is_the_commit_time_of_the_change_that_brought_the_row(spark, tmp_path):
+    views = """CREATE MATERIALIZED VIEW arrivals AS SELECT team, score, PROCTIME() AS arrived FROM scores;
+               CREATE MATERIALIZED VIEW last_arrival AS SELECT team, MAX(PROCTIME()) AS latest FROM scores GROUP BY team;
+               CREATE MATERIALIZED VIEW of_keyed AS SELECT team, PROCTIME() AS seen FROM teams;"""
+    root = _project(tmp_path)
+    (root / "views" / "views.sql").write_text(views)
+    (root / "views" / "teams.sql").write_text("CREATE TABLE teams (team STRING NOT NULL, PRIMARY KEY (team) NOT ENFORCED);")
+    config = load_config(root)
+    catalog = load_catalog(config)
+    assert catalog.plans["arrivals"].changelog == "append-only"
+    assert "PROCTIME() over an input that updates or deletes rows" in catalog.plans["of_keyed"].reason
+    refresher = Refresher(spark, config, catalog)
+    refresher.refresh()
+    source = TableRef(catalog.sources["scores"].path)
+    committed = {}
+    for score in (1, 2):
+        _add(catalog, [("z", score, score)])
+        committed[score] = source.open().history(1)[0]["timestamp"]
+        refresher.refresh()
+    arrivals = read_arrow(view_tables(catalog.plans["arrivals"], {}).snapshot).to_pylist()
+    assert {r["score"]: int(r["arrived"].timestamp() * 1000) for r in arrivals} == committed
+    latest = read_arrow(view_tables(catalog.plans["last_arrival"], {}).snapshot).to_pylist()
+    assert [int(r["latest"].timestamp() * 1000) for r in latest] == [committed[2]]
+
+
 def _emitted(catalog) -> bool:
     ref = view_tables(catalog.plans["delayed"], {}).snapshot
     return ref.exists() and read_arrow(ref).num_rows > 0

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import DriverBatch, align, concat, group_by, match, normalized, zset
+from mvengine.incremental.driver import DriverBatch, align, concat, extreme, group_by, match, normalized, zset
 from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate
 from mvengine.incremental.zset import MTIME, WEIGHT, null_safe_equal, quote
 from mvengine.plan.analysis import is_append_only
@@ -336,8 +336,7 @@ def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
         if a.kind in ("sum", "avg"):
             new[a.sum] = _sum(old.column(a.sum), partial.column(a.sum), schema.field(a.sum).type)
         if a.kind in ("min", "max") and a.multiset is None:
-            pick = pc.min_element_wise if a.kind == "min" else pc.max_element_wise
-            new[a.value] = pick(old.column(a.value), partial.column(a.value))
+            new[a.value] = extreme(a.kind, old.column(a.value), partial.column(a.value))
 
     # 3. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
     for j, argument in enumerate(multisets):

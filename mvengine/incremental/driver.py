@@ -246,7 +246,14 @@ def _widening(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def latest(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The later of two times, row by row, skipping NULLs (Spark's `greatest`; Arrow's element-wise max has
-    no kernel for zoned timestamps, so it runs on their microseconds)."""
-    t = a.type
-    return pc.max_element_wise(pc.cast(a, pa.int64()), pc.cast(b, pa.int64())).cast(t)
+    """The later of two times, row by row, skipping NULLs (Spark's `greatest`)."""
+    return extreme("max", a, b)
+
+
+def extreme(kind: str, a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The least (`kind` "min") or greatest of two columns, row by row, skipping NULLs (Spark's least and
+    greatest); Arrow's element-wise kernels have none for zoned timestamps, so those run on their microseconds."""
+    pick = pc.min_element_wise if kind == "min" else pc.max_element_wise
+    if pa.types.is_timestamp(a.type) and a.type.tz is not None:
+        return pick(pc.cast(a, pa.int64()), pc.cast(b, pa.int64())).cast(a.type)
+    return pick(a, b)

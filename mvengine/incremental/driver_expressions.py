@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from mvengine.incremental.driver_support import ARITHMETIC as _ARITHMETIC
 from mvengine.incremental.driver_support import COMPARISONS as _COMPARISONS
+from mvengine.incremental.zset import MTIME
 from mvengine.plan.nodes import Field
 
 
@@ -76,6 +77,8 @@ class _Evaluator:
 
     def _column(self, e: exp.Column) -> Value:
         qualifier = e.table or None
+        if e.meta.get("proctime"):
+            return self.table.column(MTIME)
         for i, f in enumerate(self.fields):
             if f.name == e.name and f.qualifier == qualifier:
                 return self.table.column(i)

@@ -63,6 +63,10 @@ def full_refresh_reasons(root: Node) -> list[str]:
                 if reason:
                     add(reason)
         inputs = tuple(f for child in node.children for f in child.fields)
+        if any(c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)) \
+                and not all(is_append_only(child) for child in node.children):
+            add("PROCTIME() over an input that updates or deletes rows (a retraction's time would not match the "
+                "row's)")
         for e in node.expressions():
             for f in e.find_all(exp.Func):
                 if _function_name(f) in NON_DETERMINISTIC:

@@ -683,7 +683,7 @@ class Binder:
 
     def bind(self, e: exp.Expression, scope: Scope, aggregates: bool = False) -> exp.Expression:
         """A copy of `e` whose columns are resolved in `scope` (typed, quoted, qualified by FROM alias)."""
-        e = e.copy()
+        e = e.copy().transform(_processing_time)
         if isinstance(e, exp.Column) and e.meta.get("bound"):
             return e
         replacements = []
@@ -755,6 +755,20 @@ def _bound(f: Field, depth: int) -> exp.Column:
     column.meta["window_bound"] = f.window_bound
     if depth:
         column.meta["outer"] = depth
+    return column
+
+
+MTIME = "_mtime"  # incremental/zset.MTIME: every change row's commit time (not imported: no pyspark here)
+
+
+def _processing_time(e: exp.Expression) -> exp.Expression:
+    """PROCTIME() (seed 004): the time the batch took the row in, i.e. the commit time of the input change that
+    brought it, which every change row carries as `_mtime`."""
+    if not (isinstance(e, exp.Anonymous) and str(e.this).lower() == "proctime" and not e.expressions):
+        return e
+    column = exp.column(MTIME, quoted=True)
+    column.type = build("TIMESTAMP")
+    column.meta.update({"bound": True, "nullable": False, "proctime": True})
     return column
 
 

@@ -334,6 +334,8 @@ def show(expression: exp.Expression, inputs: tuple[Field, ...] = ()) -> str:
     names = [f.name.lower() for f in inputs]
 
     def simplify(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.meta.get("proctime"):
+            return exp.Anonymous(this="PROCTIME", expressions=[])
         if isinstance(node, exp.Column) and node.table and names.count(node.name.lower()) == 1:
             return exp.column(node.name, quoted=not _PLAIN.fullmatch(node.name))
         if isinstance(node, exp.Identifier) and node.quoted and _PLAIN.fullmatch(node.name):

@@ -199,6 +199,8 @@ def spark_sql(query: exp.Expression, table_windows: dict[str, str]) -> str:
         if isinstance(e, exp.Table) and isinstance(e.this, exp.Anonymous) and e.sql("spark") in table_windows:
             select = sqlglot.parse_one(f"SELECT * FROM {table_windows[e.sql('spark')]}", read="spark")
             return select.args["from_"].this
+        if name == "proctime" and not e.expressions:  # the recomputation's time
+            return exp.Anonymous(this="current_timestamp", expressions=[])
         if name in BOUND_FUNCTIONS:
             qualifier = "session_window" if name.startswith("session") else "window"
             return exp.column(BOUND_FUNCTIONS[name], table=qualifier)
