@@ -24,7 +24,12 @@ UPSERT_SHOWN = ["_op", "_tombstone", "_mtime", "_version", "_batch_id", "_emit_i
 
 def retract(changelog: DataFrame, plan: ViewPlan) -> DataFrame:
     columns = [c.name for c in plan.columns]
-    return _ordered(changelog.select(*[_col(c) for c in columns + SHOWN]), plan)
+    return _ordered(changelog.select(*[_col(c) for c in columns + SHOWN + _timing(plan)]), plan)
+
+
+def _timing(plan: ViewPlan) -> list[str]:
+    """`_emit_timing` for a windowed view (early, on_time, late); other views' rows have none."""
+    return ["_emit_timing"] if plan.window() else []
 
 
 def upsert(changelog: DataFrame, plan: ViewPlan) -> DataFrame:
@@ -36,7 +41,7 @@ def upsert(changelog: DataFrame, plan: ViewPlan) -> DataFrame:
     values = [_col(c.name) if c.name in plan.key else F.when(deleted, F.lit(None)).otherwise(_col(c.name))
               .alias(c.name) for c in plan.columns]
     rows = changelog.where(F.col("_op") != "-U").select(*values, "_op", deleted.alias("_tombstone"),
-                                                        *[c for c in UPSERT_SHOWN[2:]])
+                                                        *[c for c in UPSERT_SHOWN[2:]], *_timing(plan))
     return _ordered(rows, plan)
 
 

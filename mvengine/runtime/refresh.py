@@ -44,6 +44,7 @@ from mvengine.runtime.event_time import (
     WATERMARK,
     Watermarks,
     batch_watermarks,
+    has_event_time,
     hold_back,
     late_cutoff,
     late_rows,
@@ -353,8 +354,10 @@ class Refresher:
             return
         snapshot_before = _version_before(tables.snapshot, application, batch_id)
         moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
-        with profile.phase("watermark", spark=False):
-            marks = batch_watermarks(plan, self.catalog, refs, targets, tables.snapshot, snapshot_before)
+        marks = None
+        if has_event_time(plan, self.catalog):
+            with profile.phase("watermark", spark=False):
+                marks = batch_watermarks(plan, self.catalog, refs, targets, tables.snapshot, snapshot_before)
         computed = self._on_driver(plan, tables, inputs, refs, ranges, moved, application, batch_id,
                                    snapshot_before, profile, marks) if driver else None
         engine = "spark" if computed is None else "driver"
