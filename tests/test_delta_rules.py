@@ -30,11 +30,10 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame
 
 from mvengine.incremental.batch import Batch, collect_small
-from mvengine.incremental.compiler import DRIVER_RULES, RULES, view_delta, view_delta_on_driver
+from mvengine.incremental.compiler import view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, match
 from mvengine.incremental.driver import consolidated
 from mvengine.incremental.driver_expressions import NotOnDriver
-from mvengine.incremental.driver_support import DRIVER_NODES
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.project.catalog import Catalog, load_catalog
 from mvengine.project.config import load_config
@@ -252,7 +251,7 @@ def run_sql(spark, catalog: Catalog, view: str, contents: Contents) -> Counter:
     for name in catalog.sources:
         frame(spark, catalog, name, contents[name]).createOrReplaceTempView(name)
     plan = catalog.plans[view]
-    return Counter(tuple(r) for r in spark.sql(plan.view.query.sql("spark")).collect())
+    return Counter(tuple(r) for r in spark.sql(plan.spark_sql).collect())
 
 
 def check(spark, catalog: Catalog, view: str, examples: list[list[dict]]) -> None:
@@ -313,8 +312,3 @@ def test_delta_rule_output_is_the_change_of_its_sql(spark, catalog, view, seed):
 @given(seed=st.integers(0, 2**32 - 1))
 def test_delta_rule_of_a_shape_without_ex(spark, catalog, view, seed):
     check(spark, catalog, view, random_examples(seed, catalog, 1))
-
-
-def test_every_operator_with_a_delta_rule_has_its_driver_form():
-    """The driver computes every operator Spark does, and `mv plan` (driver_support) knows which those are."""
-    assert set(RULES) == set(DRIVER_RULES) == set(DRIVER_NODES)

@@ -116,7 +116,7 @@ def results(spark, catalog: Catalog) -> dict[str, list]:
         plan = catalog.plans.get(name)
         if plan is None:
             continue
-        df = spark.sql(plan.view.query.sql("spark")).toDF(*[c.name for c in plan.columns])
+        df = spark.sql(plan.spark_sql).toDF(*[c.name for c in plan.columns])
         rows = df.collect()
         out[name] = rows
         spark.createDataFrame(rows, df.schema).createOrReplaceTempView(name)

@@ -118,7 +118,7 @@ def test_corpus_types_are_sparks(spark, case, tmp_path):
         columns = ""
         if plan.view.column_names:
             columns = "(" + ", ".join(f"`{c}`" for c in plan.view.column_names) + ")"
-        spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} {columns} AS {plan.view.query.sql('spark')}")
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} {columns} AS {plan.spark_sql}")
         schema = spark.table(name).schema
         assert [c.name for c in plan.columns] == schema.names
         for column, field in zip(plan.columns, schema.fields):

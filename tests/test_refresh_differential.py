@@ -114,7 +114,7 @@ def check_snapshot(spark, catalog, name: str) -> None:
         ref = (TableRef(catalog.sources[input_name].path) if input_name in catalog.sources
                else view_tables(catalog.plans[input_name], {}).snapshot)
         read_table(spark, ref, version=version).createOrReplaceTempView(input_name)
-    expected = spark.sql(plan.view.query.sql("spark"))
+    expected = spark.sql(plan.spark_sql)
     assert bag(read_table(spark, tables.snapshot)) == bag(expected), f"{name} differs from its SQL"
 
 

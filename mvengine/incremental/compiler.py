@@ -4,41 +4,28 @@ Spark DataFrame (`view_delta`) or, for a small batch, an Arrow table computed on
 
 from __future__ import annotations
 
+from importlib import import_module
+
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from mvengine.incremental import (
-    aggregate,
-    distinct,
-    filter,
-    join,
-    project,
-    scan,
-    session_window,
-    union,
-    window_assign,
-)
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch
-from mvengine.plan.nodes import (
-    Aggregate,
-    Distinct,
-    Filter,
-    Join,
-    Node,
-    Project,
-    Scan,
-    SessionAggregate,
-    UnionAll,
-    WindowAssign,
-)
+from mvengine.plan.nodes import Node
+from mvengine.plan.operators import operators
 
-RULES = {Scan: scan.delta, Filter: filter.delta, Project: project.delta, Aggregate: aggregate.delta,
-         Distinct: distinct.delta, UnionAll: union.delta, Join: join.delta, WindowAssign: window_assign.delta,
-         SessionAggregate: session_window.delta}
-DRIVER_RULES = {Scan: scan.driver_delta, Filter: filter.driver_delta, Project: project.driver_delta,
-                Aggregate: aggregate.driver_delta, Distinct: distinct.driver_delta, UnionAll: union.driver_delta,
-                Join: join.driver_delta, WindowAssign: window_assign.driver_delta}
+
+def _rules(name: str) -> dict[type[Node], object]:
+    """Each operator's rule `name` (delta, driver_delta), from the module its operator names."""
+    found = {}
+    for node_type, operator in operators().items():
+        if operator.rule is not None and (name == "delta" or operator.on_driver):
+            found[node_type] = getattr(import_module(operator.rule), name)
+    return found
+
+
+RULES = _rules("delta")
+DRIVER_RULES = _rules("driver_delta")
 
 
 def supports(root: Node) -> bool:

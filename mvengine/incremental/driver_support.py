@@ -1,26 +1,14 @@
 """What the driver computes (incremental/driver.py), known from a view's plan alone: every operator has a driver
-rule, and every expression is in the subset that driver_expressions evaluates exactly as Spark does. No
+rule (plan/operators), and every expression is in the subset that driver_expressions evaluates exactly as Spark does. No
 pyarrow and no pyspark here, so that `mv plan` can say it without loading either."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import (
-    Aggregate,
-    Distinct,
-    Filter,
-    Join,
-    Node,
-    Project,
-    Scan,
-    SessionAggregate,
-    UnionAll,
-    WindowAssign,
-)
+from mvengine.plan.nodes import Aggregate, Node
+from mvengine.plan.operators import operator_of
 
-# incremental.compiler.DRIVER_RULES
-DRIVER_NODES = (Scan, Filter, Project, Aggregate, Distinct, UnionAll, Join, WindowAssign)
 COMPARISONS = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
                exp.LT: "less", exp.LTE: "less_equal"}
 ARITHMETIC = {exp.Add: "add_checked", exp.Sub: "subtract_checked", exp.Mul: "multiply_checked"}
@@ -33,10 +21,9 @@ _SUPPORTED = (exp.Column, exp.Paren, exp.Alias, exp.Literal, exp.Boolean, exp.Nu
 def not_on_driver(root: Node) -> str | None:
     """Why the view's batches can never be computed on the driver (None when small ones can)."""
     for node in root.walk():
-        if isinstance(node, SessionAggregate):
-            return "session windows are formed by Spark"
-        if not isinstance(node, DRIVER_NODES):
-            return f"{type(node).__name__} has no driver rule"
+        operator = operator_of(node)
+        if operator is None or not operator.on_driver:
+            return f"{type(node).__name__} has no driver rule: Spark computes it"
         for e in _evaluated(node):
             reason = unsupported(e)
             if reason is not None:

@@ -9,7 +9,7 @@ become `Opaque` nodes or full-refresh reasons; they are planned, never rejected.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from sqlglot import exp
 
@@ -28,10 +28,21 @@ from mvengine.plan.nodes import (
     SessionAggregate,
     UnionAll,
     WindowAssign,
+    conjunction,
     conjuncts,
     requalify,
     show,
     show_name,
+)
+from mvengine.plan.rewrites.decorrelate import constant_key, split_correlation
+from mvengine.plan.rewrites.joins import JoinStep, build_joins, equality, join_kind, push_equalities
+from mvengine.plan.scope import (
+    Relation,
+    Scope,
+    field_named,
+    nullable,
+    resolve,
+    scope_fields,
 )
 from mvengine.plan.types import aggregate_type, build, infer_nullable, infer_type, wider_type
 from mvengine.plan.windows import (
@@ -42,41 +53,6 @@ from mvengine.plan.windows import (
     group_window,
     table_window,
 )
-
-
-@dataclass(frozen=True)
-class Relation:
-    """A source or view, as a name in FROM sees it."""
-
-    name: str
-    kind: str  # "source" or "view"
-    fields: tuple[Field, ...]
-    key: tuple[int, ...] | None
-    append_only: bool
-
-
-@dataclass
-class Scope:
-    """The relations visible in one SELECT, by alias; `outer` for correlated subqueries."""
-
-    relations: list[tuple[str, Node]] = field(default_factory=list)
-    using: dict[str, exp.Expression] = field(default_factory=dict)  # USING column (lower-case) → merged value
-    outer: Scope | None = None
-
-    def find(self, alias: str) -> Node | None:
-        return next((node for a, node in self.relations if a.lower() == alias.lower()), None)
-
-    def columns(self) -> list[str]:
-        return [f.name for _, node in self.relations for f in node.fields]
-
-
-@dataclass
-class _JoinStep:
-    kind: str
-    alias: str
-    node: Node
-    equi: list[tuple[exp.Expression, exp.Expression]]
-    residual: list[exp.Expression]
 
 
 class Binder:
@@ -220,13 +196,13 @@ class Binder:
         return self._order_limit(q, node, (projections, scope))
 
     def _from(self, q: exp.Select, from_: exp.From, scope: Scope,
-              ctes: dict[str, Node]) -> tuple[Node, list[_JoinStep]]:
+              ctes: dict[str, Node]) -> tuple[Node, list[JoinStep]]:
         """The first FROM item and the join steps after it; the WHERE clause may still add join conditions."""
         alias, first = self._from_item(from_.this, scope, ctes)
         scope.relations.append((alias, first))
-        steps: list[_JoinStep] = []
+        steps: list[JoinStep] = []
         for j in q.args.get("joins") or []:
-            kind = _join_kind(j)
+            kind = join_kind(j)
             if kind is None:
                 raise self.error(f"unsupported join: {_first_words(j)}", j,
                                  hint="use [INNER | LEFT | RIGHT | FULL] [OUTER] JOIN ... ON, CROSS JOIN, "
@@ -237,13 +213,13 @@ class Binder:
                                  hint="give each table in FROM its own alias, e.g. FROM orders a JOIN orders b")
             left_aliases = [a for a, _ in scope.relations]
             scope.relations.append((alias, right))
-            step = _JoinStep(kind, alias, right, [], [])
+            step = JoinStep(kind, alias, right, [], [])
             if j.args.get("using"):
                 self._using(j, step, scope, left_aliases)
             elif j.args.get("on") is not None:
                 for conjunct in conjuncts(j.args["on"]):
                     bound = self.bind(conjunct, scope)
-                    pair = _equality(bound, set(a.lower() for a in left_aliases), alias.lower())
+                    pair = equality(bound, set(a.lower() for a in left_aliases), alias.lower())
                     if pair:
                         step.equi.append(pair)
                     else:
@@ -254,9 +230,9 @@ class Binder:
                 scope.relations.pop()  # the right side of a semi/anti join is not visible after it
             # After an outer join, the NULL-padded side's columns can be NULL (for the expressions above it).
             if kind in ("left", "full"):
-                scope.relations[-1] = (alias, _nullable(right))
+                scope.relations[-1] = (alias, nullable(right))
             if kind in ("right", "full"):
-                scope.relations[:-1] = [(a, _nullable(n)) for a, n in scope.relations[:-1]]
+                scope.relations[:-1] = [(a, nullable(n)) for a, n in scope.relations[:-1]]
             steps.append(step)
         return first, steps
 
@@ -292,14 +268,14 @@ class Binder:
         scope.relations.append((alias, Opaque(fields=fields, what="LATERAL VIEW")))
         return fields
 
-    def _using(self, j: exp.Join, step: _JoinStep, scope: Scope, left_aliases: list[str]) -> None:
+    def _using(self, j: exp.Join, step: JoinStep, scope: Scope, left_aliases: list[str]) -> None:
         for ident in j.args["using"]:
             name = ident.name
-            left = self._resolve_in(name, None, Scope(relations=[r for r in scope.relations
+            left = self._resolve(name, None, Scope(relations=[r for r in scope.relations
                                                                  if r[0] in left_aliases], using=scope.using),
                                     ident)
             right_node = scope.relations[-1][1]
-            right_field = _field_named(right_node, name)
+            right_field = field_named(right_node, name)
             if right_field is None:
                 raise self.error(f"USING column {name!r} is not a column of {step.alias}", ident,
                                  hint=did_you_mean(name, [f.name for f in right_node.fields], "its columns"))
@@ -372,9 +348,9 @@ class Binder:
         _, inner = self._from_item(exp.Table(this=exp.to_identifier(name)), scope, ctes)
         inner = requalify(inner, alias)
         time = self._event_time(spec.time, Scope(relations=[(alias, inner)], outer=scope.outer), spec)
-        bounds = (Field("window_start", time.type, False, alias, False, "start"),
-                  Field("window_end", time.type, False, alias, False, "end"),
-                  Field("window_time", time.type, False, alias, True, None))
+        bounds = (Field("window_start", time.type, True, alias, False, "start"),  # nullable, as Spark's window()
+                  Field("window_end", time.type, True, alias, False, "end"),
+                  Field("window_time", time.type, True, alias, True, None))
         columns = ", ".join(show_name(f.name) for f in inner.fields)
         self.table_windows[item.sql("spark")] = (
             f"(SELECT {columns}, `window`.start AS window_start, `window`.end AS window_end, "
@@ -450,7 +426,7 @@ class Binder:
 
     # -- WHERE ------------------------------------------------------------------------------------------------
 
-    def _where(self, predicate: exp.Expression | None, first: Node, steps: list[_JoinStep],
+    def _where(self, predicate: exp.Expression | None, first: Node, steps: list[JoinStep],
                laterals: list[tuple[Field, ...]], scope: Scope, ctes: dict[str, Node]) -> Node:
         semi_joins: list[Join] = []
         rest: list[exp.Expression] = []
@@ -460,29 +436,15 @@ class Binder:
                 semi_joins.append(semi)
             else:
                 rest.append(self.bind(conjunct, scope))
-        # An equality in WHERE between two relations of an inner or cross join is that join's condition,
-        # unless a later RIGHT or FULL join could NULL-pad those relations (then the WHERE must stay above it).
-        preserved = max((i for i, step in enumerate(steps) if step.kind in ("right", "full")), default=-1)
-        remaining = []
-        for conjunct in rest:
-            left = {scope.relations[0][0].lower()}
-            for i, step in enumerate(steps):
-                pushable = i > preserved and step.kind in ("inner", "cross")
-                pair = _equality(conjunct, left, step.alias.lower()) if pushable else None
-                if pair:
-                    step.equi.append(pair)
-                    break
-                left.add(step.alias.lower())
-            else:
-                remaining.append(conjunct)
-        node = _build_joins(first, steps)
+        remaining = push_equalities(rest, scope, steps)
+        node = build_joins(first, steps)
         for lateral_fields in laterals:
             node = Opaque(fields=node.fields + lateral_fields, inputs=(node,), what="LATERAL VIEW",
                           reason="LATERAL VIEW is recomputed in full")
         for semi in semi_joins:
             node = replace(semi, fields=node.fields, left=node)
         if remaining:
-            node = Filter(fields=node.fields, child=node, predicate=_and(remaining))
+            node = Filter(fields=node.fields, child=node, predicate=conjunction(remaining))
         return node
 
     def _semi_join(self, conjunct: exp.Expression, scope: Scope, ctes) -> Join | None:
@@ -505,7 +467,7 @@ class Binder:
                 raise self.error(f"the subquery of IN must select one column, not {len(sub.fields)}", query)
             bound_probe = self.bind(probe, scope)
         kind = "anti" if negated else "semi"
-        split = _split_correlation(sub)
+        split = split_correlation(sub)
         if split is None:
             self.full("a correlated subquery other than WHERE inner = outer equalities")
             right, pairs = sub, []
@@ -515,7 +477,7 @@ class Binder:
         if split is not None and not pairs and probe is None:
             # An uncorrelated [NOT] EXISTS: either every row of the left side matches or none does. One constant
             # key on both sides makes it the equi semi (anti) join the join rule maintains.
-            equi.append((_constant_key(), _constant_key()))
+            equi.append((constant_key(), constant_key()))
         if probe is not None:
             inner_expr = sub.projections[0] if isinstance(sub, Project) and split and right is not sub \
                 else sub.fields[0].ref()
@@ -564,7 +526,7 @@ class Binder:
                 agg_refs.append(self._agg_field(e, len(aggregates) - 1).ref())
                 return agg_refs[-1]
             if isinstance(e, exp.Column) and not e.meta.get("outer"):
-                name = show(e, _scope_fields(scope))
+                name = show(e, scope_fields(scope))
                 raise self.error(f"column {name} is neither in GROUP BY nor inside an aggregate", e,
                                  hint=f"add it to GROUP BY, or aggregate it (e.g. MAX({name}))")
             if isinstance(e, exp.Query):
@@ -681,6 +643,9 @@ class Binder:
                 seen[f.name.lower()] = i
         return tuple(fields)
 
+    def _resolve(self, name: str, table: str | None, scope: Scope, at: exp.Expression) -> exp.Expression:
+        return resolve(name, table, scope, at, self.error)
+
     def bind(self, e: exp.Expression, scope: Scope, aggregates: bool = False) -> exp.Expression:
         """A copy of `e` whose columns are resolved in `scope` (typed, quoted, qualified by FROM alias)."""
         e = e.copy().transform(_processing_time)
@@ -696,7 +661,7 @@ class Binder:
                 raise self.error(f"aggregate {show(node)} is not allowed here", node,
                                  hint="aggregates belong in SELECT and HAVING of a grouped query")
         for column in replacements:
-            bound = self._resolve_in(column.name, column.table or None, scope, column)
+            bound = self._resolve(column.name, column.table or None, scope, column)
             if "line" in column.this.meta:  # keep the position, for errors found later (e.g. GROUP BY checks)
                 bound.meta.update({k: v for k, v in column.this.meta.items() if k in ("line", "col", "start", "end")})
             if column is e:
@@ -712,50 +677,7 @@ class Binder:
                     agg.type = result
         return e
 
-    def _resolve_in(self, name: str, table: str | None, scope: Scope, at: exp.Expression) -> exp.Expression:
-        depth = 0
-        current: Scope | None = scope
-        while current is not None:
-            if table is None and name.lower() in current.using:
-                return _mark_outer(current.using[name.lower()].copy(), depth)
-            if table is not None:
-                node = current.find(table)
-                if node is not None:
-                    f = _field_named(node, name)
-                    if f is None:
-                        raise self.error(f"unknown column {table}.{name}", at,
-                                         hint=did_you_mean(name, [x.name for x in node.fields],
-                                                           f"the columns of {table}"))
-                    return _bound(f, depth)
-            else:
-                hits = [(alias, f) for alias, node in current.relations
-                        if (f := _field_named(node, name)) is not None]
-                if len(hits) > 1:
-                    where = " and ".join(alias for alias, _ in hits)
-                    raise self.error(f"column {name!r} is ambiguous: it is a column of {where}", at,
-                                     hint="qualify it: " + " or ".join(f"{a}.{name}" for a, _ in hits))
-                if hits:
-                    return _bound(hits[0][1], depth)
-            current = current.outer
-            depth += 1
-        if table is not None:
-            aliases = [a for s in _scopes(scope) for a, _ in s.relations]
-            raise self.error(f"unknown table alias {table!r} in {table}.{name}", at,
-                             hint=did_you_mean(table, aliases, "the tables in FROM"))
-        raise self.error(f"unknown column {name!r}", at, hint=did_you_mean(name, scope.columns(), "columns"))
-
-
 # -- helpers ------------------------------------------------------------------------------------------------------
-
-
-def _bound(f: Field, depth: int) -> exp.Column:
-    column = f.ref()
-    column.meta["bound"] = True
-    column.meta["time_attr"] = f.time_attr
-    column.meta["window_bound"] = f.window_bound
-    if depth:
-        column.meta["outer"] = depth
-    return column
 
 
 MTIME = "_mtime"  # incremental/zset.MTIME: every change row's commit time (not imported: no pyspark here)
@@ -772,14 +694,6 @@ def _processing_time(e: exp.Expression) -> exp.Expression:
     return column
 
 
-def _mark_outer(e: exp.Expression, depth: int) -> exp.Expression:
-    for column in e.find_all(exp.Column):
-        column.meta["bound"] = True
-        if depth:
-            column.meta["outer"] = depth
-    return e
-
-
 def _marker(e: exp.Expression) -> exp.Expression:
     e = e.copy()
     for column in e.find_all(exp.Column):
@@ -789,24 +703,6 @@ def _marker(e: exp.Expression) -> exp.Expression:
 
 def _field_name(e: exp.Expression) -> str:
     return e.name if isinstance(e, exp.Column) else next(e.find_all(exp.Column)).name
-
-
-def _nullable(node: Node) -> Node:
-    return replace(node, fields=tuple(replace(f, nullable=True) for f in node.fields))
-
-
-def _field_named(node: Node, name: str) -> Field | None:
-    return next((f for f in node.fields if f.name.lower() == name.lower()), None)
-
-
-def _scope_fields(scope: Scope) -> tuple[Field, ...]:
-    return tuple(f for _, node in scope.relations for f in node.fields)
-
-
-def _scopes(scope: Scope | None):
-    while scope is not None:
-        yield scope
-        scope = scope.outer
 
 
 def _position(at: exp.Expression | None) -> tuple[int | None, int | None]:
@@ -823,130 +719,9 @@ def _position(at: exp.Expression | None) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _constant_key() -> exp.Expression:
-    key = exp.Literal.number(1)
-    key.type = build("INT")
-    key.meta["nullable"] = False
-    return key
-
-
 def _first_words(e: exp.Expression) -> str:
     text = e.sql("spark")
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _and(parts: list[exp.Expression]) -> exp.Expression:
-    result = parts[0]
-    for p in parts[1:]:
-        result = exp.And(this=result, expression=p)
-    result.type = build("BOOLEAN")
-    return result
-
-
-def _qualifiers(e: exp.Expression) -> set[str]:
-    return {c.table.lower() for c in e.find_all(exp.Column) if c.table and not c.meta.get("outer")}
-
-
-def _equality(e: exp.Expression, left: set[str], right: str):
-    """(left expr, right expr) when `e` is `l = r` with l over the `left` aliases and r over `right`."""
-    if not isinstance(e, exp.EQ):
-        return None
-    a, b = e.this, e.expression
-    qa, qb = _qualifiers(a), _qualifiers(b)
-    if qa and qb and qa <= left and qb == {right}:
-        return a, b
-    if qa and qb and qb <= left and qa == {right}:
-        return b, a
-    return None
-
-
-def _join_kind(j: exp.Join) -> str | None:
-    side = (j.side or "").upper()
-    kind = (j.kind or "").upper()
-    if j.args.get("method") or kind == "NATURAL":
-        return None
-    if kind == "SEMI":
-        return "semi"
-    if kind == "ANTI":
-        return "anti"
-    if kind == "CROSS":
-        return "cross"
-    if side in ("LEFT", "RIGHT", "FULL"):
-        return side.lower()
-    if kind in ("", "INNER", "OUTER"):
-        return "inner"
-    return None
-
-
-def _build_joins(first: Node, steps: list[_JoinStep]) -> Node:
-    node = first
-    for step in steps:
-        left_fields, right_fields = node.fields, step.node.fields
-        if step.kind in ("right", "full"):
-            left_fields = tuple(replace(f, nullable=True) for f in left_fields)
-        if step.kind in ("left", "full"):
-            right_fields = tuple(replace(f, nullable=True) for f in right_fields)
-        fields = left_fields if step.kind in ("semi", "anti") else left_fields + right_fields
-        fields = tuple(replace(f, time_attr=False) for f in fields) if step.kind not in ("semi", "anti") else fields
-        kind = "inner" if step.kind == "cross" and step.equi else step.kind
-        node = Join(fields=fields, left=node, right=step.node, kind=kind, equi=tuple(step.equi),
-                    residual=_and(step.residual) if step.residual else None)
-    return node
-
-
-def _leftmost(node: Node, depth: int) -> Node:
-    for _ in range(depth):
-        assert isinstance(node, Join)
-        node = node.left
-    return node
-
-
-def _correlated(node: Node) -> bool:
-    return any(_has_outer(e) for n in node.walk() for e in n.expressions())
-
-
-def _has_outer(e: exp.Expression) -> bool:
-    return any(c.meta.get("outer") for c in e.find_all(exp.Column))
-
-
-def _split_correlation(sub: Node):
-    """For a subquery `SELECT ... FROM x WHERE inner = outer AND p`: (Filter(x, p), [(outer, inner), ...]).
-
-    None when the correlation is anything else (the caller plans the view in full).
-    """
-    project = sub if isinstance(sub, Project) else None
-    body = project.child if project is not None else sub
-    if not isinstance(body, Filter):
-        return None if _correlated(sub) else (sub, [])
-    if project is not None and any(_has_outer(p) for p in project.projections):
-        return None
-    pairs, rest = [], []
-    for conjunct in conjuncts(body.predicate):
-        if not _has_outer(conjunct):
-            rest.append(conjunct)
-            continue
-        if not isinstance(conjunct, exp.EQ):
-            return None
-        a, b = conjunct.this, conjunct.expression
-        if _has_outer(a) and not _has_outer(b) and all(c.meta.get("outer") for c in a.find_all(exp.Column)):
-            pairs.append((_strip_outer(a), b))
-        elif _has_outer(b) and not _has_outer(a) and all(c.meta.get("outer") for c in b.find_all(exp.Column)):
-            pairs.append((_strip_outer(b), a))
-        else:
-            return None
-    if _correlated(body.child):
-        return None
-    right = Filter(fields=body.child.fields, child=body.child, predicate=_and(rest)) if rest else body.child
-    if project is not None and not pairs:
-        return sub, []
-    return right, pairs
-
-
-def _strip_outer(e: exp.Expression) -> exp.Expression:
-    e = e.copy()
-    for c in e.find_all(exp.Column):
-        c.meta.pop("outer", None)
-    return e
 
 
 def _is_aggregate(e: exp.Expression) -> bool:

@@ -311,6 +311,14 @@ def conjuncts(e: exp.Expression) -> list[exp.Expression]:
     return [e]
 
 
+def conjunction(parts: list[exp.Expression]) -> exp.Expression:
+    result = parts[0]
+    for p in parts[1:]:
+        result = exp.And(this=result, expression=p)
+    result.type = exp.DataType.build("BOOLEAN")
+    return result
+
+
 def _is_ref_to(expression: exp.Expression, target: Field) -> bool:
     return (isinstance(expression, exp.Column) and expression.name == target.name
             and (expression.table or None) == target.qualifier)

@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 from mvengine.errors import SqlError
 from mvengine.names import RESERVED_VIEW_COLUMNS
 from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, is_deterministic, state_of
-from mvengine.plan.binder import Binder, Relation
+from mvengine.plan.binder import Binder
 from mvengine.plan.nodes import Aggregate, Field, Node, WindowAssign, show, show_name
+from mvengine.plan.scope import Relation
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import spark_sql
 from mvengine.sql.views import ViewDef

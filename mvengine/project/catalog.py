@@ -9,8 +9,8 @@ from sqlglot import exp
 
 from mvengine.errors import ConfigError, SqlError
 from mvengine.names import did_you_mean
-from mvengine.plan.binder import Relation
 from mvengine.plan.nodes import Field
+from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, plan_view
 from mvengine.project.config import Config
 from mvengine.project.dag import build_dag, check_acyclic, topological_order

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from mvengine.incremental.driver import consolidated
 from mvengine.incremental.state import StateStore
-from mvengine.plan.analysis import windowed
+from mvengine.plan.operators.aggregate import windowed
 from mvengine.plan.nodes import WindowAssign
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog

@@ -1,0 +1,35 @@
+"""Join (inner, outer, semi, anti, by equalities): the changes of each side joined with the other side as it was
+before the batch, and with each other (each side is read at the batch's input versions: no state). Inner, cross
+and semi joins are monotone (append-only over append-only inputs); outer and anti joins retract (a first match
+retracts a NULL-padded row)."""
+
+from __future__ import annotations
+
+from mvengine.plan.nodes import Aggregate, Distinct, Join
+from mvengine.plan.operators import Claim, Operator
+
+
+def append_only(node: Join, claim: Claim) -> bool:
+    return node.kind in ("inner", "cross", "semi") and all(claim(c) for c in node.children)
+
+
+def state(node: Join, claim: Claim, purged: bool) -> tuple[str, bool]:
+    return "join: none (each side read at the batch's input versions)", True
+
+
+def full_reasons(node: Join) -> list[str]:
+    reasons = []
+    if not node.equi:
+        reasons.append("a join without an equality condition (cross join)")
+    if node.null_aware:
+        reasons.append("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
+    if node.kind != "inner" and node.conditions()[2]:
+        reasons.append(f"a {node.kind} join whose ON condition compares the two sides other than by equality")
+    for side in node.children:
+        if any(isinstance(n, (Aggregate, Distinct)) for n in side.walk()):
+            reasons.append("an aggregate or DISTINCT inside a join's input: make that subquery a view of its own, "
+                           "and join the view")
+    return reasons
+
+
+OPERATOR = Operator(Join, "mvengine.incremental.join", True, append_only, state, full_reasons)

@@ -1,0 +1,14 @@
+"""Opaque: what the incremental compiler does not understand (top-N, LIMIT, INTERSECT, LATERAL VIEW, ...): no
+rule, so the view is recomputed in full, for the reason the binder gave."""
+
+from __future__ import annotations
+
+from mvengine.plan.nodes import Opaque
+from mvengine.plan.operators import Operator, never_append_only, no_state
+
+
+def full_reasons(node: Opaque) -> list[str]:
+    return [node.reason or f"{node.what} is recomputed in full"]
+
+
+OPERATOR = Operator(Opaque, None, False, never_append_only, no_state, full_reasons)

@@ -1,0 +1,54 @@
+"""The operator registry (plan/operators): every plan node type has one module declaring its delta rule, its
+append-only claim, its state and its reasons to fall back to full; analysis and the compiler ask it."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from importlib import import_module
+
+from mvengine.incremental.compiler import DRIVER_RULES, RULES
+from mvengine.plan import nodes
+from mvengine.plan.analysis import full_refresh_reasons, is_append_only, state_of
+from mvengine.plan.nodes import Field, Node, Opaque
+from mvengine.plan.operators import operators
+from mvengine.plan.types import build
+
+
+def _node_types() -> list[type[Node]]:
+    return [c for _, c in inspect.getmembers(nodes, inspect.isclass)
+            if issubclass(c, Node) and c is not Node and c.__module__ == nodes.__name__]
+
+
+def test_every_plan_node_type_has_an_operator():
+    missing = [t.__name__ for t in _node_types() if t not in operators()]
+    assert missing == [], f"plan nodes without an operator module (plan/operators): {missing}"
+
+
+def test_an_operator_has_its_rules_or_states_why_not():
+    for node_type, operator in operators().items():
+        if operator.rule is None:
+            # No rule: it must say why the view is recomputed, whatever the node holds.
+            reasons = operator.full_reasons(Opaque(fields=(), what="x", reason="")) if node_type is Opaque else []
+            assert reasons and all(reasons), f"{node_type.__name__} has no rule and states no reason"
+            assert node_type not in RULES
+            continue
+        module = import_module(operator.rule)
+        assert callable(getattr(module, "delta", None)), f"{operator.rule} has no delta rule"
+        assert RULES[node_type] is module.delta
+        if operator.on_driver:
+            assert DRIVER_RULES[node_type] is module.driver_delta
+        else:
+            assert node_type not in DRIVER_RULES
+
+
+@dataclass(frozen=True, eq=False)
+class Mystery(Node):
+    """A node type no operator module declares."""
+
+
+def test_analysis_asks_the_registry_and_refuses_an_unknown_node():
+    unknown = Mystery(fields=(Field("x", build("INT"), True),))
+    assert full_refresh_reasons(unknown) == ["Mystery has no incremental rule"]
+    assert not is_append_only(unknown)
+    assert state_of(unknown, "incremental").description == "none"
