@@ -3,6 +3,7 @@ temporary folders."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,18 @@ def rows(df) -> list[tuple]:
 def bag(df) -> list[str]:
     """A DataFrame's rows as a sorted list of reprs: a bag where NaN equals NaN."""
     return sorted(repr(tuple(r)) for r in df.collect())
+
+
+SCORES_DAY = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
+
+
+def add_scores(catalog, rows: list[tuple[str, int, int]]) -> None:
+    """Append scores (team, score, seconds after 12:00 on SCORES_DAY) to the source `scores` (team STRING,
+    score INT, ts TIMESTAMP) of the event-time tests."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(TableRef(catalog.sources["scores"].path).uri, pa.table({
+        "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32()),
+        "ts": pa.array([SCORES_DAY + dt.timedelta(seconds=r[2]) for r in rows], pa.timestamp("us", tz="UTC"))}),
+        mode="append")

@@ -4,13 +4,9 @@ held in the view's state and come out once due, by a refresh with no new input, 
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 import time
 from pathlib import Path
-
-import pyarrow as pa
-from deltalake import write_deltalake
 
 from mvengine.api import Project
 from mvengine.project.catalog import load_catalog
@@ -18,6 +14,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_arrow
 from mvengine.storage.tables import TableRef
+from tests.conftest import add_scores
 
 SOURCES = """
 CREATE TABLE scores (team STRING, score INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10' SECOND)
@@ -32,7 +29,6 @@ CREATE MATERIALIZED VIEW late_delayed AS
 SELECT team, window.end AS window_end, SUM(score) AS total FROM scores GROUP BY team, window(ts, '1 minute')
 EMIT WHEN WATERMARK PAST window_end AND THEN AFTER INTERVAL '2' SECOND;
 """
-DAY = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 
 
 def _project(root: Path) -> Path:
@@ -40,14 +36,6 @@ def _project(root: Path) -> Path:
     (root / "views" / "sources.sql").write_text(SOURCES)
     (root / "views" / "views.sql").write_text(VIEWS)
     return root
-
-
-def _add(catalog, rows: list[tuple[str, int, int]]) -> None:
-    """Scores (team, score, seconds after 12:00)."""
-    write_deltalake(TableRef(catalog.sources["scores"].path).uri, pa.table({
-        "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32()),
-        "ts": pa.array([DAY + dt.timedelta(seconds=r[2]) for r in rows], pa.timestamp("us", tz="UTC"))}),
-        mode="append")
 
 
 def _snapshot(catalog, view: str) -> list[tuple]:
@@ -67,11 +55,11 @@ def test_held_rows_come_out_when_due_by_a_refresh_without_new_input(spark, tmp_p
     reports = []
     refresher = Refresher(spark, config, catalog, report=reports.append)
     refresher.refresh()  # the source, and the views, empty
-    _add(catalog, [("x", 5, 10), ("x", 7, 80)])  # watermark 12:01:10: the 12:00-12:01 window is on time
+    add_scores(catalog, [("x", 5, 10), ("x", 7, 80)])  # watermark 12:01:10: the 12:00-12:01 window is on time
     refresher.refresh()
     assert _snapshot(catalog, "delayed") == []  # held two seconds
     assert _snapshot(catalog, "late_delayed") == [("x", "12:01", 5)]
-    _add(catalog, [("x", 3, 20)])  # late for 12:00-12:01: held two seconds too
+    add_scores(catalog, [("x", 3, 20)])  # late for 12:00-12:01: held two seconds too
     refresher.refresh()
     assert _snapshot(catalog, "late_delayed") == [("x", "12:01", 5)]
     time.sleep(2.2)
@@ -95,7 +83,7 @@ def test_continuous_fires_a_due_timer_without_new_input(spark, tmp_path):
     stop = threading.Event()
     failure: list[BaseException] = []
     Refresher(spark, config, catalog).refresh()
-    _add(catalog, [("y", 4, 5)])
+    add_scores(catalog, [("y", 4, 5)])
 
     def keep_fresh() -> None:
         try:
@@ -133,7 +121,7 @@ def test_proctime_is_the_commit_time_of_the_change_that_brought_the_row(spark, t
     source = TableRef(catalog.sources["scores"].path)
     committed = {}
     for score in (1, 2):
-        _add(catalog, [("z", score, score)])
+        add_scores(catalog, [("z", score, score)])
         committed[score] = source.open().history(1)[0]["timestamp"]
         refresher.refresh()
     arrivals = read_arrow(view_tables(catalog.plans["arrivals"], {}).snapshot).to_pylist()

@@ -4,13 +4,10 @@ state bounded and `require_bounded_state` accepts the view. On the driver and in
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
 
 from mvengine.errors import SqlError
 from mvengine.project.catalog import load_catalog
@@ -20,6 +17,7 @@ from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_arrow
 from mvengine.storage.tables import TableRef
+from tests.conftest import add_scores
 
 SOURCES = """
 CREATE TABLE scores (team STRING, score INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10' SECOND)
@@ -30,7 +28,6 @@ CREATE MATERIALIZED VIEW per_minute WITH ('allowed_lateness' = '30 seconds') AS
 SELECT team, window.end AS window_end, SUM(score) AS total, MAX(score) AS top
 FROM scores GROUP BY team, window(ts, '1 minute');
 """
-DAY = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 
 
 def _project(root: Path, views: str = VIEW, conf: str = "[plan]\nrequire_bounded_state = true\n") -> Path:
@@ -40,14 +37,6 @@ def _project(root: Path, views: str = VIEW, conf: str = "[plan]\nrequire_bounded
     (root / "views" / "views.sql").write_text(views)
     (root / "conf" / "mvengine.toml").write_text(conf)
     return root
-
-
-def _add(catalog, rows: list[tuple[str, int, int]]) -> None:
-    """Scores (team, score, seconds after 12:00)."""
-    write_deltalake(TableRef(catalog.sources["scores"].path).uri, pa.table({
-        "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32()),
-        "ts": pa.array([DAY + dt.timedelta(seconds=r[2]) for r in rows], pa.timestamp("us", tz="UTC"))}),
-        mode="append")
 
 
 @pytest.mark.parametrize("engine", ["driver", "spark"])
@@ -61,9 +50,9 @@ def test_rows_later_than_the_lateness_are_kept_aside_and_old_windows_leave_state
     reports = []
     refresher = Refresher(spark, config, catalog, report=reports.append)
     refresher.refresh()
-    _add(catalog, [("x", 1, 10), ("x", 2, 150)])  # the watermark reaches 12:02:20
+    add_scores(catalog, [("x", 1, 10), ("x", 2, 150)])  # the watermark reaches 12:02:20
     refresher.refresh()
-    _add(catalog, [("x", 4, 100), ("x", 8, 115), ("x", 16, 30)])  # before 12:01:50: 4 and 16 are too late
+    add_scores(catalog, [("x", 4, 100), ("x", 8, 115), ("x", 16, 30)])  # before 12:01:50: 4 and 16 are too late
     reports.clear()
     refresher.refresh()
     assert {r.engine for r in reports} == {engine}
