@@ -17,7 +17,6 @@ holds each window's changes that long after its first pending change, whatever t
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,13 +26,12 @@ import pyarrow.compute as pc
 
 from mvengine.incremental.driver import consolidated
 from mvengine.incremental.state import StateStore
-from mvengine.plan.operators.aggregate import windowed
 from mvengine.plan.nodes import WindowAssign
+from mvengine.plan.operators.aggregate import windowed
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
-from mvengine.sql.time_syntax import unit_micros
 from mvengine.storage.tables import TableRef, commit_metadata
 
 WATERMARK = "mvengine.watermark"
@@ -48,12 +46,6 @@ class Watermarks:
 
     before: int | None
     after: int | None
-
-
-def delay_micros(source: SourceDef) -> int:
-    """The delay of `WATERMARK FOR ts AS ts - INTERVAL '5' SECOND` (0 for `AS ts`)."""
-    m = re.search(r"-\s*INTERVAL\s+'?(\d+)'?\s+([A-Za-z]+)", source.watermark.expression, re.IGNORECASE)
-    return int(m.group(1)) * (unit_micros(m.group(2)) or 0) if m else 0
 
 
 def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | None:
@@ -75,7 +67,7 @@ def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | No
     latest = pc.max(rows.column(column))
     if not latest.is_valid:
         return None
-    return latest.cast(pa.int64()).as_py() - delay_micros(source)
+    return latest.cast(pa.int64()).as_py() - source.watermark.delay
 
 
 def has_event_time(plan: ViewPlan, catalog: Catalog) -> bool:

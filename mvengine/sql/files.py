@@ -29,6 +29,7 @@ class Watermark:
     column: str
     expression: str  # e.g. "ts - INTERVAL '5' SECOND"
     line: int
+    delay: int = 0  # microseconds the watermark stays behind the largest event time (sql/sources.py reads it)
 
 
 @dataclass(frozen=True)

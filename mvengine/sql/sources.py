@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import did_you_mean, validate_name
 from mvengine.project.config import Config, join_uri
 from mvengine.sql.files import Statement, Watermark
+from mvengine.sql.time_syntax import unit_micros
 from mvengine.sql.types import arrow_type
 
 SOURCE_OPTIONS = {"path", "append_only"}
@@ -78,7 +80,8 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     watermark = statement.watermark
     if watermark:
         column = _require_column(watermark.column, columns, where, "WATERMARK FOR")
-        watermark = Watermark(column, watermark.expression, watermark.line)
+        watermark = Watermark(column, watermark.expression, watermark.line,
+                              _watermark_delay(watermark, column, fields, where))
     options = _options(tree, where)
     unknown = set(options) - SOURCE_OPTIONS
     if unknown:
@@ -90,6 +93,21 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     path = config.table_path(options["path"], where) if "path" in options else join_uri(config.sources_dir(), name)
     return SourceDef(name, statement.file, statement.line, pa.schema(fields), tuple(sql_types), path, key,
                      append_only == "true", watermark)
+
+
+def _watermark_delay(watermark: Watermark, column: str, fields: list[pa.Field], where: dict) -> int:
+    """The delay of `WATERMARK FOR ts AS ts - INTERVAL 'n' UNIT` (or `AS ts`: none), in microseconds."""
+    at = {**where, "line": watermark.line}
+    if not pa.types.is_timestamp(next(f.type for f in fields if f.name == column)):
+        raise SqlError(f"WATERMARK FOR {column}: the column is not a TIMESTAMP", **at,
+                       hint="declare the watermark on the table's event-time column (TIMESTAMP)")
+    m = re.fullmatch(r"`?(\w+)`?\s*(?:-\s*INTERVAL\s+'(\d+)'\s+([A-Za-z]+))?", watermark.expression.strip(),
+                     re.IGNORECASE)
+    micros = unit_micros(m.group(3)) if m and m.group(3) else 1 if m else None
+    if m is None or m.group(1).lower() != column.lower() or micros is None:
+        raise SqlError(f"cannot read the watermark {watermark.expression!r}", **at,
+                       hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column})")
+    return int(m.group(2)) * micros if m.group(2) else 0
 
 
 def _options(tree: exp.Create, where: dict) -> dict[str, str]:
