@@ -1,86 +1,38 @@
 """GROUP BY aggregates (seed 003): per-group accumulators in state, and a change only for groups whose output
 changed — `-old +new` for an update, `+new` for a group's first row, `-old` when its row count reaches zero.
 
-State table `n<i>_acc`: the group columns, `_n` (rows in the group), and per aggregate what it needs:
-COUNT(x) a count of non-NULL values; SUM and AVG a sum and that count; MIN and MAX over an append-only input
-the current extreme; everything else the current value, with the values themselves counted in a multiset
-table `n<i>_ms<j>` (group, value, count) so that the next MIN/MAX can be found when the current one is deleted,
-and DISTINCT aggregates know when a value appears or disappears. An aggregate without GROUP BY has one row,
-which exists even when its input is empty (COUNT = 0, SUM = NULL).
+State table `n<i>_acc`: the group columns, `_n` (rows in the group), and each aggregate's accumulators
+(incremental/accumulators.py: one class per aggregate, its math in its docstring); the values of MIN/MAX over an
+input that deletes, and of DISTINCT aggregates, are counted in a multiset table `n<i>_ms<j>` (group, value,
+count). An aggregate without GROUP BY has one row, which exists even when its input is empty (COUNT = 0,
+SUM = NULL).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from sqlglot import exp
 
+from mvengine.incremental.accumulators import COUNT, Accumulator, accumulator, no_nan
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import DriverBatch, align, concat, extreme, group_by, match, normalized, zset
+from mvengine.incremental.driver import DriverBatch, align, concat, group_by, match, normalized, zset
 from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate
 from mvengine.incremental.zset import MTIME, WEIGHT, null_safe_equal, quote
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.nodes import Aggregate
-from mvengine.plan.types import aggregate_type, type_name
+from mvengine.plan.types import type_name
 
-COUNT = "_n"
 DELETE = "_delete"
 
 
-@dataclass(frozen=True)
-class _Agg:
-    """One aggregate call and where its accumulators live."""
-
-    index: int
-    kind: str  # count_star, count, sum, avg, min, max, count_distinct, sum_distinct
-    argument: str | None  # Spark SQL of the argument
-    sum_type: str | None  # Spark type of the running sum (SUM, AVG)
-    result_type: str
-    multiset: int | None  # which multiset table holds its values
-    expression: exp.Expression | None = field(default=None, compare=False)  # the argument (None for *)
-
-    @property
-    def value(self) -> str:  # the accumulator holding the current output (min, max, distinct ones)
-        return f"_v{self.index}"
-
-    @property
-    def count(self) -> str:
-        return f"_c{self.index}"
-
-    @property
-    def sum(self) -> str:
-        return f"_s{self.index}"
-
-
-def _describe(node: Aggregate) -> tuple[list[_Agg], list[str]]:
-    """The aggregates of the node, and the distinct arguments that need a multiset."""
-    aggs: list[_Agg] = []
+def _describe(node: Aggregate) -> tuple[list[Accumulator], list[str]]:
+    """The accumulators of the node's aggregates, and the distinct arguments that need a multiset."""
     multisets: list[str] = []
     append_only = is_append_only(node.child)
-    for i, (call, f) in enumerate(zip(node.aggregates, node.fields[len(node.groups):])):
-        distinct = isinstance(call.this, exp.Distinct)
-        arg_expr = call.this.expressions[0] if distinct else call.this
-        argument = None if isinstance(arg_expr, exp.Star) or arg_expr is None else arg_expr.sql("spark")
-        kind = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}[type(call)]
-        if kind == "count" and argument is None:
-            kind = "count_star"
-        if distinct:
-            kind += "_distinct"
-        sum_type = None
-        if kind in ("sum", "avg", "sum_distinct"):
-            sum_type = type_name(aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type))
-        needs_multiset = kind.endswith("_distinct") or (kind in ("min", "max") and not append_only)
-        multiset = None
-        if needs_multiset:
-            if argument not in multisets:
-                multisets.append(argument)
-            multiset = multisets.index(argument)
-        aggs.append(_Agg(i, kind, argument, sum_type, type_name(f.type), multiset,
-                         None if argument is None else arg_expr))
+    aggs = [accumulator(i, call, type_name(f.type), append_only, multisets)
+            for i, (call, f) in enumerate(zip(node.aggregates, node.fields[len(node.groups):]))]
     return aggs, multisets
 
 
@@ -102,13 +54,7 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
     partial_columns = [F.sum(w).alias(COUNT), F.max(MTIME).alias(MTIME)]
     for a in aggs:
         x = F.col(arg_column[a.argument]) if a.argument is not None else None
-        if a.kind in ("count", "sum", "avg"):
-            partial_columns.append(F.sum(F.when(x.isNotNull(), w).otherwise(0)).alias(a.count))
-        if a.kind in ("sum", "avg"):
-            partial_columns.append(F.sum(x.cast(a.sum_type) * w).cast(a.sum_type).alias(a.sum))
-        if a.kind in ("min", "max") and a.multiset is None:  # append-only input: inserts only
-            pick = F.min if a.kind == "min" else F.max
-            partial_columns.append(pick(F.when(w > 0, x)).alias(a.value))
+        partial_columns.extend(a.partial(x, w))
     grouped = rows.groupBy(*[quote(g) for g in groups]) if groups else rows.groupBy()
     partial = grouped.agg(*partial_columns)
     if multisets:
@@ -131,19 +77,8 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
     new_columns.append((F.coalesce(o(COUNT), F.lit(0)) + F.coalesce(dd(COUNT), F.lit(0))).alias(COUNT))
     old_columns = [F.coalesce(dd(g), o(g)).alias(g) for g in groups] + [o(COUNT).alias(COUNT)]
     for a in aggs:
-        if a.kind in ("count", "sum", "avg"):
-            new_columns.append((F.coalesce(o(a.count), F.lit(0)) + F.coalesce(dd(a.count), F.lit(0))).alias(a.count))
-            old_columns.append(o(a.count).alias(a.count))
-        if a.kind in ("sum", "avg"):
-            total = (F.coalesce(o(a.sum), F.lit(0).cast(a.sum_type)) + F.coalesce(dd(a.sum), F.lit(0).cast(a.sum_type)))
-            new_columns.append(total.cast(a.sum_type).alias(a.sum))
-            old_columns.append(o(a.sum).alias(a.sum))
-        if a.kind in ("min", "max") and a.multiset is None:
-            pick = F.least if a.kind == "min" else F.greatest
-            new_columns.append(pick(o(a.value), dd(a.value)).alias(a.value))
-            old_columns.append(o(a.value).alias(a.value))
-        elif a.multiset is not None:
-            old_columns.append(o(a.value).alias(a.value))
+        new_columns.extend(a.merged(o, dd))
+        old_columns.extend(a.old(o))
     old_exists = o(COUNT).isNotNull()  # grouped: rows are deleted at zero; global: the row always exists
     joined = joined.select(
         F.struct(*old_columns).alias("old"), F.struct(*new_columns).alias("new"),
@@ -191,7 +126,7 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
                     F.col(f"_e.{MTIME}").alias(MTIME)))
 
 
-def _arguments(aggs: list[_Agg]) -> list[str]:
+def _arguments(aggs: list[Accumulator]) -> list[str]:
     seen: list[str] = []
     for a in aggs:
         if a.argument is not None and a.argument not in seen:
@@ -199,23 +134,16 @@ def _arguments(aggs: list[_Agg]) -> list[str]:
     return seen
 
 
-def _acc_template(partial: DataFrame, groups: list[str], aggs: list[_Agg]) -> DataFrame:
+def _acc_template(partial: DataFrame, groups: list[str], aggs: list[Accumulator]) -> DataFrame:
     """An empty DataFrame with the columns (and types) of the accumulator table."""
     columns = [F.col(quote(g)) for g in groups] + [F.col(COUNT).cast("long").alias(COUNT)]
     for a in aggs:
-        if a.kind in ("count", "sum", "avg"):
-            columns.append(F.col(a.count).cast("long").alias(a.count))
-        if a.kind in ("sum", "avg"):
-            columns.append(F.col(a.sum).cast(a.sum_type).alias(a.sum))
-        if a.kind in ("min", "max"):
-            columns.append(F.lit(None).cast(a.result_type).alias(a.value))
-        if a.kind.endswith("_distinct"):
-            columns.append(F.lit(None).cast(a.result_type).alias(a.value))
+        columns.extend(a.columns())
     return partial.select(*columns).limit(0)
 
 
 def _multiset_values(batch: Batch, nid: int, j: int, rows: DataFrame, affected_groups: DataFrame,
-                     groups: list[str], x: str, aggs: list[_Agg]) -> DataFrame:
+                     groups: list[str], x: str, aggs: list[Accumulator]) -> DataFrame:
     """Apply the batch to multiset j (group, value, count) and compute, per affected group, the aggregates
     that read it (MIN, MAX, COUNT DISTINCT, SUM DISTINCT) over the values whose count is positive."""
     name = f"n{nid}_ms{j}"
@@ -235,48 +163,21 @@ def _multiset_values(batch: Batch, nid: int, j: int, rows: DataFrame, affected_g
                       .select(*[quote(k) for k in keys], COUNT, gone.alias(DELETE)), keys, DELETE)
     present = merged.where(F.col(COUNT) > 0)
     value = F.col("_value")
-    results = []
-    for a in aggs:
-        if a.multiset != j:
-            continue
-        if a.kind == "min":
-            results.append(F.min(value).cast(a.result_type).alias(a.value))
-        elif a.kind == "max":
-            results.append(F.max(value).cast(a.result_type).alias(a.value))
-        elif a.kind == "count_distinct":
-            results.append(F.count(value).cast(a.result_type).alias(a.value))
-        else:  # sum_distinct
-            results.append(F.sum(value).cast(a.result_type).alias(a.value))
+    results = [a.over_values(value) for a in aggs if a.multiset == j]
     per_group = present.groupBy(*[quote(g) for g in groups]).agg(*results)
     # Groups whose values are all gone still need a row (their value is NULL, or 0 for COUNT DISTINCT).
     every = affected_groups.alias("g")
     p = per_group.alias("p")
     return every.join(p, null_safe_equal(every, p, groups), "left").select(
         *[F.col(f"g.{quote(g)}").alias(g) for g in groups],
-        *[(F.coalesce(F.col(f"p.{quote(a.value)}"), F.lit(0).cast(a.result_type)) if a.kind == "count_distinct"
-           else F.col(f"p.{quote(a.value)}")).alias(a.value) for a in aggs if a.multiset == j])
+        *[(F.col(f"p.{quote(a.value)}") if a.when_none() is None
+           else F.coalesce(F.col(f"p.{quote(a.value)}"), a.when_none())).alias(a.value)
+          for a in aggs if a.multiset == j])
 
 
-def _result(a: _Agg, prefix: str | None) -> Column:
+def _result(a: Accumulator, prefix: str | None) -> Column:
     """The aggregate's output from its accumulators (`old.` or current columns)."""
-    def c(name: str) -> Column:
-        return F.col(f"{prefix}.{quote(name)}") if prefix else F.col(quote(name))
-
-    if a.kind == "count_star":
-        value = c(COUNT)
-    elif a.kind == "count":
-        value = c(a.count)
-    elif a.kind == "sum":
-        value = F.when(c(a.count) > 0, c(a.sum))
-    elif a.kind == "avg":
-        if a.result_type.startswith("decimal"):
-            average = c(a.sum) / c(a.count).cast("decimal(20,0)")
-        else:
-            average = c(a.sum).cast("double") / c(a.count).cast("double")
-        value = F.when(c(a.count) > 0, average)
-    else:
-        value = c(a.value)
-    return value.cast(a.result_type)
+    return a.result(lambda name: F.col(f"{prefix}.{quote(name)}") if prefix else F.col(quote(name)))
 
 
 # -- on the driver ---------------------------------------------------------------------------------------------
@@ -303,17 +204,9 @@ def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
     columns: dict[str, pa.ChunkedArray] = {**dict(zip(groups, group_values)), COUNT: weight, MTIME: mtime}
     sums: list[tuple[str, str]] = [(COUNT, "sum"), (MTIME, "max")]
     for a in aggs:
-        x = values.get(a.argument)
-        if a.kind in ("count", "sum", "avg"):
-            columns[a.count] = pc.if_else(pc.is_valid(x), weight, pa.scalar(0, pa.int64()))
-            sums.append((a.count, "sum"))
-        if a.kind in ("sum", "avg"):
-            columns[a.sum] = _weighted(x, weight, schema.field(a.sum).type)
-            sums.append((a.sum, "sum"))
-        if a.kind in ("min", "max") and a.multiset is None:
-            _no_nan(x)
-            columns[a.value] = pc.if_else(pc.greater(weight, 0), x, pa.scalar(None, x.type))
-            sums.append((a.value, a.kind))
+        for name, contribution, how in a.partial_arrow(values.get(a.argument), weight, schema):
+            columns[name] = contribution
+            sums.append((name, how))
     rows = pa.table(list(columns.values()), names=list(columns))
     if not groups and rows.num_rows == 0:
         return _no_change(node, schema, aggs, child)
@@ -331,12 +224,7 @@ def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
     new: dict[str, pa.ChunkedArray] = {g: partial.column(g) for g in groups}
     new[COUNT] = pc.add_checked(pc.fill_null(old.column(COUNT), 0), partial.column(COUNT))
     for a in aggs:
-        if a.kind in ("count", "sum", "avg"):
-            new[a.count] = pc.add_checked(pc.fill_null(old.column(a.count), 0), partial.column(a.count))
-        if a.kind in ("sum", "avg"):
-            new[a.sum] = _sum(old.column(a.sum), partial.column(a.sum), schema.field(a.sum).type)
-        if a.kind in ("min", "max") and a.multiset is None:
-            new[a.value] = extreme(a.kind, old.column(a.value), partial.column(a.value))
+        new.update(a.merged_arrow(old, partial, schema))
 
     # 3. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
     for j, argument in enumerate(multisets):
@@ -371,37 +259,9 @@ def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
     return concat([gone, come])
 
 
-def _weighted(x: pa.ChunkedArray, weight: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
-    """x * weight in the type of the running sum (exact, or NotOnDriver: a sum Arrow could overflow)."""
-    if pa.types.is_decimal(sum_type):
-        if not pa.types.is_decimal(x.type) or pc.max(pc.abs(weight)).as_py() not in (None, 1):
-            raise NotOnDriver("a decimal sum over rows of several copies")
-        return pc.if_else(pc.greater(weight, 0), x, pc.negate(x))
-    product = pc.multiply_checked(cast(x, sum_type), cast(weight, sum_type)) if pa.types.is_integer(sum_type) \
-        else pc.multiply(cast(x, sum_type), cast(weight, sum_type))
-    if pa.types.is_integer(sum_type):
-        bound = pc.sum(pc.abs(pc.cast(product, pa.float64()))).as_py() or 0
-        if bound >= 2**62:  # Arrow's grouped sum does not check overflow; Spark's does
-            raise NotOnDriver("a sum near the range of BIGINT")
-    return product
-
-
-def _sum(old: pa.ChunkedArray, delta: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
-    zero = pa.scalar(0, sum_type) if not pa.types.is_floating(sum_type) else pa.scalar(0.0, sum_type)
-    total = (pc.add_checked if not pa.types.is_floating(sum_type) else pc.add)(
-        pc.fill_null(cast(old, sum_type), zero), pc.fill_null(cast(delta, sum_type), zero))
-    return cast(total, sum_type)
-
-
-def _no_nan(x: pa.ChunkedArray) -> None:
-    """Spark orders NaN above every number; Arrow's MIN/MAX skip it."""
-    if pa.types.is_floating(x.type) and pc.any(pc.is_nan(x)).as_py():
-        raise NotOnDriver("a NaN under MIN/MAX")
-
-
 def _multiset_values_on_driver(batch: DriverBatch, nid: int, j: int, groups: list[str], group_values,
                                x: pa.ChunkedArray, weight: pa.ChunkedArray, partial: pa.Table,
-                               aggs: list[_Agg], acc_schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
+                               aggs: list[Accumulator], acc_schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
     """Apply the batch to multiset j and compute, per group of `partial`, the aggregates that read it."""
     name = f"n{nid}_ms{j}"
     schema = batch.state.schema(name)
@@ -409,7 +269,7 @@ def _multiset_values_on_driver(batch: DriverBatch, nid: int, j: int, groups: lis
         raise NotOnDriver(f"state {name} does not exist")
     keys = [*groups, "_value"]
     value = cast(normalized(x), schema.field("_value").type)
-    _no_nan(value)
+    no_nan(value)
     counted = pa.table([*group_values, value, weight], names=[*keys, COUNT])
     counted = group_by(counted, keys).aggregate([(COUNT, "sum")])
     counted = pa.table([counted.column(k) for k in keys] + [counted.column(f"{COUNT}_sum")], names=[*keys, COUNT])
@@ -427,16 +287,15 @@ def _multiset_values_on_driver(batch: DriverBatch, nid: int, j: int, groups: lis
 
     present = staged.filter(pc.greater(count, 0))
     wanted = [a for a in aggs if a.multiset == j]
-    how = {"min": "min", "max": "max", "count_distinct": "count", "sum_distinct": "sum"}
     if groups:
-        per_group = group_by(present, groups).aggregate([("_value", how[a.kind]) for a in wanted])
+        per_group = group_by(present, groups).aggregate([("_value", a.how) for a in wanted])
         found = per_group.take(align([partial.column(g) for g in groups], [per_group.column(g) for g in groups]))
-        results = [found.column(f"_value_{how[a.kind]}") for a in wanted]
+        results = [found.column(f"_value_{a.how}") for a in wanted]
     else:
-        results = [_whole(present.column("_value"), how[a.kind]) for a in wanted]
+        results = [_whole(present.column("_value"), a.how) for a in wanted]
     out = {}
     for a, result in zip(wanted, results):
-        if a.kind == "count_distinct":
+        if a.how == "count":  # a group without values counts 0
             result = pc.fill_null(result, 0)
         out[a.value] = cast(result, acc_schema.field(a.value).type)
     return out
@@ -448,21 +307,9 @@ def _whole(values: pa.ChunkedArray, how: str) -> pa.Array:
     return pa.array([result.as_py()], result.type)
 
 
-def _result_on_driver(a: _Agg, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
+def _result_on_driver(a: Accumulator, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
     """The aggregate's output from its accumulators (the columns of `acc`, NULL where the group had none)."""
-    if a.kind == "count_star":
-        return acc.column(COUNT)
-    if a.kind == "count":
-        return acc.column(a.count)
-    if a.kind == "sum":
-        return pc.if_else(pc.greater(acc.column(a.count), 0), acc.column(a.sum), pa.scalar(None, acc.column(a.sum).type))
-    if a.kind == "avg":
-        total = acc.column(a.sum)
-        if pa.types.is_decimal(total.type):
-            raise NotOnDriver("AVG of decimals")
-        average = pc.divide(pc.cast(total, pa.float64(), safe=False), pc.cast(acc.column(a.count), pa.float64()))
-        return pc.if_else(pc.greater(acc.column(a.count), 0), average, pa.scalar(None, pa.float64()))
-    return acc.column(a.value)
+    return a.result_arrow(acc, schema)
 
 
 def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -478,7 +325,7 @@ def _nullable(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_nullable(True) for f in schema])
 
 
-def _no_change(node: Aggregate, schema: pa.Schema, aggs: list[_Agg], child: pa.Table) -> pa.Table:
+def _no_change(node: Aggregate, schema: pa.Schema, aggs: list[Accumulator], child: pa.Table) -> pa.Table:
     """The empty change of a global aggregate whose input did not change (typed as its output)."""
     empty = schema.empty_table()
     return zset([_result_on_driver(a, empty, schema) for a in aggs], pa.array([], pa.int64()),

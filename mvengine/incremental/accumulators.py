@@ -1,0 +1,301 @@
+"""The accumulators of incremental aggregates, one class per aggregate: the state columns it keeps per group, what
+a batch adds to them (its partial, from each change row's value x and weight w: +1 an insert, -1 a deletion),
+how a partial merges into the old accumulators, and the result. Each in Spark (Columns) and on the driver
+(Arrow). A group also keeps its row count n = Σw (incremental/aggregate.py); a group is gone when n reaches 0.
+
+Aggregates that need the values themselves (MIN/MAX over an input that deletes, DISTINCT aggregates) keep them in
+a multiset per group (value → count, a table of its own, shared by the aggregates of one argument): their result
+is recomputed from the values whose count is positive (`Multiset` below).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from mvengine.incremental.driver import extreme
+from mvengine.incremental.driver_expressions import NotOnDriver, cast
+
+COUNT = "_n"  # a group's row count
+Get = Callable[[str], Column]  # an accumulator column of the old state ("o.") or the batch's partial ("d.")
+
+
+class Accumulator:
+    """An aggregate call `index` of a GROUP BY over `argument` (Spark SQL; None for *), of Spark type
+    `result_type`."""
+
+    def __init__(self, index: int, argument: str | None, expression: exp.Expression | None, result_type: str,
+                 sum_type: str | None = None, multiset: int | None = None) -> None:
+        self.index, self.argument, self.expression = index, argument, expression
+        self.result_type, self.sum_type, self.multiset = result_type, sum_type, multiset
+
+    @property
+    def value(self) -> str:  # the accumulator holding the current value (MIN, MAX, DISTINCT)
+        return f"_v{self.index}"
+
+    @property
+    def count(self) -> str:  # non-NULL values
+        return f"_c{self.index}"
+
+    @property
+    def sum(self) -> str:
+        return f"_s{self.index}"
+
+    # -- Spark ----------------------------------------------------------------------------------------------------
+
+    def columns(self) -> list[Column]:
+        """The state columns, typed, over a DataFrame that has them (for the state's empty template)."""
+        return []
+
+    def partial(self, x: Column | None, w: Column) -> list[Column]:
+        """Aggregate expressions over a batch's rows of a group: what it adds to each state column."""
+        return []
+
+    def merged(self, o: Get, d: Get) -> list[Column]:
+        """The new state columns, from the old (`o`, NULL for a new group) and the partial (`d`)."""
+        return []
+
+    def old(self, o: Get) -> list[Column]:
+        """The old state columns, as they were (for the old result)."""
+        return [o(c).alias(c) for c in self.state_names()]
+
+    def state_names(self) -> list[str]:
+        return []
+
+    def result(self, c: Get) -> Column:
+        raise NotImplementedError
+
+    # -- on the driver ------------------------------------------------------------------------------------------
+
+    def partial_arrow(self, x: pa.ChunkedArray | None, w: pa.ChunkedArray,
+                      schema: pa.Schema) -> list[tuple[str, pa.ChunkedArray, str]]:
+        """(state column, per-row contribution, Arrow's grouped aggregate summing it) for each state column."""
+        return []
+
+    def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
+        return {}
+
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
+        raise NotImplementedError
+
+
+def _add_counts(o: pa.ChunkedArray, d: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.add_checked(pc.fill_null(o, 0), d)
+
+
+class CountStar(Accumulator):
+    """COUNT(*) = n, the group's row count: no state of its own."""
+
+    def result(self, c: Get) -> Column:
+        return c(COUNT).cast(self.result_type)
+
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
+        return acc.column(COUNT)
+
+
+class Count(Accumulator):
+    """COUNT(x) = c, the count of non-NULL x: c' = c + Σ w·[x IS NOT NULL]."""
+
+    def state_names(self) -> list[str]:
+        return [self.count]
+
+    def columns(self) -> list[Column]:
+        return [F.col(self.count).cast("long").alias(self.count)]
+
+    def partial(self, x: Column | None, w: Column) -> list[Column]:
+        return [F.sum(F.when(x.isNotNull(), w).otherwise(0)).alias(self.count)]
+
+    def merged(self, o: Get, d: Get) -> list[Column]:
+        return [(F.coalesce(o(self.count), F.lit(0)) + F.coalesce(d(self.count), F.lit(0))).alias(self.count)]
+
+    def result(self, c: Get) -> Column:
+        return c(self.count).cast(self.result_type)
+
+    def partial_arrow(self, x, w, schema):
+        return [(self.count, pc.if_else(pc.is_valid(x), w, pa.scalar(0, pa.int64())), "sum")]
+
+    def merged_arrow(self, old, partial, schema):
+        return {self.count: _add_counts(old.column(self.count), partial.column(self.count))}
+
+    def result_arrow(self, acc, schema):
+        return acc.column(self.count)
+
+
+class Sum(Count):
+    """SUM(x) = s when c > 0, else NULL; s' = s + Σ w·x (in the type Spark sums x in), c as for COUNT(x)."""
+
+    def state_names(self) -> list[str]:
+        return [self.count, self.sum]
+
+    def columns(self) -> list[Column]:
+        return [*super().columns(), F.col(self.sum).cast(self.sum_type).alias(self.sum)]
+
+    def partial(self, x: Column | None, w: Column) -> list[Column]:
+        return [*super().partial(x, w), F.sum(x.cast(self.sum_type) * w).cast(self.sum_type).alias(self.sum)]
+
+    def merged(self, o: Get, d: Get) -> list[Column]:
+        zero = F.lit(0).cast(self.sum_type)
+        total = F.coalesce(o(self.sum), zero) + F.coalesce(d(self.sum), zero)
+        return [*super().merged(o, d), total.cast(self.sum_type).alias(self.sum)]
+
+    def result(self, c: Get) -> Column:
+        return F.when(c(self.count) > 0, c(self.sum)).cast(self.result_type)
+
+    def partial_arrow(self, x, w, schema):
+        return [*super().partial_arrow(x, w, schema), (self.sum, _weighted(x, w, schema.field(self.sum).type), "sum")]
+
+    def merged_arrow(self, old, partial, schema):
+        return {**super().merged_arrow(old, partial, schema),
+                self.sum: _sum(old.column(self.sum), partial.column(self.sum), schema.field(self.sum).type)}
+
+    def result_arrow(self, acc, schema):
+        total = acc.column(self.sum)
+        return pc.if_else(pc.greater(acc.column(self.count), 0), total, pa.scalar(None, total.type))
+
+
+class Avg(Sum):
+    """AVG(x) = s / c when c > 0, else NULL, with s and c as for SUM(x) (a decimal average in Spark's
+    precision)."""
+
+    def result(self, c: Get) -> Column:
+        if self.result_type.startswith("decimal"):
+            average = c(self.sum) / c(self.count).cast("decimal(20,0)")
+        else:
+            average = c(self.sum).cast("double") / c(self.count).cast("double")
+        return F.when(c(self.count) > 0, average).cast(self.result_type)
+
+    def result_arrow(self, acc, schema):
+        total = acc.column(self.sum)
+        if pa.types.is_decimal(total.type):
+            raise NotOnDriver("AVG of decimals")
+        average = pc.divide(pc.cast(total, pa.float64(), safe=False), pc.cast(acc.column(self.count), pa.float64()))
+        return pc.if_else(pc.greater(acc.column(self.count), 0), average, pa.scalar(None, pa.float64()))
+
+
+class Extreme(Accumulator):
+    """MIN(x) or MAX(x) over an append-only input: v' = least(v, min of the batch's inserted x) (greatest for
+    MAX); rows never go, so the extreme never has to be found again."""
+
+    def __init__(self, kind: str, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+
+    def state_names(self) -> list[str]:
+        return [self.value]
+
+    def columns(self) -> list[Column]:
+        return [F.lit(None).cast(self.result_type).alias(self.value)]
+
+    def partial(self, x: Column | None, w: Column) -> list[Column]:
+        pick = F.min if self.kind == "min" else F.max
+        return [pick(F.when(w > 0, x)).alias(self.value)]
+
+    def merged(self, o: Get, d: Get) -> list[Column]:
+        pick = F.least if self.kind == "min" else F.greatest
+        return [pick(o(self.value), d(self.value)).alias(self.value)]
+
+    def result(self, c: Get) -> Column:
+        return c(self.value).cast(self.result_type)
+
+    def partial_arrow(self, x, w, schema):
+        no_nan(x)
+        return [(self.value, pc.if_else(pc.greater(w, 0), x, pa.scalar(None, x.type)), self.kind)]
+
+    def merged_arrow(self, old, partial, schema):
+        return {self.value: extreme(self.kind, old.column(self.value), partial.column(self.value))}
+
+    def result_arrow(self, acc, schema):
+        return acc.column(self.value)
+
+
+class Multiset(Accumulator):
+    """An aggregate of the values in its argument's multiset (value → count; a value is present while its count
+    is positive): MIN and MAX over an input that deletes (the least/greatest present value), COUNT(DISTINCT x)
+    (how many are present; 0 for none), SUM(DISTINCT x) (their sum). The result is recomputed per affected group
+    from the multiset (aggregate.py) and kept as v."""
+
+    def __init__(self, how: str, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.how = how  # min, max, count, sum: the aggregate over the present values
+
+    def state_names(self) -> list[str]:
+        return [self.value]
+
+    def columns(self) -> list[Column]:
+        return [F.lit(None).cast(self.result_type).alias(self.value)]
+
+    def over_values(self, value: Column) -> Column:
+        """The result over a group's present values (a Spark aggregate expression)."""
+        return {"min": F.min, "max": F.max, "count": F.count, "sum": F.sum}[self.how](value) \
+            .cast(self.result_type).alias(self.value)
+
+    def when_none(self) -> Column | None:
+        """The result of a group without values (NULL, or 0 for a count)."""
+        return F.lit(0).cast(self.result_type) if self.how == "count" else None
+
+    def result(self, c: Get) -> Column:
+        return c(self.value).cast(self.result_type)
+
+    def result_arrow(self, acc, schema):
+        return acc.column(self.value)
+
+
+def accumulator(index: int, call: exp.Expression, result_type: str, append_only: bool,
+                multisets: list[str]) -> Accumulator:
+    """The accumulator of aggregate call `index` (COUNT, SUM, AVG, MIN, MAX, with DISTINCT for COUNT and SUM);
+    an argument that needs a multiset is added to `multisets` (one per distinct argument)."""
+    from mvengine.plan.types import aggregate_type, type_name
+
+    distinct = isinstance(call.this, exp.Distinct)
+    arg_expr = call.this.expressions[0] if distinct else call.this
+    argument = None if isinstance(arg_expr, exp.Star) or arg_expr is None else arg_expr.sql("spark")
+    kind = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}[type(call)]
+    sum_type = type_name(aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type)) \
+        if kind in ("sum", "avg") else None
+    common = {"index": index, "argument": argument, "result_type": result_type,
+              "expression": None if argument is None else arg_expr}
+    if distinct or (kind in ("min", "max") and not append_only):
+        if argument not in multisets:
+            multisets.append(argument)
+        how = {"count": "count", "sum": "sum", "min": "min", "max": "max"}[kind]
+        return Multiset(how, **common, multiset=multisets.index(argument))
+    if kind == "count":
+        return CountStar(**common) if argument is None else Count(**common)
+    if kind in ("min", "max"):
+        return Extreme(kind, **common)
+    return (Sum if kind == "sum" else Avg)(**common, sum_type=sum_type)
+
+
+# -- Arrow arithmetic, as Spark does it ------------------------------------------------------------------------
+
+def _weighted(x: pa.ChunkedArray, weight: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
+    """x * weight in the type of the running sum (exact, or NotOnDriver: a sum Arrow could overflow)."""
+    if pa.types.is_decimal(sum_type):
+        if not pa.types.is_decimal(x.type) or pc.max(pc.abs(weight)).as_py() not in (None, 1):
+            raise NotOnDriver("a decimal sum over rows of several copies")
+        return pc.if_else(pc.greater(weight, 0), x, pc.negate(x))
+    product = pc.multiply_checked(cast(x, sum_type), cast(weight, sum_type)) if pa.types.is_integer(sum_type) \
+        else pc.multiply(cast(x, sum_type), cast(weight, sum_type))
+    if pa.types.is_integer(sum_type):
+        bound = pc.sum(pc.abs(pc.cast(product, pa.float64()))).as_py() or 0
+        if bound >= 2**62:  # Arrow's grouped sum does not check overflow; Spark's does
+            raise NotOnDriver("a sum near the range of BIGINT")
+    return product
+
+
+def _sum(old: pa.ChunkedArray, delta: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
+    zero = pa.scalar(0, sum_type) if not pa.types.is_floating(sum_type) else pa.scalar(0.0, sum_type)
+    total = (pc.add_checked if not pa.types.is_floating(sum_type) else pc.add)(
+        pc.fill_null(cast(old, sum_type), zero), pc.fill_null(cast(delta, sum_type), zero))
+    return cast(total, sum_type)
+
+
+def no_nan(x: pa.ChunkedArray) -> None:
+    """Spark orders NaN above every number; Arrow's MIN/MAX skip it."""
+    if pa.types.is_floating(x.type) and pc.any(pc.is_nan(x)).as_py():
+        raise NotOnDriver("a NaN under MIN/MAX")
