@@ -21,6 +21,7 @@ from mvengine.plan.nodes import (
     Field,
     Filter,
     Join,
+    Limit,
     Node,
     Opaque,
     Project,
@@ -219,7 +220,7 @@ class Binder:
             elif j.args.get("on") is not None:
                 for conjunct in conjuncts(j.args["on"]):
                     bound = self.bind(conjunct, scope)
-                    pair = equality(bound, set(a.lower() for a in left_aliases), alias.lower())
+                    pair = equality(bound, {a.lower() for a in left_aliases}, alias.lower())
                     if pair:
                         step.equi.append(pair)
                     else:
@@ -582,12 +583,10 @@ class Binder:
             if order is not None:
                 self.notes.append("ORDER BY without LIMIT is ignored: a view is a set of rows, not a sequence")
             return node
-        what = "ORDER BY ... LIMIT" if order is not None else "LIMIT without ORDER BY"
-        reason = ("ORDER BY ... LIMIT (top-N) is recomputed in full" if order is not None
-                  else "LIMIT without ORDER BY picks arbitrary rows")
-        if offset is not None:
-            what, reason = "OFFSET", "OFFSET is recomputed in full"
-        return Opaque(fields=node.fields, inputs=(node,), what=what, reason=reason)
+        return Limit(fields=node.fields, child=node,
+                     order=tuple(o.sql("spark") for o in order.expressions) if order is not None else (),
+                     limit=limit.expression.sql("spark") if limit is not None else None,
+                     offset=offset.expression.sql("spark") if offset is not None else None)
 
     # -- expressions ------------------------------------------------------------------------------------------
 

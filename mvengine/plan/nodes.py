@@ -287,6 +287,31 @@ class UnionAll(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class Limit(Node):
+    """`ORDER BY ... LIMIT n` (a top-N), and `LIMIT`/`OFFSET` with or without an order: the first rows of the
+    child in that order (as written: positions and SELECT aliases name the output's columns)."""
+
+    child: Node = None  # type: ignore[assignment]
+    order: tuple[str, ...] = ()  # the ORDER BY items, as Spark SQL
+    limit: str | None = None
+    offset: str | None = None
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def key(self) -> Key | None:
+        return self.child.key
+
+    def describe(self) -> str:
+        parts = [f"first {self.limit}" if self.limit is not None else "all",
+                 f"after {self.offset}" if self.offset is not None else "",
+                 f"by {', '.join(self.order)}" if self.order else "(in no order)"]
+        return "Limit " + " ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, eq=False)
 class Opaque(Node):
     """Something the incremental compiler does not understand (yet): the view is recomputed in full."""
 

@@ -48,6 +48,7 @@ def _registry() -> dict[type[Node], Operator]:
         distinct,
         filter,
         join,
+        limit,
         opaque,
         project,
         scan,
@@ -55,7 +56,7 @@ def _registry() -> dict[type[Node], Operator]:
         union,
         window,
     )
-    modules = (scan, filter, project, aggregate, session, distinct, union, join, window, opaque)
+    modules = (scan, filter, project, aggregate, session, distinct, union, join, window, limit, opaque)
     return {m.OPERATOR.node: m.OPERATOR for m in modules}
 
 
