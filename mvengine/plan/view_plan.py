@@ -118,17 +118,17 @@ def _check_lateness(view: ViewDef, root: Node) -> None:
 
 
 def _check_emit(view: ViewDef, columns: tuple[Field, ...], strategy: str) -> None:
-    """EMIT WHEN WATERMARK PAST names a window bound among the view's columns; EMIT AFTER holds rows in the
-    state of an incremental view."""
+    """An EMIT clause needs an event-time window among the view's columns (its bounds are selected); WATERMARK
+    PAST names one of its bounds; EMIT AFTER holds rows in the state of an incremental view."""
     emit = view.emit
     where = {"file": view.file, "line": emit.line, "col": emit.col, "obj": f"view {view.name}"}
     bounds = [f.name for f in columns if f.window_bound is not None]
+    if not bounds:
+        raise SqlError(f"{emit.text}: the view has no event-time window, so there is nothing to emit per window",
+                       **where, hint="group by a window of a source's WATERMARK column, e.g. GROUP BY "
+                                     "window(ts, '1 minute'), and select its end")
     if emit.watermark_past is not None:
         column = next((f for f in columns if f.name.lower() == emit.watermark_past.lower()), None)
-        if not bounds:
-            raise SqlError(f"{emit.text}: the view has no event-time window, so no watermark passes its rows",
-                           **where, hint="group by a window of a source's WATERMARK column, e.g. GROUP BY "
-                                         "window(ts, '1 minute'), and select its end")
         if column is None or column.window_bound is None:
             raise SqlError(f"{emit.text}: {emit.watermark_past} is not a window bound of the view", **where,
                            hint=f"name one of its window bounds: {', '.join(bounds)}")
