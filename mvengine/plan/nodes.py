@@ -63,6 +63,20 @@ class Node:
 
 
 @dataclass(frozen=True, eq=False)
+class Unary(Node):
+    """A node over one input; by default it keeps its input's key."""
+    child: Node = None  # type: ignore[assignment]
+
+    @property
+    def children(self) -> tuple[Node, ...]:
+        return (self.child,)
+
+    @property
+    def key(self) -> Key | None:
+        return self.child.key
+
+
+@dataclass(frozen=True, eq=False)
 class Scan(Node):
     """Reads a source or a view."""
 
@@ -80,17 +94,8 @@ class Scan(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Filter(Node):
-    child: Node = None  # type: ignore[assignment]
+class Filter(Unary):
     predicate: exp.Expression = None  # type: ignore[assignment]
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    @property
-    def key(self) -> Key | None:
-        return self.child.key
 
     def expressions(self) -> list[exp.Expression]:
         return [self.predicate]
@@ -100,13 +105,8 @@ class Filter(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Project(Node):
-    child: Node = None  # type: ignore[assignment]
+class Project(Unary):
     projections: tuple[exp.Expression, ...] = ()  # one per field
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
 
     @property
     def key(self) -> Key | None:
@@ -199,16 +199,11 @@ class Join(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Aggregate(Node):
+class Aggregate(Unary):
     """GROUP BY `groups` computing `aggregates`; fields are the groups, then the aggregates."""
 
-    child: Node = None  # type: ignore[assignment]
     groups: tuple[exp.Expression, ...] = ()
     aggregates: tuple[exp.Expression, ...] = ()  # AggFunc calls, possibly wrapped in FILTER (WHERE ...)
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
 
     @property
     def key(self) -> Key | None:
@@ -224,18 +219,13 @@ class Aggregate(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class WindowAssign(Node):
+class WindowAssign(Unary):
     """Assigns each row the event-time windows of its `time` column: its fields are the child's, then the window's
     start and end. A tumbling window holds each row once, a hopping window size/slide times; session windows
     depend on the other rows of their group (`spec.kind == "session"`)."""
 
-    child: Node = None  # type: ignore[assignment]
     time: exp.Expression = None  # type: ignore[assignment]
     spec: object = None  # plan/windows.WindowSpec (not imported here: nodes stay free of the parsing)
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
 
     @property
     def key(self) -> Key | None:
@@ -262,13 +252,7 @@ class SessionAggregate(Aggregate):
 
 
 @dataclass(frozen=True, eq=False)
-class Distinct(Node):
-    child: Node = None  # type: ignore[assignment]
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
+class Distinct(Unary):
     @property
     def key(self) -> Key | None:
         return self.child.key if self.child.key is not None else tuple(range(len(self.fields)))
@@ -287,22 +271,13 @@ class UnionAll(Node):
 
 
 @dataclass(frozen=True, eq=False)
-class Limit(Node):
+class Limit(Unary):
     """`ORDER BY ... LIMIT n` (a top-N), and `LIMIT`/`OFFSET` with or without an order: the first rows of the
     child in that order (as written: positions and SELECT aliases name the output's columns)."""
 
-    child: Node = None  # type: ignore[assignment]
     order: tuple[str, ...] = ()  # the ORDER BY items, as Spark SQL
     limit: str | None = None
     offset: str | None = None
-
-    @property
-    def children(self) -> tuple[Node, ...]:
-        return (self.child,)
-
-    @property
-    def key(self) -> Key | None:
-        return self.child.key
 
     def describe(self) -> str:
         parts = [f"first {self.limit}" if self.limit is not None else "all",
