@@ -148,16 +148,25 @@ class DemoFeed:
 
 
 def run_demo(config: Config, catalog: Catalog, *, interval: float, duration: float, seed: int | None,
-             report: Callable[[str], None], stopping: Callable[[], bool] = lambda: False) -> int:
-    """Write a batch every `interval` seconds for `duration` seconds; returns the number of batches written."""
-    feed = DemoFeed(config, catalog, seed=seed, interval=interval)
-    first = feed.start()
+             report: Callable[[str], None], stopping: Callable[[], bool] = lambda: False, rate: int = 1000) -> int:
+    """Write a batch every `interval` seconds for `duration` seconds; returns the number of batches written. In a
+    Nexmark project (examples/nexmark), Nexmark's events at `rate` per second (mvengine/nexmark.py)."""
+    from mvengine.nexmark import NexmarkFeed, is_nexmark
+
+    if is_nexmark(catalog):
+        feed: DemoFeed | NexmarkFeed = NexmarkFeed(config, catalog, seed=seed, interval=interval, rate=rate)
+        first = feed.start()
+    else:
+        feed = DemoFeed(config, catalog, seed=seed, interval=interval)
+        started = feed.start()
+        first = started.line() if started is not None else None
     if first is not None:
-        report(first.line())
+        report(first)
     deadline = time.monotonic() + duration
     next_at = time.monotonic()
     while time.monotonic() < deadline and not stopping():
-        report(feed.next_batch().line())
+        batch = feed.next_batch()
+        report(batch if isinstance(batch, str) else batch.line())
         next_at += interval
         while time.monotonic() < min(next_at, deadline) and not stopping():
             time.sleep(min(0.05, interval))

@@ -22,7 +22,7 @@ def project(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "views" / "sources.sql", tmp_path / "views" / "sources.sql")
     shutil.copy(ROOT / "views" / "team_totals.sql", tmp_path / "views" / "team_totals.sql")
     (tmp_path / "views" / "more.sql").write_text(
-        "CREATE MATERIALIZED VIEW top_scores AS SELECT name, score FROM user_scores ORDER BY score DESC LIMIT 3;\n"
+        "CREATE MATERIALIZED VIEW top_scores AS SELECT name, score FROM user_scores LIMIT 3;\n"
         "CREATE MATERIALIZED VIEW big_teams AS SELECT team FROM team_totals WHERE n > 10;\n")
     return tmp_path
 
@@ -34,7 +34,7 @@ def test_plan_prints_every_view_in_dag_order(project):
     assert out.startswith("order: user_scores -> users -> top_scores -> team_totals -> big_teams\n")
     assert "view team_totals  (views/team_totals.sql:3)" in out
     assert "  key        team\n  event time -\n  changelog  upsert\n  strategy   incremental\n" in out
-    assert "  strategy   full: ORDER BY ... LIMIT (top-N) is recomputed in full\n" in out
+    assert "  strategy   full: LIMIT without ORDER BY picks arbitrary rows\n" in out
     assert "Scan team_totals (view)" in out
 
 

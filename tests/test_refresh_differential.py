@@ -89,6 +89,11 @@ def apply_commit(spark, catalog, commit) -> None:
 def check_view(spark, catalog, name: str) -> None:
     """The promise of DESIGN.md §1 for the view's latest snapshot, and changelog replay at every version."""
     check_snapshot(spark, catalog, name)
+    check_changelog(spark, catalog, name)
+
+
+def check_changelog(spark, catalog, name: str) -> None:
+    """The view's changelog, replayed from empty, gives its snapshot at every version."""
     plan = catalog.plans[name]
     tables = view_tables(plan, {})
     dt = tables.snapshot.open()
@@ -118,14 +123,17 @@ def check_snapshot(spark, catalog, name: str) -> None:
     assert bag(read_table(spark, tables.snapshot)) == bag(expected), f"{name} differs from its SQL"
 
 
-def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False) -> None:
+def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False) -> dict[str, set[str]]:
     """Refresh the project, then per step: apply its commits, refresh, and check every view (check_view).
-    With `all_incremental`, first check that every view is planned incremental."""
+    With `all_incremental`, first check that every view is planned incremental. Returns, per view, the kinds
+    and engines of its batches ("stream/spark": the delta rule in Spark)."""
     config = load_config(root)
     catalog = load_catalog(config)
     if all_incremental:
         assert {n: p.strategy for n, p in catalog.plans.items()} == {n: "incremental" for n in catalog.plans}
-    refresher = Refresher(spark, config, catalog)
+    engines: dict[str, set[str]] = {}
+    refresher = Refresher(spark, config, catalog,
+                          report=lambda r: engines.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}"))
     refresher.refresh()
     for commits in steps:
         for commit in commits:
@@ -133,6 +141,7 @@ def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False) ->
         refresher.refresh()
         for name in catalog.plans:
             check_view(spark, catalog, name)
+    return engines
 
 
 # Each example refreshes six views a few times: few examples, and no shrinking (a failure is reported as

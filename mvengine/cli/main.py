@@ -119,8 +119,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="write a live stream of changes into the example project's sources",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Write a realistic stream of changes into the example project's sources (user_scores and "
-                    "users, as declared in this repository's views/sources.sql): every --interval, a few new "
+        description="In a Nexmark project (examples/nexmark: sources person, auction and bid), write Nexmark's "
+                    "event stream at --rate events per second (of every 50 events: 1 person, 3 auctions, 46 "
+                    "bids). Otherwise, write a realistic stream of changes into the example project's sources "
+                    "(user_scores and users, as declared in this repository's views/sources.sql): every --interval, a few new "
                     "scores with event times near now, some minutes late and out of order; now and then a user "
                     "renamed (old key deleted, new key inserted), a user moving country, or a score taken back "
                     "(a compensating event with the negated score: user_scores is append-only). Run "
@@ -128,10 +130,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                     "`mv changes team_totals --follow` to see their undo rows as they happen.",
         epilog="examples:\n"
                "  mv demo                              a batch every second for a minute\n"
-               "  mv demo --interval 200ms --duration 10s --seed 7\n")
+               "  mv demo --interval 200ms --duration 10s --seed 7\n"
+               "  mv --project examples/nexmark demo --rate 5000   Nexmark's person, auction and bid events\n")
     demo.add_argument("--interval", default="1s", metavar="DURATION", help="time between batches (default: 1s)")
     demo.add_argument("--duration", default="60s", metavar="DURATION", help="how long to write (default: 60s)")
     demo.add_argument("--seed", type=int, metavar="N", help="random seed: the same seed writes the same changes")
+    demo.add_argument("--rate", type=int, default=1000, metavar="N",
+                      help="in a Nexmark project (examples/nexmark): events per second of event time, written "
+                           "a batch per --interval (default: 1000)")
     init = commands.add_parser(
         "init", help="start a new project: settings, one source, one view, a .gitignore",
         description="Create folder DIR with conf/mvengine.toml (every setting, commented out at its default), "
@@ -274,7 +280,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "graph":
         return _graph(config, console, args.format, args.out)
     if args.command == "demo":
-        return _demo(config, console, args.interval, args.duration, args.seed)
+        return _demo(config, console, args.interval, args.duration, args.seed, args.rate)
     from mvengine.api import Project
 
     project = Project(config)
@@ -314,7 +320,7 @@ def _init(console: Console, folder: str) -> int:
     return 0
 
 
-def _demo(config, console: Console, interval: str, duration: str, seed: int | None) -> int:
+def _demo(config, console: Console, interval: str, duration: str, seed: int | None, rate: int) -> int:
     from mvengine.cli.stop import stop_on_signal
     from mvengine.demo import run_demo
     from mvengine.project.catalog import load_catalog
@@ -323,8 +329,10 @@ def _demo(config, console: Console, interval: str, duration: str, seed: int | No
     every, total = parse_duration(interval), parse_duration(duration)
     if every <= 0:
         raise MvError("--interval must be more than 0", hint="e.g. --interval 500ms")
+    if rate <= 0:
+        raise MvError("--rate must be more than 0 events per second", hint="e.g. --rate 1000")
     with stop_on_signal() as stopping:
-        batches = run_demo(config, load_catalog(config), interval=every, duration=total, seed=seed,
+        batches = run_demo(config, load_catalog(config), interval=every, duration=total, seed=seed, rate=rate,
                            report=console.out, stopping=stopping)
     console.out(f"wrote {batches} batches of changes")
     return 0

@@ -216,12 +216,14 @@ class Extreme(Accumulator):
 class Multiset(Accumulator):
     """An aggregate of the values in its argument's multiset (value → count; a value is present while its count
     is positive): MIN and MAX over an input that deletes (the least/greatest present value), COUNT(DISTINCT x)
-    (how many are present; 0 for none), SUM(DISTINCT x) (their sum). The result is recomputed per affected group
-    from the multiset (aggregate.py) and kept as v."""
+    (how many are present; 0 for none), SUM(DISTINCT x) (their sum), COLLECT_LIST/ARRAY_AGG(x) (every present
+    non-NULL value as often as its count, in ascending order — Spark's own order is that of the rows it happened
+    to read; [] for none). The result is recomputed per affected group from the multiset (aggregate.py) and kept
+    as v."""
 
     def __init__(self, how: str, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.how = how  # min, max, count, sum: the aggregate over the present values
+        self.how = how  # min, max, count, sum, list: the aggregate over the present values
 
     def state_names(self) -> list[str]:
         return [self.value]
@@ -229,13 +231,19 @@ class Multiset(Accumulator):
     def columns(self) -> list[Column]:
         return [F.lit(None).cast(self.result_type).alias(self.value)]
 
-    def over_values(self, value: Column) -> Column:
-        """The result over a group's present values (a Spark aggregate expression)."""
-        return {"min": F.min, "max": F.max, "count": F.count, "sum": F.sum}[self.how](value) \
-            .cast(self.result_type).alias(self.value)
+    def over_values(self, value: Column, count: Column) -> Column:
+        """The result over a group's present values and their counts (a Spark aggregate expression)."""
+        if self.how == "list":
+            copies = F.when(value.isNotNull(), F.array_repeat(value, count.cast("int")))
+            result = F.sort_array(F.flatten(F.collect_list(copies)))
+        else:
+            result = {"min": F.min, "max": F.max, "count": F.count, "sum": F.sum}[self.how](value)
+        return result.cast(self.result_type).alias(self.value)
 
     def when_none(self) -> Column | None:
-        """The result of a group without values (NULL, or 0 for a count)."""
+        """The result of a group without values (NULL, 0 for a count, [] for a list)."""
+        if self.how == "list":
+            return F.array().cast(self.result_type)
         return F.lit(0).cast(self.result_type) if self.how == "count" else None
 
     def result(self, c: Get) -> Column:
@@ -245,29 +253,138 @@ class Multiset(Accumulator):
         return acc.column(self.value)
 
 
+class Decisive(Count):
+    """BOOL_AND(x) (EVERY) and BOOL_OR(x) (SOME, ANY): c as for COUNT(x), and f, the count of the x that decide
+    (false for BOOL_AND, true for BOOL_OR): f' = f + Σ w·[x = decider]. The result is NULL when c = 0, else
+    f = 0 for BOOL_AND and f > 0 for BOOL_OR."""
+
+    def __init__(self, kind: str, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.decider = kind == "bool_or"  # the value that decides the result
+
+    @property
+    def deciding(self) -> str:
+        return f"_f{self.index}"
+
+    def state_names(self) -> list[str]:
+        return [self.count, self.deciding]
+
+    def columns(self) -> list[Column]:
+        return [*super().columns(), F.col(self.deciding).cast("long").alias(self.deciding)]
+
+    def partial(self, x: Column | None, w: Column) -> list[Column]:
+        decides = F.coalesce(x == F.lit(self.decider), F.lit(False))
+        return [*super().partial(x, w), F.sum(F.when(decides, w).otherwise(0)).alias(self.deciding)]
+
+    def merged(self, o: Get, d: Get) -> list[Column]:
+        total = F.coalesce(o(self.deciding), F.lit(0)) + F.coalesce(d(self.deciding), F.lit(0))
+        return [*super().merged(o, d), total.alias(self.deciding)]
+
+    def result(self, c: Get) -> Column:
+        decided = (c(self.deciding) > 0) if self.decider else (c(self.deciding) == 0)
+        return F.when(c(self.count) > 0, decided)
+
+    def partial_arrow(self, x, w, schema):
+        decides = pc.fill_null(pc.equal(x, pa.scalar(self.decider)), False)
+        return [*super().partial_arrow(x, w, schema),
+                (self.deciding, pc.if_else(decides, w, pa.scalar(0, pa.int64())), "sum")]
+
+    def merged_arrow(self, old, partial, schema):
+        return {**super().merged_arrow(old, partial, schema),
+                self.deciding: _add_counts(old.column(self.deciding), partial.column(self.deciding))}
+
+    def result_arrow(self, acc, schema):
+        f = acc.column(self.deciding)
+        decided = pc.greater(f, 0) if self.decider else pc.equal(f, 0)
+        return pc.if_else(pc.greater(acc.column(self.count), 0), decided, pa.scalar(None, pa.bool_()))
+
+
+class Moments(Count):
+    """VAR_POP, VAR_SAMP (VARIANCE), STDDEV_POP, STDDEV_SAMP (STDDEV, STD) of x: c as for COUNT(x), s = Σ w·x and
+    q = Σ w·x² in doubles. With m = q - s²/c (the sum of squared deviations, clamped at 0 against rounding):
+    VAR_POP = m/c (NULL when c = 0), VAR_SAMP = m/(c-1) (NULL when c ≤ 1), STDDEV_* their square roots. Equal to
+    Spark's (which updates the moments one row at a time) up to floating-point rounding."""
+
+    def __init__(self, kind: str, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+
+    @property
+    def squares(self) -> str:
+        return f"_q{self.index}"
+
+    def state_names(self) -> list[str]:
+        return [self.count, self.sum, self.squares]
+
+    def columns(self) -> list[Column]:
+        return [*super().columns(), F.col(self.sum).cast("double").alias(self.sum),
+                F.col(self.squares).cast("double").alias(self.squares)]
+
+    def partial(self, x: Column | None, w: Column) -> list[Column]:
+        v = x.cast("double")
+        return [*super().partial(x, w), F.sum(v * w).alias(self.sum), F.sum(v * v * w).alias(self.squares)]
+
+    def merged(self, o: Get, d: Get) -> list[Column]:
+        def add(name: str) -> Column:
+            return (F.coalesce(o(name), F.lit(0.0)) + F.coalesce(d(name), F.lit(0.0))).alias(name)
+        return [*super().merged(o, d), add(self.sum), add(self.squares)]
+
+    def result(self, c: Get) -> Column:
+        n = c(self.count).cast("double")
+        m = F.greatest(c(self.squares) - c(self.sum) * c(self.sum) / n, F.lit(0.0))
+        population = self.kind.endswith("_pop")
+        variance = m / n if population else m / (n - 1)
+        value = F.sqrt(variance) if self.kind.startswith("stddev") else variance
+        return F.when(c(self.count) > (0 if population else 1), value)
+
+    def partial_arrow(self, x, w, schema):
+        v = pc.cast(x, pa.float64())
+        weight = pc.cast(w, pa.float64())
+        return [*super().partial_arrow(x, w, schema), (self.sum, pc.multiply(v, weight), "sum"),
+                (self.squares, pc.multiply(pc.multiply(v, v), weight), "sum")]
+
+    def merged_arrow(self, old, partial, schema):
+        def add(name: str) -> pa.ChunkedArray:
+            return pc.add(pc.fill_null(old.column(name), 0.0), pc.fill_null(partial.column(name), 0.0))
+        return {**super().merged_arrow(old, partial, schema), self.sum: add(self.sum),
+                self.squares: add(self.squares)}
+
+    def result_arrow(self, acc, schema):
+        n = pc.cast(acc.column(self.count), pa.float64())
+        s, q = acc.column(self.sum), acc.column(self.squares)
+        m = pc.max_element_wise(pc.subtract(q, pc.divide(pc.multiply(s, s), n)), pa.scalar(0.0))
+        population = self.kind.endswith("_pop")
+        variance = pc.divide(m, n) if population else pc.divide(m, pc.subtract(n, 1.0))
+        value = pc.sqrt(variance) if self.kind.startswith("stddev") else variance
+        enough = pc.greater(acc.column(self.count), 0 if population else 1)
+        return pc.if_else(enough, value, pa.scalar(None, pa.float64()))
+
+
 def accumulator(index: int, call: exp.Expression, result_type: str, append_only: bool,
                 multisets: list[str]) -> Accumulator:
-    """The accumulator of aggregate call `index` (COUNT, SUM, AVG, MIN, MAX, with DISTINCT for COUNT and SUM);
-    an argument that needs a multiset is added to `multisets` (one per distinct argument)."""
+    """The accumulator of aggregate call `index` (plan/operators/aggregate.py lists the kinds); an argument that
+    needs a multiset is added to `multisets` (one per distinct argument)."""
+    from mvengine.plan.operators.aggregate import MOMENTS, aggregate_call
     from mvengine.plan.types import aggregate_type, type_name
 
-    distinct = isinstance(call.this, exp.Distinct)
-    arg_expr = call.this.expressions[0] if distinct else call.this
-    argument = None if isinstance(arg_expr, exp.Star) or arg_expr is None else arg_expr.sql("spark")
-    kind = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}[type(call)]
+    normalized = aggregate_call(call)
+    kind, arg_expr = normalized.kind, normalized.argument
+    argument = None if arg_expr is None else arg_expr.sql("spark")
     sum_type = type_name(aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type)) \
         if kind in ("sum", "avg") else None
-    common = {"index": index, "argument": argument, "result_type": result_type,
-              "expression": None if argument is None else arg_expr}
-    if distinct or (kind in ("min", "max") and not append_only):
+    common = {"index": index, "argument": argument, "result_type": result_type, "expression": arg_expr}
+    if normalized.distinct or kind == "list" or (kind in ("min", "max") and not append_only):
         if argument not in multisets:
             multisets.append(argument)
-        how = {"count": "count", "sum": "sum", "min": "min", "max": "max"}[kind]
-        return Multiset(how, **common, multiset=multisets.index(argument))
+        return Multiset(kind, **common, multiset=multisets.index(argument))
     if kind == "count":
         return CountStar(**common) if argument is None else Count(**common)
     if kind in ("min", "max"):
         return Extreme(kind, **common)
+    if kind in ("bool_and", "bool_or"):
+        return Decisive(kind, **common)
+    if kind in MOMENTS:
+        return Moments(kind, **common)
     return (Sum if kind == "sum" else Avg)(**common, sum_type=sum_type)
 
 

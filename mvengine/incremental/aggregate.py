@@ -163,7 +163,7 @@ def _multiset_values(batch: Batch, nid: int, j: int, rows: DataFrame, affected_g
                       .select(*[quote(k) for k in keys], COUNT, gone.alias(DELETE)), keys, DELETE)
     present = merged.where(F.col(COUNT) > 0)
     value = F.col("_value")
-    results = [a.over_values(value) for a in aggs if a.multiset == j]
+    results = [a.over_values(value, F.col(COUNT)) for a in aggs if a.multiset == j]
     per_group = present.groupBy(*[quote(g) for g in groups]).agg(*results)
     # Groups whose values are all gone still need a row (their value is NULL, or 0 for COUNT DISTINCT).
     every = affected_groups.alias("g")

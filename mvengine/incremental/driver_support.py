@@ -8,6 +8,7 @@ from sqlglot import exp
 
 from mvengine.plan.nodes import Aggregate, Node
 from mvengine.plan.operators import operator_of
+from mvengine.plan.operators.aggregate import aggregate_call
 
 COMPARISONS = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
                exp.LT: "less", exp.LTE: "less_equal"}
@@ -29,10 +30,11 @@ def not_on_driver(root: Node) -> str | None:
             if reason is not None:
                 return f"{node.describe()}: {reason}"
         if isinstance(node, Aggregate):
-            for call in node.aggregates:
-                argument = call.this.expressions[0] if isinstance(call.this, exp.Distinct) else call.this
-                if isinstance(call, exp.Avg) and getattr(argument, "type", None) is not None \
-                        and argument.type.this == exp.DataType.Type.DECIMAL:
+            for call in map(aggregate_call, node.aggregates):
+                if call.kind == "list":
+                    return f"{node.describe()}: COLLECT_LIST (its lists are built by Spark)"
+                if call.kind == "avg" and getattr(call.argument, "type", None) is not None \
+                        and call.argument.type.this == exp.DataType.Type.DECIMAL:
                     return f"{node.describe()}: AVG of a decimal (its rounding is Spark's)"
     return None
 
@@ -41,11 +43,7 @@ def _evaluated(node: Node) -> list[exp.Expression]:
     """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls)."""
     if not isinstance(node, Aggregate):
         return node.expressions()
-    arguments = []
-    for call in node.aggregates:
-        argument = call.this.expressions[0] if isinstance(call.this, exp.Distinct) else call.this
-        if isinstance(argument, exp.Expression) and not isinstance(argument, exp.Star):
-            arguments.append(argument)
+    arguments = [call.argument for call in map(aggregate_call, node.aggregates) if call.argument is not None]
     return [*node.groups, *arguments]
 
 

@@ -4,10 +4,10 @@ the difference: every old session of those partitions retracted (-1), every new 
 cancel in the view's emit. This is seed 002's session example: a late row bridging two sessions retracts both
 and inserts the merged one.
 
-State: the input rows of each partition with their multiplicity (`n<i>_rows`, all of the window's input columns
-and `_n`), read back for the touched partitions only. Sessions are formed by Spark's own `session_window()`
-and aggregated by Spark's own functions over those rows, so every aggregate Spark has works here. Batches run
-in Spark (the driver rules do not form sessions).
+State: the input rows of each partition with their multiplicity (incremental/partition_rows.py), read back for
+the touched partitions only. Sessions are formed by Spark's own `session_window()` and aggregated by Spark's own
+functions over those rows, so every aggregate Spark has works here. Batches run in Spark (the driver rules do
+not form sessions).
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.partition_rows import batch_time, copies, partition_rows
 from mvengine.incremental.window_assign import without_late_rows
-from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal
+from mvengine.incremental.zset import MTIME, WEIGHT, consolidate
 from mvengine.plan.nodes import Field, SessionAggregate
-
-COUNT = "_n"
 
 
 def delta(node: SessionAggregate, batch: Batch, child_delta) -> DataFrame:
@@ -31,40 +30,26 @@ def delta(node: SessionAggregate, batch: Batch, child_delta) -> DataFrame:
     arriving = without_late_rows(window, child_delta(window.child, batch), batch)
     changed = batch.keep_small(consolidate(arriving.toDF(*columns, WEIGHT, MTIME), columns))
     partition = [g for g in node.groups if not _is_bound(g, window.fields)]
-    parts = [F.expr(_positional(g, fields).sql("spark")).alias(f"_p{i}") for i, g in enumerate(partition)]
-    touched = batch.keep_small(changed.select(*parts).distinct())
-    name = f"n{batch.node_id(node)}_rows"
-    template = changed.select(*columns, F.col(WEIGHT).alias(COUNT)).limit(0)
-    old = batch.state.read(name, template)
-    old = old.join(touched, _partition_match(old, touched, partition, fields), "left_semi") if partition else old
-    old = batch.keep_small(old)
-    d, o = changed.alias("d"), old.alias("o")
-    merged = batch.keep_small(d.join(o, null_safe_equal(d, o, columns), "full").select(
-        *[F.when(F.col(f"d.{WEIGHT}").isNotNull(), F.col(f"d.{c}")).otherwise(F.col(f"o.{c}")).alias(c)
-          for c in columns],
-        F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)).alias("_before"),
-        (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.coalesce(F.col(f"d.{WEIGHT}"), F.lit(0))).alias(COUNT)))
-    gone = F.col(COUNT) <= 0
-    changed_rows = merged.where(F.col(COUNT) != F.col("_before"))
-    batch.state.stage(name, changed_rows.select(*columns, COUNT, gone.alias("_delete")), columns, "_delete")
-    mtime = changed.agg(F.max(MTIME)).collect()[0][0]
+    parts = [F.expr(_positional(g, fields).sql("spark")) for g in partition]
+    old, new = partition_rows(batch, f"n{batch.node_id(node)}_rows", changed, columns, parts)
+    mtime = batch_time(changed)
     before = _sessions(node, old, fields, partition)
-    after = _sessions(node, merged.where(~gone).select(*columns, COUNT), fields, partition)
+    after = _sessions(node, new, fields, partition)
     return (after.withColumn(WEIGHT, F.lit(1).cast("long"))
             .unionAll(before.withColumn(WEIGHT, F.lit(-1).cast("long")))
-            .withColumn(MTIME, F.lit(mtime).cast("timestamp")))
+            .withColumn(MTIME, mtime))
 
 
 def _sessions(node: SessionAggregate, rows: DataFrame, fields: tuple[Field, ...], partition) -> DataFrame:
     """The view's aggregate rows over `rows` (input rows with their multiplicity `_n`): one per session."""
     window = node.window
-    copies = rows.select("*", F.explode(F.sequence(F.lit(1), F.col(COUNT).cast("int"))).alias("_copy"))
+    each = copies(rows)
     time = F.col(f"_c{_position(window.time, fields)}")
     session = F.session_window(time, f"{window.spec.size} microseconds")
     groups = [F.expr(_positional(g, fields).sql("spark")).alias(f"_p{i}") for i, g in enumerate(partition)]
     aggregates = [F.expr(_positional(a, fields).sql("spark")).alias(f"_a{j}") for j, a in enumerate(node.aggregates)]
-    grouped = copies.groupBy(*groups, session.alias("_s")).agg(*aggregates) if aggregates else \
-        copies.groupBy(*groups, session.alias("_s")).count().drop("count")
+    grouped = each.groupBy(*groups, session.alias("_s")).agg(*aggregates) if aggregates else \
+        each.groupBy(*groups, session.alias("_s")).count().drop("count")
     out, p = [], 0
     for g in node.groups:
         bound = _is_bound(g, window.fields)
@@ -96,11 +81,3 @@ def _positional(e: exp.Expression, fields: tuple[Field, ...]) -> exp.Expression:
             return exp.column(f"_c{_position(node, fields)}", quoted=True)
         return node
     return e.copy().transform(rename)
-
-
-def _partition_match(old: DataFrame, touched: DataFrame, partition, fields):
-    """Old rows whose partition values are among those the batch touched (NULL matching NULL)."""
-    condition = F.lit(True)
-    for i, g in enumerate(partition):
-        condition = condition & F.expr(_positional(g, fields).sql("spark")).eqNullSafe(touched[f"_p{i}"])
-    return condition

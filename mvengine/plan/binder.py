@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from mvengine.errors import SqlError
 from mvengine.names import did_you_mean
+from mvengine.plan.functions import spark_aggregates
 from mvengine.plan.nodes import (
     Aggregate,
     Distinct,
@@ -87,7 +88,7 @@ class Binder:
               names_required: bool = True) -> Node:
         visible = self.ctes
         try:
-            return self._query(q, outer, dict(ctes or {}), names_required)
+            return self._query(spark_aggregates(q), outer, dict(ctes or {}), names_required)
         finally:
             self.ctes = visible
 
@@ -321,9 +322,7 @@ class Binder:
             return alias, Scan(fields=fields, input=relation.name, input_kind=relation.kind,
                                input_key=relation.key, append_only=relation.append_only)
         if isinstance(item, exp.Subquery):
-            alias = item.alias
-            if not alias:
-                raise self.error("a subquery in FROM needs an alias", item, hint="write (SELECT ...) AS name")
+            alias = item.alias or "__auto_generated_subquery_name"  # Spark's own name for it
             node = self.query(item.this, scope.outer, ctes)
             if item.args.get("alias") is not None and item.args["alias"].columns:
                 node = self._rename(node, [c.name for c in item.args["alias"].columns], item)
@@ -406,18 +405,15 @@ class Binder:
         return WindowAssign(fields=node.fields + bounds, child=node, time=time, spec=spec), q
 
     def _event_time(self, e: exp.Expression, scope: Scope, spec: WindowSpec) -> exp.Expression:
-        """The window's time column, bound: an event-time attribute (a source's WATERMARK column)."""
+        """The window's time column, bound: a timestamp column. An event-time attribute (a source's WATERMARK
+        column) gives the window a watermark, for EMIT and allowed lateness; any other timestamp windows rows
+        all the same (as Spark does), without one."""
         time = self.bind(e, scope)
         if not isinstance(time, exp.Column) or time.type.this not in (exp.DataType.Type.TIMESTAMPTZ,
                                                                       exp.DataType.Type.TIMESTAMP,
                                                                       exp.DataType.Type.TIMESTAMPNTZ):
             raise self.error(f"a window's time must be a timestamp column, not {show(time)}", e,
                              hint="window a source's event-time column (its WATERMARK FOR column)")
-        if not time.meta.get("time_attr"):
-            raise self.error(
-                f"column {show(time)} is not an event-time attribute: a window needs one", e,
-                hint="declare it on the source: WATERMARK FOR <column> AS <column> - INTERVAL '5' SECOND in its "
-                     "CREATE TABLE (a view's timestamps are plain values: window the source's column)")
         return time
 
     def _rename(self, node: Node, names: list[str], at: exp.Expression) -> Node:
@@ -557,7 +553,7 @@ class Binder:
         arg = agg.this.expressions[0] if isinstance(agg.this, exp.Distinct) else agg.this
         arg_type = arg.type if isinstance(arg, exp.Expression) and not isinstance(arg, exp.Star) else None
         dtype = aggregate_type(agg, arg_type) or infer_type(agg.copy())
-        return Field(f"_a{i}", dtype, not isinstance(agg, exp.Count), None, False)
+        return Field(f"_a{i}", dtype, not isinstance(agg, (exp.Count, exp.CountIf)), None, False)
 
     def _check_aggregate(self, agg: exp.Expression) -> None:
         inner = agg.this if isinstance(agg, exp.Filter) else agg

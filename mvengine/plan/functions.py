@@ -19,3 +19,28 @@ def function_name(f: exp.Expression) -> str:
     if isinstance(f, exp.Anonymous):
         return str(f.this).lower()
     return f.sql("spark").split("(", 1)[0].strip().lower()
+
+
+# Spark aggregates sqlglot parses as plain calls: synonyms become sqlglot's class for the same aggregate, the rest
+# anonymous aggregates (so that they are grouped as Spark groups them, and planned full with the reason).
+_AGGREGATE_SYNONYMS = {"every": exp.LogicalAnd, "some": exp.LogicalOr, "any": exp.LogicalOr, "std": exp.Stddev,
+                       "mean": exp.Avg}
+_OTHER_AGGREGATES = frozenset({"try_sum", "try_avg", "histogram_numeric", "count_min_sketch", "hll_sketch_agg",
+                               "hll_union_agg"})
+
+
+def spark_aggregates(e: exp.Expression) -> exp.Expression:
+    """`e` with Spark's aggregate calls that sqlglot does not know as aggregates made into aggregates."""
+    def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Any) and not isinstance(node.this, (exp.Query, exp.Subquery)) \
+                and not isinstance(node.parent, (exp.Predicate, exp.Binary)):
+            return exp.LogicalOr(this=node.this)  # any(b); `x = ANY (subquery)` stays
+        if not isinstance(node, exp.Anonymous):
+            return node
+        name = str(node.this).lower()
+        if name in _AGGREGATE_SYNONYMS and len(node.expressions) == 1:
+            return _AGGREGATE_SYNONYMS[name](this=node.expressions[0])
+        if name in _OTHER_AGGREGATES:
+            return exp.AnonymousAggFunc(this=node.this, expressions=node.expressions)
+        return node
+    return e.transform(fix, copy=False)

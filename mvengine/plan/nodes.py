@@ -287,6 +287,65 @@ class Limit(Unary):
 
 
 @dataclass(frozen=True, eq=False)
+class TopN(Unary):
+    """The first `limit` rows of each partition of the child in `order` (`PARTITION BY` values; one partition
+    when empty): a filter `ROW_NUMBER()/RANK()/DENSE_RANK() OVER (...) <= limit`, or `ORDER BY ... LIMIT n`.
+    Its fields are the child's, then the rank (`function`'s value) when `ranked`. Rows tied on `order` are told
+    apart by all their columns, in ascending order, for ROW_NUMBER and LIMIT."""
+
+    partition: tuple[exp.Expression, ...] = ()
+    order: tuple[exp.Ordered, ...] = ()
+    function: str = "row_number"  # row_number, rank, dense_rank
+    limit: int = 1
+    ranked: bool = True
+
+    @property
+    def key(self) -> Key | None:
+        """One row per partition (ROW_NUMBER ... = 1, deduplication) is keyed by the partition's columns;
+        otherwise the child's key."""
+        if self.function == "row_number" and self.limit == 1:
+            positions = [next((i for i, f in enumerate(self.child.fields) if _is_ref_to(p, f)), None)
+                         for p in self.partition]
+            if None not in positions:
+                return tuple(positions)
+        return self.child.key
+
+    def expressions(self) -> list[exp.Expression]:
+        return [*self.partition, *(o.this for o in self.order)]
+
+    def describe(self) -> str:
+        inputs = self.child.fields
+        order = ", ".join(show(o, inputs) for o in self.order)
+        by = f" per {', '.join(show(p, inputs) for p in self.partition)}" if self.partition else ""
+        return f"TopN {self.function.upper()} <= {self.limit}{by} by {order}"
+
+
+@dataclass(frozen=True, eq=False)
+class Over(Unary):
+    """Window functions over partitions of the child (`... OVER (PARTITION BY p ORDER BY o [frame])`, all with
+    the same PARTITION BY): its fields are the child's, then one per window, its value for the row."""
+
+    windows: tuple[exp.Window, ...] = ()
+
+    @property
+    def partition(self) -> tuple[exp.Expression, ...]:
+        return tuple(self.windows[0].args.get("partition_by") or ())
+
+    def expressions(self) -> list[exp.Expression]:
+        """What the windows read, not the windows themselves (analysis flags a window it finds elsewhere)."""
+        parts: list[exp.Expression] = []
+        for w in self.windows:
+            parts.extend(a for a in w.this.iter_expressions())
+            parts.extend(w.args.get("partition_by") or ())
+            parts.extend(o.this for o in (w.args["order"].expressions if w.args.get("order") else ()))
+        return parts
+
+    def describe(self) -> str:
+        return "Over " + ", ".join(f"{show(w, self.child.fields)} AS {show_name(f.name)}"
+                                   for w, f in zip(self.windows, self.fields[len(self.child.fields):]))
+
+
+@dataclass(frozen=True, eq=False)
 class Opaque(Node):
     """Something the incremental compiler does not understand (yet): the view is recomputed in full."""
 
@@ -300,6 +359,17 @@ class Opaque(Node):
 
     def describe(self) -> str:
         return f"Opaque {self.what}"
+
+
+def with_children(node: Node, children: list[Node]) -> Node:
+    """The same node over other inputs (in the order of `children`)."""
+    if isinstance(node, Unary):
+        return replace(node, child=children[0])
+    if isinstance(node, Join):
+        return replace(node, left=children[0], right=children[1])
+    if isinstance(node, (UnionAll, Opaque)):
+        return replace(node, inputs=tuple(children))
+    return node
 
 
 def conjuncts(e: exp.Expression) -> list[exp.Expression]:

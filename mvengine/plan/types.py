@@ -48,7 +48,7 @@ def type_name(dtype: exp.DataType) -> str:
 
 def aggregate_type(func: exp.AggFunc, arg: exp.DataType | None) -> exp.DataType | None:
     """Spark's result type of COUNT/SUM/AVG/MIN/MAX over `arg`; None for other aggregates (sqlglot types them)."""
-    if isinstance(func, exp.Count):
+    if isinstance(func, (exp.Count, exp.CountIf)):
         return build("BIGINT")
     if arg is None or not isinstance(func, (exp.Sum, exp.Avg, exp.Min, exp.Max)):
         return None

@@ -10,6 +10,8 @@ from mvengine.names import RESERVED_VIEW_COLUMNS
 from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, is_deterministic, state_of
 from mvengine.plan.binder import Binder
 from mvengine.plan.nodes import Aggregate, Field, Node, WindowAssign, show, show_name
+from mvengine.plan.rewrites.over import over_windows
+from mvengine.plan.rewrites.top_n import top_n
 from mvengine.plan.scope import Relation
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import spark_sql
@@ -61,7 +63,7 @@ class ViewPlan:
 def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: list[str]) -> ViewPlan:
     """Bind the view's query against the sources and views `lookup` finds, and analyse the result."""
     binder = Binder(lookup, known, view.file, f"view {view.name}")
-    root = binder.query(view.query)
+    root = over_windows(top_n(binder.query(view.query)))
     columns = root.fields
     if view.column_names is not None:
         if len(view.column_names) != len(columns):
@@ -92,7 +94,7 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     deterministic = is_deterministic(root) and not binder.random_sampling
     changelog = changelog_kind(root, deterministic)
     if view.emit is not None:
-        _check_emit(view, columns, strategy)
+        _check_emit(view, columns, strategy, root)
         if view.emit.watermark_past is not None and view.emit.late_after is None and strategy == "incremental":
             changelog = "append-only"  # each window's row comes out once, final; what comes later is dropped
     held = ("; emit: the changes of windows not yet emitted (their rows wait in _state/emit_pending)"
@@ -106,7 +108,7 @@ def _check_lateness(view: ViewDef, root: Node) -> None:
     """allowed_lateness drops late rows where they meet their window: every window must be what an aggregate
     groups by (a window under a join would see rows its other input kept)."""
     where = {"file": view.file, "line": view.line, "obj": f"view {view.name}"}
-    windows = [n for n in root.walk() if isinstance(n, WindowAssign)]
+    windows = event_time_windows(root)
     grouped = {id(n.child) for n in root.walk() if isinstance(n, Aggregate)}
     if not windows:
         raise SqlError("allowed_lateness is for views that group by an event-time window", **where,
@@ -117,13 +119,18 @@ def _check_lateness(view: ViewDef, root: Node) -> None:
                             "drop late rows consistently)")
 
 
-def _check_emit(view: ViewDef, columns: tuple[Field, ...], strategy: str) -> None:
+def event_time_windows(root: Node) -> list[WindowAssign]:
+    """The plan's windows over an event-time attribute (a source's WATERMARK column): those a watermark passes."""
+    return [n for n in root.walk() if isinstance(n, WindowAssign) and n.time.meta.get("time_attr")]
+
+
+def _check_emit(view: ViewDef, columns: tuple[Field, ...], strategy: str, root: Node) -> None:
     """An EMIT clause needs an event-time window among the view's columns (its bounds are selected); WATERMARK
     PAST names one of its bounds; EMIT AFTER holds rows in the state of an incremental view."""
     emit = view.emit
     where = {"file": view.file, "line": emit.line, "col": emit.col, "obj": f"view {view.name}"}
     bounds = [f.name for f in columns if f.window_bound is not None]
-    if not bounds:
+    if not bounds or not event_time_windows(root):
         raise SqlError(f"{emit.text}: the view has no event-time window, so there is nothing to emit per window",
                        **where, hint="group by a window of a source's WATERMARK column, e.g. GROUP BY "
                                      "window(ts, '1 minute'), and select its end")

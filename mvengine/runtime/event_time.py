@@ -28,7 +28,7 @@ from mvengine.incremental.driver import consolidated
 from mvengine.incremental.state import StateStore
 from mvengine.plan.nodes import WindowAssign
 from mvengine.plan.operators.aggregate import windowed
-from mvengine.plan.view_plan import ViewPlan
+from mvengine.plan.view_plan import ViewPlan, event_time_windows
 from mvengine.project.catalog import Catalog
 from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
@@ -186,7 +186,10 @@ def _condition(column: str, at_most: int) -> str:
 
 def window_end(plan: ViewPlan) -> tuple[str, int] | None:
     """The view column that tells its row's window end, and what to add to it: a window_end column (0), else a
-    window start (+ the window's size); None for a view without window bounds."""
+    window start (+ the window's size); None for a view without window bounds, or whose windows are not over an
+    event-time attribute (no watermark passes them)."""
+    if not event_time_windows(plan.root):
+        return None
     ends = [c.name for c in plan.columns if c.window_bound == "end"]
     if ends:
         return ends[0], 0

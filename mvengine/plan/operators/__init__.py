@@ -50,13 +50,16 @@ def _registry() -> dict[type[Node], Operator]:
         join,
         limit,
         opaque,
+        over,
         project,
         scan,
         session,
+        top_n,
         union,
         window,
     )
-    modules = (scan, filter, project, aggregate, session, distinct, union, join, window, limit, opaque)
+    modules = (scan, filter, project, aggregate, session, distinct, union, join, window, limit, top_n, over,
+               opaque)
     return {m.OPERATOR.node: m.OPERATOR for m in modules}
 
 

@@ -6,7 +6,12 @@ from (-1), so a group's new value comes from its old accumulators and the batch'
 - MIN/MAX(x) over an append-only input: the extreme itself (rows never go); over an input that deletes, a
   multiset of the values per group (value → count), whose least/greatest value with a positive count is the
   result;
-- COUNT(DISTINCT x) and SUM(DISTINCT x): a multiset of x per group; a value counts while its count is positive.
+- COUNT(DISTINCT x) and SUM(DISTINCT x): a multiset of x per group; a value counts while its count is positive;
+- BOOL_AND/EVERY and BOOL_OR/SOME/ANY(x): the count of non-NULL x and of the x that decide (false; true);
+- VARIANCE/VAR_SAMP/VAR_POP and STDDEV/STD/STDDEV_SAMP/STDDEV_POP(x): the count, sum and sum of squares of x
+  (in doubles: equal to Spark's results up to floating-point rounding);
+- COLLECT_LIST/ARRAY_AGG(x): the multiset of x per group; the list holds its values in ascending order;
+- `agg(x) FILTER (WHERE c)` is agg(CASE WHEN c THEN x END), and COUNT_IF(c) is COUNT(CASE WHEN c THEN 1 END).
 
 A group is deleted when its row count reaches zero. The output changes by -old +new per group whose result
 changed, so it is never append-only. The state grows with the groups (bounded without GROUP BY, or with an
@@ -15,36 +20,74 @@ allowed lateness past which windows leave it) and with the distinct values of th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from mvengine.plan.functions import function_name
 from mvengine.plan.nodes import Aggregate, Node, WindowAssign, show
 from mvengine.plan.operators import Claim, Operator, never_append_only
 
-# Aggregates maintained incrementally (with or without DISTINCT for COUNT and SUM).
-INCREMENTAL_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+# sqlglot's class of each incremental aggregate → its kind (COUNT_IF is COUNT of a CASE, below).
+_KINDS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+          exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or", exp.Stddev: "stddev_samp",
+          exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
+          exp.VariancePop: "var_pop", exp.ArrayAgg: "list"}
+MOMENTS = ("stddev_samp", "stddev_pop", "var_samp", "var_pop")
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    """An incremental aggregate call, normalized: `kind` over the values of `argument` (None for COUNT(*)), each
+    counted once when `distinct`. A FILTER (WHERE c) is folded into the argument as CASE WHEN c THEN x END (every
+    incremental aggregate skips NULLs, so a row the condition rejects adds nothing); COUNT_IF(c) is
+    COUNT(CASE WHEN c THEN 1 END)."""
+
+    kind: str
+    argument: exp.Expression | None
+    distinct: bool = False
+
+
+def aggregate_call(call: exp.Expression) -> AggregateCall | str:
+    """The normalized call, or why it is not maintained incrementally."""
+    condition = None
+    if isinstance(call, exp.Filter):
+        condition, call = call.expression.this, call.this
+    if isinstance(call, exp.CountIf):
+        condition, argument, kind, distinct = call.this, None, "count", False
+        one = exp.Literal.number(1)
+        one.type = exp.DataType.build("INT")
+        argument = one
+    else:
+        kind = _KINDS.get(type(call))
+        if kind is None:
+            return f"aggregate {function_name(call)}() is not maintained incrementally"
+        distinct = isinstance(call.this, exp.Distinct)
+        if distinct:
+            if kind not in ("count", "sum"):
+                return f"{function_name(call).upper()}(DISTINCT ...) is not maintained incrementally"
+            if len(call.this.expressions) != 1:
+                return "COUNT(DISTINCT ...) of several columns is not maintained incrementally"
+        argument = call.this.expressions[0] if distinct else call.this
+        if not isinstance(argument, exp.Expression) or isinstance(argument, exp.Star):
+            argument = None
+    if condition is not None:
+        if argument is None:  # COUNT(*) FILTER (WHERE c): count the rows where c holds
+            argument = exp.Literal.number(1)
+            argument.type = exp.DataType.build("INT")
+        typed = argument.type
+        argument = exp.Case(ifs=[exp.If(this=condition.copy(), true=argument.copy())])
+        argument.type = typed
+    return AggregateCall(kind, argument, distinct)
 
 
 def aggregate_reasons(node: Aggregate) -> list[str]:
     reasons = []
     for agg in node.aggregates:
-        reason = _aggregate_reason(agg, node.child.fields)
-        if reason and reason not in reasons:
-            reasons.append(reason)
+        found = aggregate_call(agg)
+        if isinstance(found, str) and found not in reasons:
+            reasons.append(found)
     return reasons
-
-
-def _aggregate_reason(agg: exp.Expression, inputs) -> str | None:
-    if isinstance(agg, exp.Filter):
-        return f"aggregate with a FILTER clause ({show(agg, inputs)})"
-    if not isinstance(agg, INCREMENTAL_AGGREGATES):
-        return f"aggregate {function_name(agg)}() is not maintained incrementally"
-    if isinstance(agg.this, exp.Distinct):
-        if not isinstance(agg, (exp.Count, exp.Sum)):
-            return f"{function_name(agg).upper()}(DISTINCT ...) is not maintained incrementally"
-        if len(agg.this.expressions) != 1:
-            return "COUNT(DISTINCT ...) of several columns is not maintained incrementally"
-    return None
 
 
 def windowed(node: Node) -> WindowAssign | None:
@@ -59,27 +102,29 @@ def state(node: Aggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
     items: list[str] = ["count"]
     bounded = not node.groups
     for agg in node.aggregates:
-        inner = agg.this if isinstance(agg, exp.Filter) else agg
-        arg = inner.this
-        distinct = isinstance(arg, exp.Distinct)
-        inputs = node.child.fields
-        value = show(arg.expressions[0], inputs) if distinct and arg.expressions else (
-            show(arg, inputs) if isinstance(arg, exp.Expression) else "*")
-        if distinct:
+        call = aggregate_call(agg)
+        if isinstance(call, str):  # a full view has no state
+            continue
+        value = "*" if call.argument is None else show(call.argument, node.child.fields)
+        if call.distinct:
             new = [f"count per distinct {value}"]
             bounded = False
-        elif isinstance(inner, exp.Count):
-            new = [] if value == "*" or isinstance(arg, exp.Star) else [f"count({value})"]
-        elif isinstance(inner, (exp.Sum, exp.Avg)):
+        elif call.kind == "count":
+            new = [] if call.argument is None else [f"count({value})"]
+        elif call.kind in ("sum", "avg"):
             new = [f"sum({value})", f"count({value})"]
-        elif isinstance(inner, (exp.Min, exp.Max)):
-            if append_only:
-                new = [f"{function_name(inner)}({value})"]
-            else:
-                new = [f"min/max multiset of {value}"]
-                bounded = False
+        elif call.kind in ("bool_and", "bool_or"):
+            new = [f"count({value})", f"count({value} = {'false' if call.kind == 'bool_and' else 'true'})"]
+        elif call.kind in MOMENTS:
+            new = [f"count({value})", f"sum({value})", f"sum({value}²)"]
+        elif call.kind == "list":
+            new = [f"multiset of {value}"]
+            bounded = False
+        elif append_only:
+            new = [f"{call.kind}({value})"]
         else:
-            new = [show(inner, inputs)]
+            new = [f"min/max multiset of {value}"]
+            bounded = False
         items.extend(i for i in new if i not in items)
     where = f"per group ({', '.join(show(g, node.child.fields) for g in node.groups)})" if node.groups else "one row"
     text = f"{where}: {', '.join(items)}"

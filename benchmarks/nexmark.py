@@ -1,0 +1,118 @@
+"""Nexmark throughput, query by query: incremental refresh against full recomputation over the same events.
+
+For each query of examples/nexmark (with the helper views it reads), in a project of its own: Nexmark's events
+(mvengine/nexmark.py, as `mv demo` writes them) at --rate events per second of event time, --warmup seconds of
+them before the view starts, then batches of --interval seconds of events, one pipeline batch each (what
+`mv refresh --continuous` runs per trigger), until --seconds of events have been generated after the warm-up
+(at least 60: a steady state). Reported per query:
+
+- incremental events/s: the events of the measured batches over the time their refreshes took (median batch);
+- full events/s: the same events over the time a recomputation of the view over all events so far takes
+  (`refresh(full=True)` after each of the last --full-runs batches, median);
+- whether the incremental snapshot equals the recomputed one (it must).
+
+    .venv/bin/python benchmarks/nexmark.py --rate 1000 --interval 5 --seconds 60
+    .venv/bin/python benchmarks/nexmark.py --queries q5 q9 q18 --rate 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from mvengine.nexmark import NexmarkFeed  # noqa: E402
+from mvengine.project.catalog import load_catalog  # noqa: E402
+from mvengine.project.config import load_config  # noqa: E402
+from mvengine.runtime.refresh import Refresher, view_tables  # noqa: E402
+from mvengine.runtime.session import spark_session  # noqa: E402
+from mvengine.storage.api import read_table  # noqa: E402
+
+EXAMPLE = ROOT / "examples" / "nexmark" / "views"
+
+
+def query_files() -> dict[str, Path]:
+    """Each query's file, by the name of the view the file ends with (q0 ... q22)."""
+    found = {}
+    for path in sorted(EXAMPLE.glob("q*.sql")):
+        names = re.findall(r"CREATE MATERIALIZED VIEW (\w+)", path.read_text(), re.IGNORECASE)
+        found[names[-1]] = path
+    return found
+
+
+def project(root: Path, query: Path) -> Path:
+    (root / "views").mkdir(parents=True)
+    shutil.copy(EXAMPLE / "sources.sql", root / "views")
+    shutil.copy(query, root / "views")
+    (root / "conf").mkdir()
+    (root / "conf" / "mvengine.toml").write_text('[spark.conf]\n"spark.sql.shuffle.partitions" = "2"\n')
+    return root
+
+
+def measure(spark, name: str, path: Path, args) -> dict:
+    root = project(Path(tempfile.mkdtemp(prefix=f"nexmark-{name}-")), path)
+    config = load_config(root)
+    catalog = load_catalog(config)
+    plan = catalog.plans[name]
+    feed = NexmarkFeed(config, catalog, seed=7, interval=args.warmup, rate=args.rate)
+    feed.start()
+    feed.next_batch()  # the warm-up events
+    feed.interval = args.interval
+    refresher = Refresher(spark, config, catalog)
+    refresher.refresh()
+    batches = max(1, round(args.seconds / args.interval))
+    incremental, full = [], []
+    per_batch = round(args.rate * args.interval)
+    equal = True
+    for i in range(batches):
+        feed.next_batch()
+        started = time.perf_counter()
+        refresher.refresh()
+        incremental.append(time.perf_counter() - started)
+        if i >= batches - args.full_runs:
+            ours = read_table(spark, view_tables(plan, {}).snapshot)
+            ours = ours.select(*ours.columns).collect()
+            started = time.perf_counter()
+            refresher.refresh(full=True, names=[name])
+            full.append(time.perf_counter() - started)
+            recomputed = read_table(spark, view_tables(plan, {}).snapshot).collect()
+            equal = equal and sorted(map(tuple, ours), key=repr) == sorted(map(tuple, recomputed), key=repr)
+    shutil.rmtree(root, ignore_errors=True)
+    return {"query": name, "strategy": plan.strategy, "events": batches * per_batch,
+            "batch_s": statistics.median(incremental), "incremental_eps": per_batch / statistics.median(incremental),
+            "full_s": statistics.median(full), "full_eps": per_batch / statistics.median(full), "equal": equal}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", nargs="*", help="the queries to run (default: all)")
+    parser.add_argument("--rate", type=int, default=1000, help="events per second of event time")
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds of events per batch")
+    parser.add_argument("--seconds", type=float, default=60.0, help="seconds of events measured (at least 60)")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds of events before the view starts")
+    parser.add_argument("--full-runs", type=int, default=2, help="recomputations measured, after the last batches")
+    args = parser.parse_args()
+    files = query_files()
+    names = args.queries or sorted(files, key=lambda q: int(q[1:]))
+    spark = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    print(f"rate {args.rate} events/s, batches of {args.interval:g} s ({round(args.rate * args.interval)} events), "
+          f"{args.seconds:g} s of events after {args.warmup:g} s of warm-up, local[2]")
+    print(f"{'query':6} {'strategy':12} {'events':>7} {'batch s':>8} {'incr ev/s':>10} {'full s':>7} "
+          f"{'full ev/s':>10} {'full/incr':>9}  equal")
+    for name in names:
+        r = measure(spark, name, files[name], args)
+        print(f"{r['query']:6} {r['strategy']:12} {r['events']:7d} {r['batch_s']:8.2f} {r['incremental_eps']:10.0f} "
+              f"{r['full_s']:7.2f} {r['full_eps']:10.0f} {r['full_s'] / r['batch_s']:8.1f}x  {r['equal']}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

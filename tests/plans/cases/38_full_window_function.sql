@@ -1,2 +1,0 @@
-CREATE MATERIALIZED VIEW ranked AS
-SELECT id, customer_id, ROW_NUMBER() OVER (PARTITION BY customer_id ORDER BY ts DESC) AS rn FROM orders;
