@@ -1,9 +1,9 @@
 """TopN (plan/operators/top_n.py): the first N rows of each partition in an order, maintained from a prefix.
 
-State, per partition (its `PARTITION BY` values; one partition without): `n<i>_top`, a prefix of the partition's
-rows in the total order — the ORDER BY, then every column ascending, so that ROW_NUMBER is deterministic — with
-their multiplicity `_n`; and `n<i>_count`, the partition's row count. A prefix is *complete* when it holds the
-whole partition.
+State, per partition (its `PARTITION BY` values `_p0, _p1, ...`; one partition without): `n<i>_top`, a prefix of
+the partition's rows in the total order — the ORDER BY, then every column ascending, so that ROW_NUMBER is
+deterministic — with their partition and multiplicity `_n`; and `n<i>_count`, the partition's row count. A
+prefix is *complete* when it holds the whole partition.
 
 A batch, for the partitions its changes touch:
 1. merges the changes into the old prefix: a deleted row leaves it; an inserted row joins it when the prefix is
@@ -15,20 +15,25 @@ A batch, for the partitions its changes touch:
 3. keeps the first N + buffer rows (plan/operators/top_n.buffer_size; ties at rank N are kept whole);
 4. emits the old top N of those partitions retracted and the new one inserted: rows that stay as they were
    cancel out, so only rows entering, leaving or moving are emitted.
-Batches run in Spark (there is no driver rule).
+The driver rule (`driver_delta`) does the same in Python over the touched partitions' rows, for small batches;
+a partition to read again from the input sends the batch to Spark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import reduce
+from functools import cmp_to_key, reduce
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.driver import data
+from mvengine.incremental.driver_expressions import NotOnDriver, evaluate
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.nodes import Node, TopN
@@ -57,8 +62,8 @@ def delta(node: TopN, batch: Batch, child_delta) -> DataFrame:
     changed = batch.keep_small(with_partition(consolidate(child, columns)))
     touched = batch.keep_small(changed.select(*pcols).distinct())
     rows_name, counts_name = f"n{nid}_top", f"n{nid}_count"
-    row_template = changed.select(*columns, F.lit(0).cast("long").alias(COUNT)).limit(0)
-    old = with_partition(batch.state.read(rows_name, row_template))
+    row_template = changed.select(*columns, *pcols, F.lit(0).cast("long").alias(COUNT)).limit(0)
+    old = batch.state.read(rows_name, row_template)
     old = batch.keep_small(_join(old, touched, pcols, "left_semi")[0])
     count_template = touched.select(*pcols, F.lit(0).cast("long").alias(COUNT)).limit(0)
     old_counts = batch.state.read_for(counts_name, count_template, touched, pcols)
@@ -117,10 +122,11 @@ def delta(node: TopN, batch: Batch, child_delta) -> DataFrame:
         trimmed = copies.where((F.col("_rn") <= keep) | (F.col("_rank") <= node.limit))
     else:
         trimmed = copies
-    new_state = trimmed.groupBy(*columns).agg(F.count(F.lit(1)).cast("long").alias(COUNT))
-    gone = _join(old.select(*columns), new_state.select(*columns), columns, "left_anti")[0]
-    batch.state.stage(rows_name, new_state.select(*columns, COUNT, F.lit(False).alias(DELETE)).unionByName(
-        gone.select(*columns, F.lit(0).cast("long").alias(COUNT), F.lit(True).alias(DELETE))), columns, DELETE)
+    new_state = trimmed.groupBy(*columns, *pcols).agg(F.count(F.lit(1)).cast("long").alias(COUNT))
+    gone = _join(old.select(*columns, *pcols), new_state.select(*columns), columns, "left_anti")[0]
+    batch.state.stage(rows_name, new_state.select(*columns, *pcols, COUNT, F.lit(False).alias(DELETE)).unionByName(
+        gone.select(*columns, *pcols, F.lit(0).cast("long").alias(COUNT), F.lit(True).alias(DELETE))), columns,
+        DELETE)
     counted = info.where((F.col("_count") != 0) | F.col("_existed"))
     batch.state.stage(counts_name, counted.select(*pcols, F.col("_count").alias(COUNT),
                                                   (F.col("_count") == 0).alias(DELETE)), pcols, DELETE)
@@ -217,3 +223,172 @@ def _refillable(child: Node) -> bool:
         if operator is None or operator.state(n, is_append_only, False) is not None:
             return False
     return True
+
+
+# -- on the driver ---------------------------------------------------------------------------------------------
+# The same four steps in Python, partition by partition: a batch touches few partitions, each with a prefix of
+# N + buffer rows, so sorting them row by row costs milliseconds. The values are compared as Spark orders them:
+# NULLs first or last per key, strings by code point (UTF-8 byte order), NaN refused (NotOnDriver).
+
+
+def driver_delta(node: TopN, batch, child_delta) -> pa.Table:
+    nid = batch.node_id(node)
+    names = [f.name for f in node.child.fields]
+    if any(c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)):
+        raise NotOnDriver("a top-N ordered by PROCTIME()")
+    rows_name, counts_name = f"n{nid}_top", f"n{nid}_count"
+    rows_schema, counts_schema = batch.state.schema(rows_name), batch.state.schema(counts_name)
+    if rows_schema is None or counts_schema is None:
+        raise NotOnDriver(f"state {rows_name} does not exist")
+    child = child_delta(node.child, batch)
+    outputs = _output_schema(node, child)
+    if child.num_rows == 0:
+        return outputs.empty_table()
+    pcols = [f"_p{i}" for i in range(max(1, len(node.partition)))]
+
+    changed = _keyed(node, data(child), names, counts_schema, pcols)
+    weights = child.column(WEIGHT).to_pylist()
+    mtime = pc.max(child.column(MTIME))
+    parts = list(dict.fromkeys(changed.partition))
+    touched = pa.table([pa.array([p[j] for p in parts], counts_schema.field(c).type) for j, c in enumerate(pcols)],
+                       names=pcols)
+    old_rows = batch.state.lookup(rows_name, touched, pcols)
+    old_counts = batch.state.lookup(counts_name, touched, pcols)
+    old = _keyed(node, [old_rows.column(n).cast(child.column(i).type) for i, n in enumerate(names)], names,
+                 counts_schema, pcols) if old_rows is not None and old_rows.num_rows else None
+    counts = {tuple(r[c] for c in pcols): r[COUNT] for r in old_counts.to_pylist()} if old_counts is not None else {}
+
+    prefix: dict[tuple, dict[tuple, int]] = {}  # partition → row → multiplicity, before the batch
+    if old is not None:
+        for i, n in enumerate(old_rows.column(COUNT).to_pylist()):
+            prefix.setdefault(old.partition[i], {})[old.rows[i]] = n
+    moved: dict[tuple, dict[tuple, int]] = {}
+    for i, w in enumerate(weights):
+        rows = moved.setdefault(changed.partition[i], {})
+        rows[changed.rows[i]] = rows.get(changed.rows[i], 0) + w
+    order = {**(old.order if old is not None else {}), **changed.order}
+    keep = node.limit + buffer_size(node, is_append_only(node.child))
+
+    emitted: dict[tuple, int] = {}
+    staged_rows, staged_counts = [], []
+    for part, deltas in moved.items():
+        before = prefix.get(part, {})
+        count = counts.get(part, 0)
+        complete = count == sum(before.values())
+        merged = dict(before)
+        for row, w in deltas.items():
+            merged[row] = merged.get(row, 0) + w
+        ranked_before = _ranked_rows(node, before, order)
+        boundary = ranked_before[-1][0] if ranked_before else None
+        after = {row: n for row, n in merged.items() if n > 0 and (
+            complete or (boundary is not None and _compare(node, order, row, boundary) <= 0))}
+        new_count = count + sum(deltas.values())
+        ranked = _ranked_rows(node, after, order)
+        size = len(ranked)
+        certain = size == new_count or (size >= node.limit if node.function == "row_number"
+                                        else any(rank > node.limit for _, rank in ranked))
+        if new_count > 0 and not certain:
+            raise NotOnDriver("a top-N partition drained by deletes is read again from the input")
+        for row, rank in ranked:
+            if rank <= node.limit:
+                key = row + ((rank,) if node.ranked else ())
+                emitted[key] = emitted.get(key, 0) + 1
+        for row, rank in ranked_before:
+            if rank <= node.limit:
+                key = row + ((rank,) if node.ranked else ())
+                emitted[key] = emitted.get(key, 0) - 1
+        kept: dict[tuple, int] = {}
+        for place, (row, rank) in enumerate(ranked, start=1):
+            if place <= keep or rank <= node.limit:
+                kept[row] = kept.get(row, 0) + 1
+        staged_rows += [(*row, *part, n, False) for row, n in kept.items()]
+        staged_rows += [(*row, *part, 0, True) for row in before if row not in kept]
+        if new_count != 0 or part in counts:
+            staged_counts.append((*part, new_count, new_count == 0))
+
+    batch.state.stage(rows_name, _table(staged_rows, rows_schema), names, DELETE)
+    batch.state.stage(counts_name, _table(staged_counts, counts_schema), pcols, DELETE)
+    out = [(*key, w) for key, w in emitted.items() if w != 0]
+    result = pa.Table.from_pylist([dict(zip(outputs.names, (*row, mtime.as_py()))) for row in out], schema=outputs)
+    return result
+
+
+class _Keyed:
+    """Rows as Python tuples, with each row's partition and order values."""
+
+    def __init__(self, rows: list[tuple], partition: list[tuple], order: dict[tuple, tuple]) -> None:
+        self.rows, self.partition, self.order = rows, partition, order
+
+
+def _keyed(node: TopN, columns: list, names: list[str], counts_schema: pa.Schema, pcols: list[str]) -> _Keyed:
+    for c in columns:
+        if pa.types.is_nested(c.type):
+            raise NotOnDriver(f"a top-N over a column of type {c.type}")
+        if pa.types.is_floating(c.type) and pc.any(pc.is_nan(c)).as_py():
+            raise NotOnDriver("a NaN in a top-N's input")
+    table = pa.table(columns, names=[f"c{i}" for i in range(len(columns))])
+    fields = node.child.fields
+    rows = list(zip(*[c.to_pylist() for c in columns])) if columns else []
+    if node.partition:
+        parts = [evaluate(p, table, fields).cast(counts_schema.field(c).type).to_pylist()
+                 for p, c in zip(node.partition, pcols)]
+        partition = list(zip(*parts))
+    else:
+        partition = [(0,)] * len(rows)
+    keys = [evaluate(o.this, table, fields) for o in node.order]
+    for k in keys:
+        if pa.types.is_floating(k.type) and pc.any(pc.is_nan(k)).as_py():
+            raise NotOnDriver("a NaN in a top-N's order")
+    order = dict(zip(rows, zip(*[k.to_pylist() for k in keys]))) if keys else {r: () for r in rows}
+    return _Keyed(rows, partition, order)
+
+
+def _compare(node: TopN, order: dict[tuple, tuple], a: tuple, b: tuple) -> int:
+    """The total order: the ORDER BY keys (with their directions and NULL placement), then every column
+    ascending with NULLs first."""
+    for o, x, y in zip(node.order, order[a], order[b]):
+        c = _values(x, y, bool(o.args.get("nulls_first")) if o.args.get("nulls_first") is not None
+                    else not o.args.get("desc"), bool(o.args.get("desc")))
+        if c:
+            return c
+    for x, y in zip(a, b):
+        c = _values(x, y, True, False)
+        if c:
+            return c
+    return 0
+
+
+def _values(x, y, nulls_first: bool, desc: bool) -> int:
+    if x is None or y is None:
+        if x is None and y is None:
+            return 0
+        return (-1 if x is None else 1) * (1 if nulls_first else -1)
+    if x == y:
+        return 0
+    return (-1 if x < y else 1) * (-1 if desc else 1)
+
+
+def _ranked_rows(node: TopN, rows: dict[tuple, int], order: dict[tuple, tuple]) -> list[tuple[tuple, int]]:
+    """Each copy of the rows in the total order, with the node's function's value."""
+    ordered = sorted(rows, key=cmp_to_key(lambda a, b: _compare(node, order, a, b)))
+    ranked: list[tuple[tuple, int]] = []
+    place, rank, dense, previous = 0, 0, 0, object()
+    for row in ordered:
+        for _ in range(rows[row]):
+            place += 1
+            if order[row] != previous:
+                rank, dense, previous = place, dense + 1, order[row]
+            ranked.append((row, {"row_number": place, "rank": rank, "dense_rank": dense}[node.function]))
+    return ranked
+
+
+def _output_schema(node: TopN, child: pa.Table) -> pa.Schema:
+    fields = [pa.field(f"c{i}", t) for i, t in enumerate(child.schema.types[:len(node.child.fields)])]
+    if node.ranked:
+        fields.append(pa.field(f"c{len(fields)}", pa.int32()))
+    return pa.schema([*fields, pa.field(WEIGHT, pa.int64()), pa.field(MTIME, child.schema.field(MTIME).type)])
+
+
+def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+    target = pa.schema([f.with_nullable(True) for f in schema] + [pa.field(DELETE, pa.bool_())])
+    return pa.Table.from_pylist([dict(zip(target.names, r)) for r in rows], schema=target)
