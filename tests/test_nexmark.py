@@ -14,6 +14,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef
+from tests.test_refresh_claims import check_changelog_kind
 from tests.test_refresh_differential import check_changelog, check_view
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "nexmark"
@@ -47,6 +48,7 @@ def test_nexmark_views_equal_their_sql(spark, tmp_path):
             check_changelog(spark, catalog, name)
         else:
             check_view(spark, catalog, name)
+        check_changelog_kind(spark, catalog, name)
     bids = read_table(spark, TableRef(catalog.sources["bid"].path)).count()
     counted = read_table(spark, view_tables(catalog.plans["q12"], {}).snapshot).agg({"bid_count": "sum"})
     assert counted.collect()[0][0] == bids  # every bid in one processing-time window of its bidder

@@ -19,7 +19,7 @@ PLANS = Path(__file__).parent / "plans"
 CASES = sorted(p for p in (PLANS / "cases").iterdir() if p.suffix == ".sql" or p.is_dir())
 
 
-def _project(case: Path, root: Path) -> Path:
+def case_project(case: Path, root: Path) -> Path:
     (root / "views").mkdir(parents=True)
     shutil.copy(PLANS / "sources.sql", root / "views" / "_sources.sql")
     if case.is_dir():
@@ -30,7 +30,7 @@ def _project(case: Path, root: Path) -> Path:
 
 
 def run_plan(case: Path, root: Path, capsys) -> str:
-    project = _project(case, root)
+    project = case_project(case, root)
     code = main(["--project", str(project), "plan", "--json"])
     out, err = capsys.readouterr()
     if case.name.startswith("e"):

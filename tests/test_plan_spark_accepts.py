@@ -18,6 +18,7 @@ from mvengine.names import quote_identifier as quote
 from mvengine.plan.types import type_name
 from mvengine.project.catalog import load_catalog
 from mvengine.project.config import load_config
+from tests.test_plan_golden import case_project
 
 ROOT = Path(__file__).parent.parent
 PLANS = Path(__file__).parent / "plans"
@@ -55,16 +56,6 @@ REFUSED_ON_PURPOSE = {
 }
 
 
-def _project(case: Path, root: Path) -> Path:
-    (root / "views").mkdir(parents=True)
-    shutil.copy(PLANS / "sources.sql", root / "views" / "_sources.sql")
-    if case.is_dir():
-        shutil.copytree(case, root, dirs_exist_ok=True)
-    else:
-        shutil.copy(case, root / "views" / case.name)
-    return root
-
-
 def _register_sources(spark, catalog) -> None:
     for source in catalog.sources.values():
         ddl = ", ".join(f"{quote(n)} {t.sql('spark')}" for n, t in zip(source.schema.names, source.sql_types))
@@ -90,7 +81,7 @@ def _check_project(spark, root: Path) -> None:
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.name.startswith("e")], ids=lambda c: c.stem)
 def test_spark_and_mvengine_accept_and_type_every_case(spark, case, tmp_path):
-    _check_project(spark, _project(case, tmp_path / "project"))
+    _check_project(spark, case_project(case, tmp_path / "project"))
 
 
 @pytest.mark.parametrize("name", sorted(PROJECTS))
@@ -105,7 +96,7 @@ VIEW = re.compile(r"CREATE\s+MATERIALIZED\s+VIEW\s+(\S+)\s+(?:WITH\s*\((?:[^()]|
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.name.startswith("e")], ids=lambda c: c.stem)
 def test_every_error_case_is_refused_by_spark_too_or_on_purpose(spark, case, tmp_path):
-    root = _project(case, tmp_path / "project")
+    root = case_project(case, tmp_path / "project")
     with pytest.raises(MvError):
         load_catalog(load_config(root))
     if case.stem in REFUSED_ON_PURPOSE:

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from mvengine.incremental.driver_support import not_on_driver
 from mvengine.project.catalog import load_catalog
 from mvengine.project.config import load_config
-from mvengine.runtime.refresh import Refresher, view_tables
+from mvengine.runtime.refresh import view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.test_refresh_differential import STEPS, apply_commit, make_project
+from tests.test_refresh_differential import STEPS, check_changelog, make_project, refresh_steps
 
 VIEWS = """
 CREATE MATERIALIZED VIEW a_filter AS
@@ -57,7 +57,8 @@ def _rows(df) -> list[tuple]:
 
 def check(spark, catalog, name: str) -> None:
     """The view's snapshot equals its SQL over its inputs at the versions its commit records (floats within
-    rounding)."""
+    rounding), and its changelog replays to it."""
+    check_changelog(spark, catalog, name)
     plan = catalog.plans[name]
     tables = view_tables(plan, {})
     dt = tables.snapshot.open()
@@ -69,22 +70,6 @@ def check(spark, catalog, name: str) -> None:
     assert len(got) == len(expected), f"{name}: {got} != {expected}"
     for g, e in zip(got, expected):
         assert all(_close(x, y) for x, y in zip(g, e)), f"{name}: {g} != {e} (all: {got} != {expected})"
-
-
-def run(spark, root: Path, steps) -> dict[str, set[str]]:
-    config = load_config(root)
-    catalog = load_catalog(config)
-    engines: dict[str, set[str]] = {}
-    refresher = Refresher(spark, config, catalog,
-                          report=lambda r: engines.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}"))
-    refresher.refresh()
-    for commits in steps:
-        for commit in commits:
-            apply_commit(spark, catalog, commit)
-        refresher.refresh()
-        for name in catalog.plans:
-            check(spark, catalog, name)
-    return engines
 
 
 def project(root: Path, conf: str = "") -> Path:
@@ -110,16 +95,16 @@ def test_every_aggregate_is_planned_incremental(tmp_path):
     assert [n for n in plans if not_on_driver(plans[n].root) is None] == ON_DRIVER
 
 
-@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 @example(steps=EXAMPLE)
 def test_aggregates_equal_sparks_after_random_changes_on_the_driver(spark, tmp_path_factory, steps):
-    engines = run(spark, project(tmp_path_factory.mktemp("agg")), steps)
+    engines = refresh_steps(spark, project(tmp_path_factory.mktemp("agg")), steps, check=check)
     assert all(engines[n] <= {"bootstrap/spark", "stream/driver"} for n in ON_DRIVER), engines
 
 
 @pytest.mark.parametrize("steps", [EXAMPLE])
 def test_aggregates_equal_sparks_in_spark(spark, tmp_path, steps):
-    engines = run(spark, project(tmp_path, "driver_max_changes = 0\n"), steps)
+    engines = refresh_steps(spark, project(tmp_path, "driver_max_changes = 0\n"), steps, check=check)
     assert all(engines[n] == {"bootstrap/spark", "stream/spark"} for n in engines), engines

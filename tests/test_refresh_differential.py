@@ -123,10 +123,10 @@ def check_snapshot(spark, catalog, name: str) -> None:
     assert bag(read_table(spark, tables.snapshot)) == bag(expected), f"{name} differs from its SQL"
 
 
-def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False) -> dict[str, set[str]]:
-    """Refresh the project, then per step: apply its commits, refresh, and check every view (check_view).
-    With `all_incremental`, first check that every view is planned incremental. Returns, per view, the kinds
-    and engines of its batches ("stream/spark": the delta rule in Spark)."""
+def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False, check=None) -> dict[str, set[str]]:
+    """Refresh the project, then per step: apply its commits, refresh, and check every view (`check`, by
+    default check_view). With `all_incremental`, first check that every view is planned incremental. Returns,
+    per view, the kinds and engines of its batches ("stream/spark": the delta rule in Spark)."""
     config = load_config(root)
     catalog = load_catalog(config)
     if all_incremental:
@@ -140,7 +140,7 @@ def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False) ->
             apply_commit(spark, catalog, commit)
         refresher.refresh()
         for name in catalog.plans:
-            check_view(spark, catalog, name)
+            (check or check_view)(spark, catalog, name)
     return engines
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import Aggregate, Node
+from mvengine.plan.nodes import Aggregate, Node, TopN
 from mvengine.plan.operators import operator_of
 from mvengine.plan.operators.aggregate import aggregate_call
 
@@ -29,6 +29,9 @@ def not_on_driver(root: Node) -> str | None:
             reason = unsupported(e)
             if reason is not None:
                 return f"{node.describe()}: {reason}"
+        if isinstance(node, TopN) and any(c.meta.get("proctime") for e in node.expressions()
+                                          for c in e.find_all(exp.Column)):
+            return f"{node.describe()}: an order by PROCTIME() (Spark keeps each row's arrival time)"
         if isinstance(node, Aggregate):
             for call in map(aggregate_call, node.aggregates):
                 if call.kind == "list":

@@ -101,7 +101,7 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
             if view.emit is not None and strategy == "incremental" else "")
     return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog, strategy,
                     "; ".join(reasons) if reasons else None, state.description + held, state.bounded,
-                    tuple(binder.notes), spark_sql(view.query, binder.table_windows))
+                    tuple(_origin(view) + binder.notes), spark_sql(view.query, binder.table_windows))
 
 
 def _check_lateness(view: ViewDef, root: Node) -> None:
@@ -117,6 +117,12 @@ def _check_lateness(view: ViewDef, root: Node) -> None:
         raise SqlError("allowed_lateness needs the window to be what an aggregate groups by", **where,
                        hint="GROUP BY the window directly (a window under a join or without GROUP BY cannot "
                             "drop late rows consistently)")
+
+
+def _origin(view: ViewDef) -> list[str]:
+    if view.origin is None:
+        return []
+    return [f"the join input {view.origin}, which keeps state, maintained as a view of its own"]
 
 
 def event_time_windows(root: Node) -> list[WindowAssign]:

@@ -14,6 +14,7 @@ from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, plan_view
 from mvengine.project.config import Config
 from mvengine.project.dag import build_dag, check_acyclic, topological_order
+from mvengine.project.join_inputs import extract_join_inputs
 from mvengine.sql.files import Statement, read_sql_files
 from mvengine.sql.sources import SourceDef, is_source, parse_source
 from mvengine.sql.views import ViewDef, is_view, parse_view
@@ -65,6 +66,7 @@ def load_sources(config: Config) -> dict[str, SourceDef]:
 def load_catalog(config: Config) -> Catalog:
     """Parse, resolve and plan everything in views/; the first mistake found is raised as a SqlError."""
     sources, views = _declarations(config)
+    views = extract_join_inputs(views, set(sources) | set(views), config.warehouse)
     graph = build_dag(list(sources), list(views.values()))
     check_acyclic(graph, views)
     order = topological_order(graph)

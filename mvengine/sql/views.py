@@ -36,6 +36,7 @@ class ViewDef:
     refresh_policy: str = "auto"  # one of REFRESH_POLICIES
     emit: Emit | None = None  # the EMIT clause after the SELECT (seed 002); None: every batch's changes
     allowed_lateness: int | None = None  # µs: rows later than this behind the watermark are not applied
+    origin: str | None = None  # a join input made a view of its own (project/join_inputs.py): whose, in words
 
 
 def is_view(statement: Statement) -> bool:

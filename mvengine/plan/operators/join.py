@@ -5,7 +5,7 @@ retracts a NULL-padded row)."""
 
 from __future__ import annotations
 
-from mvengine.plan.nodes import Aggregate, Distinct, Join
+from mvengine.plan.nodes import Aggregate, Distinct, Join, Over, TopN
 from mvengine.plan.operators import Claim, Operator
 
 
@@ -25,10 +25,10 @@ def full_reasons(node: Join) -> list[str]:
         reasons.append("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
     if node.kind != "inner" and node.conditions()[2]:
         reasons.append(f"a {node.kind} join whose ON condition compares the two sides other than by equality")
-    for side in node.children:
-        if any(isinstance(n, (Aggregate, Distinct)) for n in side.walk()):
-            reasons.append("an aggregate or DISTINCT inside a join's input: make that subquery a view of its own, "
-                           "and join the view")
+    for side in node.children:  # (a subquery in FROM is made a view of its own: project/join_inputs.py)
+        if any(isinstance(n, (Aggregate, Distinct, TopN, Over)) for n in side.walk()):
+            reasons.append("an aggregate, DISTINCT or window function inside a join's input that is not a subquery "
+                           "in FROM (a CTE, say): make it a view of its own, and join the view")
     return reasons
 
 
