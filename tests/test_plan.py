@@ -85,7 +85,11 @@ def test_key_is_carried_through_a_chain_of_views(tmp_path):
     # Monotone operators over append-only inputs, but an expression changes its value for rows already emitted:
     ("SELECT user_id, COUNT(*) OVER (PARTITION BY user_id) AS c FROM clicks", "retract"),
     ("SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn "
-     "FROM clicks) AS r WHERE rn = 1", "retract"),
+     "FROM clicks) AS r WHERE rn = 1", "upsert"),  # one row per user_id: -U/+U when a row moves to the top
+    ("SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn "
+     "FROM clicks) AS r WHERE rn <= 2", "retract"),
+    ("SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY PROCTIME()) "
+     "AS rn FROM clicks) AS r WHERE rn = 1", "append-only"),  # keep-first by arrival
     ("SELECT url FROM clicks WHERE user_id > (SELECT MIN(id) FROM customers)", "retract"),
     ("SELECT url FROM clicks WHERE user_id > (SELECT MIN(user_id) FROM clicks)", "retract"),
     ("SELECT url, rand() AS r FROM clicks", "retract"),
@@ -116,7 +120,8 @@ def test_append_only_flows_through_views(tmp_path):
     ("SELECT COUNT(DISTINCT url) AS n FROM clicks", False, "one row: count, count per distinct url"),
     ("SELECT DISTINCT url FROM clicks", False, "per distinct row: count"),
     ("SELECT id, name FROM customers WHERE name LIKE 'A%'", True, "none"),
-    ("SELECT id FROM customers ORDER BY id LIMIT 1", True, "none (recomputed in full on every refresh)"),
+    ("SELECT id FROM customers ORDER BY id LIMIT 1", True, "one partition: its first 11 rows in order and its row "
+                                                           "count"),
 ])
 def test_state_and_whether_it_is_bounded(tmp_path, select, bounded, state):
     p = plan(tmp_path, select)
@@ -220,8 +225,9 @@ def test_equi_joins_are_incremental(tmp_path, select):
     ("SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id AND o.qty > c.id",
      "a left join whose ON condition compares the two sides other than by equality"),
     ("SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)", "NOT IN (subquery)"),
-    ("SELECT c.id, t.total FROM customers c JOIN (SELECT customer_id, SUM(qty) AS total FROM orders "
-     "GROUP BY customer_id) t ON t.customer_id = c.id", "an aggregate or DISTINCT inside a join's input"),
+    ("WITH t AS (SELECT customer_id, SUM(qty) AS total FROM orders GROUP BY customer_id) "
+     "SELECT c.id, t.total FROM customers c JOIN t ON t.customer_id = c.id",
+     "an aggregate, DISTINCT or window function inside a join's input that is not a subquery in FROM"),
 ])
 def test_joins_planned_full_say_why(tmp_path, select, reason):
     p = plan(tmp_path, select)

@@ -40,13 +40,18 @@ CREATE MATERIALIZED VIEW running AS
 SELECT k, g, v, AVG(v) OVER (PARTITION BY g ORDER BY k ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS avg3,
        SUM(v) OVER (PARTITION BY g ORDER BY k) + 1 AS cum, LAG(v) OVER (PARTITION BY g ORDER BY k) AS prev
 FROM t;
+CREATE MATERIALIZED VIEW qualified AS
+SELECT k, g, v FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY g ORDER BY v, k) = 1;
+CREATE MATERIALIZED VIEW named AS
+SELECT k, g, SUM(v) OVER w AS cum, MIN(v) OVER w2 AS low2
+FROM t WINDOW w AS (PARTITION BY g ORDER BY k), w2 AS (PARTITION BY g ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW);
 CREATE MATERIALIZED VIEW bag_share AS
 SELECT g, v, COUNT(*) OVER (PARTITION BY g) AS n, MAX(v) OVER (PARTITION BY g) - v AS below_top FROM b;
 """
 
 
-TOP_N = ("top2", "newest", "lowest", "bag_rn", "bag_rank", "bag_dense", "top_groups")
-OVER = ("running", "bag_share")
+TOP_N = ("top2", "newest", "lowest", "bag_rn", "bag_rank", "bag_dense", "top_groups", "qualified")
+OVER = ("running", "bag_share", "named")
 
 
 def test_every_form_is_planned_incremental(tmp_path):
@@ -54,7 +59,8 @@ def test_every_form_is_planned_incremental(tmp_path):
     assert {n: p.strategy for n, p in plans.items()} == {n: "incremental" for n in plans}
     assert {n: p.changelog for n, p in plans.items()} == {
         "top2": "upsert", "newest": "upsert", "lowest": "upsert", "bag_rn": "retract", "bag_rank": "retract",
-        "bag_dense": "retract", "top_groups": "upsert", "running": "upsert", "bag_share": "retract"}
+        "bag_dense": "retract", "top_groups": "upsert", "running": "upsert", "bag_share": "retract",
+        "qualified": "upsert", "named": "upsert"}
 
 
 # Always run: ties in the bag, a partition drained by deletes (read again), rows moving in and out of the top.
@@ -97,7 +103,8 @@ def test_window_functions_equal_sparks_in_spark(spark, tmp_path):
     (root / "conf" / "mvengine.toml").write_text("[refresh]\ndriver_max_changes = 0\n")
     engines = refresh_steps(spark, root, DRAIN)
     assert all(kinds == {"bootstrap/spark", "stream/spark"} for n, kinds in engines.items() if n not in
-               ("top2", "newest", "lowest", "top_groups", "running")), engines  # (their source t did not move)
+               ("top2", "newest", "lowest", "top_groups", "running", "qualified", "named")), engines
+    # (the views over t: their source did not move)
 
 
 def test_keep_first_deduplication_over_an_append_only_source_only_inserts(spark, tmp_path):

@@ -159,6 +159,9 @@ class Binder:
     # -- SELECT -----------------------------------------------------------------------------------------------
 
     def _select(self, q: exp.Select, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
+        q = _named_windows(q)
+        if q.args.get("qualify") is not None:
+            return self._qualify(q, outer, ctes, names_required)
         scope = Scope(outer=outer)
         self.ctes = ctes  # for subqueries inside expressions, which bind() meets
         from_ = q.args.get("from_") or q.args.get("from")
@@ -196,6 +199,36 @@ class Binder:
                 raise self.error("DISTINCT ON is not Spark SQL", q.args["distinct"])
             node = Distinct(fields=node.fields, child=node)
         return self._order_limit(q, node, (projections, scope))
+
+    def _qualify(self, q: exp.Select, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
+        """`SELECT ... QUALIFY p`, as Spark evaluates it (after the windows, before DISTINCT, ORDER BY and LIMIT):
+        the SELECT without those, with each window of p (and each input column p reads that is not selected)
+        as a column of its own, filtered by p over them. The columns are dropped again above the filter; a
+        top-N written with QUALIFY is then the same plan as one written with a subquery."""
+        inner = q.copy()
+        predicate = inner.args["qualify"].this
+        for part in ("qualify", "distinct", "order", "limit", "offset"):
+            inner.set(part, None)
+        selected = {p.alias_or_name.lower() for p in inner.expressions}
+        helpers: list[exp.Expression] = []
+
+        def lift(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Window) or (isinstance(node, exp.Column) and (
+                    node.table or node.name.lower() not in selected)):
+                name = f"__qualify_{len(helpers)}"
+                helpers.append(exp.alias_(node.copy(), name, quoted=True))
+                return exp.column(name, quoted=True)
+            return node
+        predicate = predicate.copy().transform(lift)
+        inner.set("expressions", [*inner.expressions, *helpers])
+        wrapper = exp.select("*").from_(exp.Subquery(this=inner, alias=exp.TableAlias(
+            this=exp.to_identifier("__qualified")))).where(predicate)
+        node = self.query(wrapper, outer, ctes, names_required)
+        kept = tuple(f for f in node.fields if not f.name.startswith("__qualify_"))
+        node = Project(fields=kept, child=node, projections=tuple(f.ref() for f in kept))
+        if q.args.get("distinct") is not None:
+            node = Distinct(fields=node.fields, child=node)
+        return self._order_limit(q, node, None)
 
     def _from(self, q: exp.Select, from_: exp.From, scope: Scope,
               ctes: dict[str, Node]) -> tuple[Node, list[JoinStep]]:
@@ -729,6 +762,26 @@ def _is_aggregate(e: exp.Expression) -> bool:
 def _aggregates_in(e: exp.Expression) -> bool:
     return any(isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window)
                for n in e.walk(prune=lambda n: isinstance(n, exp.Query)))
+
+
+def _named_windows(q: exp.Select) -> exp.Select:
+    """The SELECT with `OVER w` of a `WINDOW w AS (...)` clause written out in each window."""
+    named = {w.name.lower(): w for w in q.args.get("windows") or []}
+    if not named:
+        return q
+    q = q.copy()
+    for window in q.find_all(exp.Window):
+        alias = window.args.get("alias")
+        spec = named.get(alias.name.lower()) if isinstance(alias, exp.Identifier) else None
+        if spec is None:
+            continue
+        window.set("alias", None)
+        for part in ("partition_by", "order", "spec"):
+            if not window.args.get(part) and spec.args.get(part):
+                window.set(part, spec.args[part].copy() if isinstance(spec.args[part], exp.Expression)
+                           else [p.copy() for p in spec.args[part]])
+    q.set("windows", None)
+    return q
 
 
 def _has_modifiers(q: exp.Expression) -> bool:

@@ -85,6 +85,13 @@ def _spark_types(e: exp.Expression) -> None:
         e.type = build("INT")
     elif isinstance(e, exp.TimestampTrunc):
         e.type = build("TIMESTAMP")
+    elif isinstance(e, exp.Window) and isinstance(e.this, exp.AggFunc):  # SUM(x) OVER (...): as over GROUP BY
+        f = e.this
+        argument = f.this if isinstance(f.this, exp.Expression) and not isinstance(f.this, exp.Star) else None
+        arg_type = annotate_types(argument, dialect=DIALECT, overwrite_types=False).type if argument else None
+        found = aggregate_type(f, arg_type)
+        if found is not None:
+            e.type = found
     elif isinstance(e, (exp.Round, exp.Floor, exp.Ceil)):
         arg = annotate_types(e.this, dialect=DIALECT, overwrite_types=False).type
         if arg is not None and arg.this == T.DECIMAL:

@@ -44,4 +44,4 @@ def _onto(e: exp.Expression, at: dict[int, Field], rename) -> exp.Expression:
 
 
 def _typed(window: exp.Window) -> exp.DataType:
-    return window.type if getattr(window, "type", None) is not None else infer_type(window.copy())
+    return infer_type(window.copy())
