@@ -79,7 +79,7 @@ DRAIN = [
 ]
 
 
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
+@settings(max_examples=1, deadline=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 @example(steps=EXAMPLE)

@@ -34,6 +34,7 @@ from sqlglot import exp
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import data
 from mvengine.incremental.driver_expressions import NotOnDriver, evaluate
+from mvengine.incremental.partition_rows import batch_time
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.nodes import Node, TopN
@@ -135,10 +136,9 @@ def delta(node: TopN, batch: Batch, child_delta) -> DataFrame:
     outputs = names + (["_rank"] if node.ranked else [])
     new_top = copies.where(F.col("_rank") <= node.limit).select(*names, F.col("_rank"))
     old_top = _ranked(node, old, order, pcols).where(F.col("_rank") <= node.limit).select(*names, F.col("_rank"))
-    mtime = changed.agg(F.max(MTIME)).collect()[0][0]
     emitted = (new_top.select(*outputs, F.lit(1).cast("long").alias(WEIGHT))
                .unionByName(old_top.select(*outputs, F.lit(-1).cast("long").alias(WEIGHT)))
-               .withColumn(MTIME, F.lit(mtime).cast("timestamp")))
+               .withColumn(MTIME, batch_time(changed)))
     return consolidate(emitted, outputs)
 
 

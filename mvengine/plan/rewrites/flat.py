@@ -4,6 +4,7 @@ several qualifiers and may share names) or anything else."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -12,14 +13,15 @@ from sqlglot import exp
 from mvengine.plan.nodes import Node, Project
 
 QUALIFIER = "_in"
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
 def flat_input(child: Node) -> tuple[Project, Callable[[exp.Expression], exp.Expression]]:
-    """A Project renaming the child's fields apart under QUALIFIER (a name that is unique and does not start with
-    `_` is kept, others become `_c<i>`), and the function moving an expression over the child's fields onto
-    it."""
+    """A Project renaming the child's fields apart under QUALIFIER (a plain name, unique and not starting with `_`,
+    is kept; others become `_c<i>`: the rules name columns in Spark's column syntax), and the function moving an
+    expression over the child's fields onto it."""
     lowered = [f.name.lower() for f in child.fields]
-    fields = tuple(replace(f, name=f.name if lowered.count(f.name.lower()) == 1 and not f.name.startswith("_")
+    fields = tuple(replace(f, name=f.name if lowered.count(f.name.lower()) == 1 and _PLAIN.fullmatch(f.name)
                            else f"_c{i}", qualifier=QUALIFIER) for i, f in enumerate(child.fields))
     flat = Project(fields=fields, child=child, projections=tuple(f.ref() for f in child.fields))
     where = {(f.name, f.qualifier): i for i, f in enumerate(child.fields)}
