@@ -20,6 +20,7 @@ from sqlglot import exp
 
 from mvengine.incremental.driver import extreme
 from mvengine.incremental.driver_expressions import NotOnDriver, cast
+from mvengine.incremental.zset import MTIME
 
 COUNT = "_n"  # a group's row count
 Get = Callable[[str], Column]  # an accumulator column of the old state ("o.") or the batch's partial ("d.")
@@ -28,6 +29,8 @@ Get = Callable[[str], Column]  # an accumulator column of the old state ("o.") o
 class Accumulator:
     """An aggregate call `index` of a GROUP BY over `argument` (Spark SQL; None for *), of Spark type
     `result_type`."""
+
+    ordered = False  # whether its partial depends on the order of a batch's rows (by MTIME)
 
     def __init__(self, index: int, argument: str | None, expression: exp.Expression | None, result_type: str,
                  sum_type: str | None = None, multiset: int | None = None) -> None:
@@ -74,7 +77,8 @@ class Accumulator:
 
     def partial_arrow(self, x: pa.ChunkedArray | None, w: pa.ChunkedArray,
                       schema: pa.Schema) -> list[tuple[str, pa.ChunkedArray, str]]:
-        """(state column, per-row contribution, Arrow's grouped aggregate summing it) for each state column."""
+        """(state column, per-row contribution, Arrow's grouped aggregate summing it: its name, or its name and
+        options) for each state column."""
         return []
 
     def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
@@ -360,11 +364,59 @@ class Moments(Count):
         return pc.if_else(enough, value, pa.scalar(None, pa.float64()))
 
 
+class Arrival(Accumulator):
+    """FIRST(x) and LAST(x) over an append-only input (FIRST_VALUE, ANY_VALUE, LAST_VALUE alike), by the order
+    rows arrived in, i.e. their commits' times (MTIME): v is the value of the group's first (last) row, or its
+    first (last) non-NULL value with IGNORE NULLS. A batch's partial is the value of its first (last) row; FIRST
+    keeps v once the group has a row (a non-NULL v, ignoring NULLs), LAST takes the batch's (a non-NULL one,
+    ignoring NULLs). Rows of one commit tie, and any of them may be taken, as Spark's FIRST takes any row."""
+
+    ordered = True  # the driver sorts a batch's rows by MTIME before grouping
+
+    def __init__(self, kind: str, ignore_nulls: bool, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.first, self.ignore_nulls = kind == "first", ignore_nulls
+
+    def state_names(self) -> list[str]:
+        return [self.value]
+
+    def columns(self) -> list[Column]:
+        return [F.lit(None).cast(self.result_type).alias(self.value)]
+
+    def partial(self, x: Column | None, w: Column) -> list[Column]:
+        order = F.when(x.isNotNull(), F.col(MTIME)) if self.ignore_nulls else F.col(MTIME)
+        return [(F.min_by if self.first else F.max_by)(x, order).alias(self.value)]
+
+    def merged(self, o: Get, d: Get) -> list[Column]:
+        kept, batch = (o, d) if self.first else (d, o)  # the value that wins, and the one it falls back to
+        if self.ignore_nulls:
+            return [F.coalesce(kept(self.value), batch(self.value)).alias(self.value)]
+        return [F.when(F.coalesce(kept(COUNT), F.lit(0)) > 0, kept(self.value)).otherwise(batch(self.value))
+                .alias(self.value)]
+
+    def result(self, c: Get) -> Column:
+        return c(self.value).cast(self.result_type)
+
+    def partial_arrow(self, x, w, schema):
+        how = "first" if self.first else "last"
+        return [(self.value, x, (how, pc.ScalarAggregateOptions(skip_nulls=self.ignore_nulls)))]
+
+    def merged_arrow(self, old, partial, schema):
+        kept, batch = (old, partial) if self.first else (partial, old)
+        if self.ignore_nulls:
+            return {self.value: pc.coalesce(kept.column(self.value), batch.column(self.value))}
+        has_rows = pc.fill_null(pc.greater(kept.column(COUNT), 0), False)
+        return {self.value: pc.if_else(has_rows, kept.column(self.value), batch.column(self.value))}
+
+    def result_arrow(self, acc, schema):
+        return acc.column(self.value)
+
+
 def accumulator(index: int, call: exp.Expression, result_type: str, append_only: bool,
                 multisets: list[str]) -> Accumulator:
     """The accumulator of aggregate call `index` (plan/operators/aggregate.py lists the kinds); an argument that
     needs a multiset is added to `multisets` (one per distinct argument)."""
-    from mvengine.plan.operators.aggregate import MOMENTS, aggregate_call
+    from mvengine.plan.operators.aggregate import ARRIVAL, MOMENTS, aggregate_call
     from mvengine.plan.types import aggregate_type, type_name
 
     normalized = aggregate_call(call)
@@ -385,6 +437,8 @@ def accumulator(index: int, call: exp.Expression, result_type: str, append_only:
         return Decisive(kind, **common)
     if kind in MOMENTS:
         return Moments(kind, **common)
+    if kind in ARRIVAL:
+        return Arrival(kind, normalized.ignore_nulls, **common)
     return (Sum if kind == "sum" else Avg)(**common, sum_type=sum_type)
 
 

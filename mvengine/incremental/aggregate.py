@@ -202,17 +202,19 @@ def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
 
     # 1. What this batch adds to each affected group's accumulators.
     columns: dict[str, pa.ChunkedArray] = {**dict(zip(groups, group_values)), COUNT: weight, MTIME: mtime}
-    sums: list[tuple[str, str]] = [(COUNT, "sum"), (MTIME, "max")]
+    sums: list[tuple] = [(COUNT, "sum"), (MTIME, "max")]  # (column, Arrow's aggregate[, its options])
     for a in aggs:
         for name, contribution, how in a.partial_arrow(values.get(a.argument), weight, schema):
             columns[name] = contribution
-            sums.append((name, how))
+            sums.append((name, *how) if isinstance(how, tuple) else (name, how))
     rows = pa.table(list(columns.values()), names=list(columns))
     if not groups and rows.num_rows == 0:
         return _no_change(node, schema, aggs, child)
+    if any(a.ordered for a in aggs):  # in the order the rows arrived in (a stable sort keeps a commit's order)
+        rows = rows.take(pc.sort_indices(rows, [(MTIME, "ascending")]))
     grouped = group_by(rows, groups).aggregate(sums)
-    partial = pa.table([grouped.column(g) for g in groups] + [grouped.column(f"{c}_{how}") for c, how in sums],
-                       names=[*groups, *[c for c, _ in sums]])
+    partial = pa.table([grouped.column(g) for g in groups] + [grouped.column(f"{s[0]}_{s[1]}") for s in sums],
+                       names=[*groups, *[s[0] for s in sums]])
 
     # 2. The accumulators before the batch, for the affected groups only.
     if groups:

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from mvengine.errors import SqlError
 from mvengine.names import did_you_mean
-from mvengine.plan.functions import spark_aggregates
+from mvengine.plan.functions import NULLS_OPTIONS, aggregate_function, in_window, spark_aggregates
 from mvengine.plan.nodes import (
     Aggregate,
     Distinct,
@@ -580,17 +580,15 @@ class Binder:
         return node, rewritten, having_rewritten
 
     def _agg_field(self, agg: exp.Expression, i: int) -> Field:
-        """The field holding aggregate `agg` (an AggFunc, or an AggFunc with FILTER (WHERE ...))."""
-        if isinstance(agg, exp.Filter):
-            agg = agg.this
+        """The field holding aggregate `agg` (an AggFunc, with FILTER (WHERE ...) or IGNORE NULLS)."""
+        agg = aggregate_function(agg)
         arg = agg.this.expressions[0] if isinstance(agg.this, exp.Distinct) else agg.this
         arg_type = arg.type if isinstance(arg, exp.Expression) and not isinstance(arg, exp.Star) else None
         dtype = aggregate_type(agg, arg_type) or infer_type(agg.copy())
         return Field(f"_a{i}", dtype, not isinstance(agg, (exp.Count, exp.CountIf)), None, False)
 
     def _check_aggregate(self, agg: exp.Expression) -> None:
-        inner = agg.this if isinstance(agg, exp.Filter) else agg
-        if any(_aggregates_in(child) for child in inner.iter_expressions()):
+        if any(_aggregates_in(child) for child in aggregate_function(agg).iter_expressions()):
             raise self.error(f"aggregate inside an aggregate: {show(agg)}", agg)
 
     # -- ORDER BY / LIMIT -------------------------------------------------------------------------------------
@@ -685,7 +683,7 @@ class Binder:
                 replacements.append(node)
             elif isinstance(node, exp.Query) and node is not e:
                 self.query(node, scope, self.ctes, names_required=False)  # to check its names and inputs
-            elif isinstance(node, exp.AggFunc) and not aggregates and not isinstance(node.parent, exp.Window):
+            elif isinstance(node, exp.AggFunc) and not aggregates and not in_window(node):
                 raise self.error(f"aggregate {show(node)} is not allowed here", node,
                                  hint="aggregates belong in SELECT and HAVING of a grouped query")
         for column in replacements:
@@ -753,14 +751,17 @@ def _first_words(e: exp.Expression) -> str:
 
 
 def _is_aggregate(e: exp.Expression) -> bool:
-    """An aggregate call (with its FILTER clause, if any), not the function of a window."""
-    if isinstance(e, exp.Filter) and isinstance(e.this, exp.AggFunc):
-        return not isinstance(e.parent, exp.Window)
-    return (isinstance(e, exp.AggFunc) and not isinstance(e.parent, (exp.Window, exp.Filter)))
+    """An aggregate call (with its FILTER clause and IGNORE / RESPECT NULLS, if any), not the function of a
+    window."""
+    if isinstance(e, exp.AggFunc) and isinstance(e.parent, (exp.Filter, *NULLS_OPTIONS)):
+        return False  # part of the call above
+    if isinstance(e, NULLS_OPTIONS) and isinstance(e.parent, exp.Filter):
+        return False
+    return isinstance(aggregate_function(e), exp.AggFunc) and not in_window(e)
 
 
 def _aggregates_in(e: exp.Expression) -> bool:
-    return any(isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Window)
+    return any(isinstance(n, exp.AggFunc) and not in_window(n)
                for n in e.walk(prune=lambda n: isinstance(n, exp.Query)))
 
 

@@ -44,3 +44,21 @@ def spark_aggregates(e: exp.Expression) -> exp.Expression:
             return exp.AnonymousAggFunc(this=node.this, expressions=node.expressions)
         return node
     return e.transform(fix, copy=False)
+
+
+NULLS_OPTIONS = (exp.IgnoreNulls, exp.RespectNulls)  # `agg(x) IGNORE NULLS`, Spark's `first(x, true)`
+
+
+def aggregate_function(call: exp.Expression) -> exp.Expression:
+    """The function of an aggregate call written `f(x)`, `f(x) FILTER (WHERE ...)` or `f(x) IGNORE NULLS`."""
+    if isinstance(call, exp.Filter):
+        call = call.this
+    return call.this if isinstance(call, NULLS_OPTIONS) else call
+
+
+def in_window(e: exp.Expression) -> bool:
+    """Whether `e` is the function of a window (`f(x) OVER (...)`, `f(x) IGNORE NULLS OVER (...)`)."""
+    parent = e.parent
+    if isinstance(parent, NULLS_OPTIONS):
+        parent = parent.parent
+    return isinstance(parent, exp.Window)

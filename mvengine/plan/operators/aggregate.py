@@ -11,6 +11,9 @@ from (-1), so a group's new value comes from its old accumulators and the batch'
 - VARIANCE/VAR_SAMP/VAR_POP and STDDEV/STD/STDDEV_SAMP/STDDEV_POP(x): the count, sum and sum of squares of x
   (in doubles: equal to Spark's results up to floating-point rounding);
 - COLLECT_LIST/ARRAY_AGG(x): the multiset of x per group; the list holds its values in ascending order;
+- FIRST/FIRST_VALUE/ANY_VALUE(x) and LAST/LAST_VALUE(x) over an append-only input, with or without IGNORE NULLS:
+  the value itself, of the row that arrived first (last) by its commit's time; a later batch never changes a
+  FIRST and replaces a LAST (rows of one commit tie: any of them may be taken, as Spark's FIRST takes any);
 - `agg(x) FILTER (WHERE c)` is agg(CASE WHEN c THEN x END), and COUNT_IF(c) is COUNT(CASE WHEN c THEN 1 END).
 
 A group is deleted when its row count reaches zero. The output changes by -old +new per group whose result
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvengine.plan.functions import function_name
+from mvengine.plan.functions import aggregate_function, function_name
 from mvengine.plan.nodes import Aggregate, Node, WindowAssign, show
 from mvengine.plan.operators import Claim, Operator, never_append_only
 
@@ -32,8 +35,10 @@ from mvengine.plan.operators import Claim, Operator, never_append_only
 _KINDS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
           exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or", exp.Stddev: "stddev_samp",
           exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
-          exp.VariancePop: "var_pop", exp.ArrayAgg: "list"}
+          exp.VariancePop: "var_pop", exp.ArrayAgg: "list", exp.First: "first", exp.FirstValue: "first",
+          exp.AnyValue: "first", exp.Last: "last", exp.LastValue: "last"}
 MOMENTS = ("stddev_samp", "stddev_pop", "var_samp", "var_pop")
+ARRIVAL = ("first", "last")  # by the order rows arrived in: over append-only inputs only
 
 
 @dataclass(frozen=True)
@@ -41,18 +46,19 @@ class AggregateCall:
     """An incremental aggregate call, normalized: `kind` over the values of `argument` (None for COUNT(*)), each
     counted once when `distinct`. A FILTER (WHERE c) is folded into the argument as CASE WHEN c THEN x END (every
     incremental aggregate skips NULLs, so a row the condition rejects adds nothing); COUNT_IF(c) is
-    COUNT(CASE WHEN c THEN 1 END)."""
+    COUNT(CASE WHEN c THEN 1 END). `ignore_nulls`: FIRST/LAST(x) IGNORE NULLS (the others skip NULLs anyway)."""
 
     kind: str
     argument: exp.Expression | None
     distinct: bool = False
+    ignore_nulls: bool = False
 
 
 def aggregate_call(call: exp.Expression) -> AggregateCall | str:
     """The normalized call, or why it is not maintained incrementally."""
-    condition = None
-    if isinstance(call, exp.Filter):
-        condition, call = call.expression.this, call.this
+    condition = call.expression.this if isinstance(call, exp.Filter) else None
+    ignore_nulls = isinstance(call.this if condition is not None else call, exp.IgnoreNulls)
+    call = aggregate_function(call)
     if isinstance(call, exp.CountIf):
         condition, argument, kind, distinct = call.this, None, "count", False
         one = exp.Literal.number(1)
@@ -71,6 +77,9 @@ def aggregate_call(call: exp.Expression) -> AggregateCall | str:
         argument = call.this.expressions[0] if distinct else call.this
         if not isinstance(argument, exp.Expression) or isinstance(argument, exp.Star):
             argument = None
+    if kind in ARRIVAL and condition is not None and not ignore_nulls:
+        return f"{function_name(call).upper()}(...) FILTER (WHERE ...) without IGNORE NULLS is not maintained " \
+               "incrementally"
     if condition is not None:
         if argument is None:  # COUNT(*) FILTER (WHERE c): count the rows where c holds
             argument = exp.Literal.number(1)
@@ -78,13 +87,18 @@ def aggregate_call(call: exp.Expression) -> AggregateCall | str:
         typed = argument.type
         argument = exp.Case(ifs=[exp.If(this=condition.copy(), true=argument.copy())])
         argument.type = typed
-    return AggregateCall(kind, argument, distinct)
+    return AggregateCall(kind, argument, distinct, ignore_nulls)
 
 
 def aggregate_reasons(node: Aggregate) -> list[str]:
+    from mvengine.plan.analysis import is_append_only
+
     reasons = []
     for agg in node.aggregates:
         found = aggregate_call(agg)
+        if not isinstance(found, str) and found.kind in ARRIVAL and not is_append_only(node.child):
+            found = f"{function_name(aggregate_function(agg)).upper()}() over an input that updates or deletes " \
+                    "is not maintained incrementally (which row came first is not kept)"
         if isinstance(found, str) and found not in reasons:
             reasons.append(found)
     return reasons
@@ -117,6 +131,8 @@ def state(node: Aggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
             new = [f"count({value})", f"count({value} = {'false' if call.kind == 'bool_and' else 'true'})"]
         elif call.kind in MOMENTS:
             new = [f"count({value})", f"sum({value})", f"sum({value}²)"]
+        elif call.kind in ARRIVAL:
+            new = [f"{call.kind}({value})"]
         elif call.kind == "list":
             new = [f"multiset of {value}"]
             bounded = False
