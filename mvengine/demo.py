@@ -4,7 +4,8 @@ something to keep fresh and `mv changes VIEW --follow` something to show.
 Modelled on seed 002's running example: users earn scores for their team. Each batch appends a few score events
 to `user_scores` (event times near now, in shuffled order, some of them minutes late) and now and then changes
 `users` (a user renamed: the old key deleted and the new one inserted in one commit; a user moving country) or
-takes a score back. `user_scores` is append-only, so a score is taken back as a compensating event (the same
+takes a score back; now and then a glitch trips the example's expectations (a score no game gives, a team in
+capitals). `user_scores` is append-only, so a score is taken back as a compensating event (the same
 name, team and event time with the negated score), as an append-only log corrects itself. With the same seed the
 same changes come in the same order; event times are relative to when the demo starts.
 """
@@ -61,6 +62,9 @@ class DemoFeed:
         self.users = catalog.sources["users"]
         self.options = config.storage_options
         self.random = random.Random(seed)
+        # The glitches that trip the example's expectations draw from a sequence of their own, so that a seed's
+        # other changes stay what they were.
+        self.glitches = random.Random(None if seed is None else seed + 1)
         self.interval = interval
         self.started = datetime.now(UTC).replace(microsecond=0)
         self.batches = 0
@@ -100,11 +104,28 @@ class DemoFeed:
             batch.events.append(f"{name}'s score of {score} taken back")
         self.sent += [(r["name"], r["team"], r["score"], r["ts"]) for r in rows if r["score"] > 0]
         batch.scores = sum(r["score"] > 0 for r in rows)
+        rows += self._glitch(batch, now)
         self._append_scores(rows)
         changes = self._user_changes(batch)
         if changes:
             self._merge_users(changes)
         return batch
+
+    def _glitch(self, batch: DemoBatch, now: datetime) -> list[dict]:
+        """Now and then a score no game gives (the example's `plausible_score` quarantines it) or a team spelled
+        in capitals (`known_team` warns about it, and the views count it as a team of its own)."""
+        pick = self.glitches
+        draw = pick.random()
+        if draw >= 0.16:
+            return []
+        name = pick.choice(sorted(self.roster))
+        team = self.roster[name][0]
+        if draw < 0.08:
+            score = pick.randint(1000, 5000)
+            batch.events.append(f"a glitched score of {score} for {name}")
+            return [{"name": name, "team": team, "score": score, "ts": now}]
+        batch.events.append(f"a score for team {team.upper()}")
+        return [{"name": name, "team": team.upper(), "score": pick.randint(1, 30), "ts": now}]
 
     def _user_changes(self, batch: DemoBatch) -> list[dict]:
         pick = self.random

@@ -80,8 +80,15 @@ metastore_db/
 derby.log
 """
 
+ORDERS = """\
+order_id,customer,amount,placed
+1,ada,12.50,2026-11-25 09:00:00
+2,bob,7.00,2026-11-25 09:05:00
+3,ada,30.25,2026-11-25 09:12:00
+"""
+
 FILES = {"conf/mvengine.toml": CONFIG, "views/sources.sql": SOURCES, "views/customer_totals.sql": VIEW,
-         ".gitignore": GITIGNORE}
+         "data/orders.csv": ORDERS, ".gitignore": GITIGNORE}
 
 
 def init_project(folder: str | Path) -> list[Path]:
@@ -89,7 +96,7 @@ def init_project(folder: str | Path) -> list[Path]:
     root = Path(folder)
     if root.exists() and not root.is_dir():
         raise MvError(f"{root} is a file, not a folder", hint="give mv init the name of a new folder")
-    existing = [name for name in ("conf/mvengine.toml", "views", ".gitignore") if (root / name).exists()]
+    existing = [name for name in ("conf/mvengine.toml", "views", "data", ".gitignore") if (root / name).exists()]
     if existing:
         raise MvError(f"{root} already holds {', '.join(existing)}: mv init writes new projects only, and wrote "
                       "nothing", hint="pick a new folder, or edit the existing files")
@@ -104,6 +111,7 @@ def init_project(folder: str | Path) -> list[Path]:
 
 NEXT_STEPS = [
     ("mv plan", "how each view will be maintained (no Spark needed)"),
-    ("mv refresh", "create the source table and build the view"),
+    ("mv load orders data/orders.csv", "put rows into the source (CSV, JSON lines, Parquet; --upsert by key)"),
+    ("mv refresh", "build the view (then again after each load: it applies just the new rows)"),
     ('mv query "SELECT * FROM customer_totals"', "read it (add VERSION AS OF n for an older version)"),
 ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make sure a Java runtime that Spark 4 accepts (17 or newer) is on the machine.
-# Installs Debian's openjdk-17-jre-headless when apt-get can be used; otherwise says what to install.
+# Installs Debian's openjdk-17-jre-headless when apt-get can be used (apt-install.sh); otherwise says what to install.
 set -euo pipefail
 
 java_major() {
@@ -23,18 +23,8 @@ if [ -n "$candidate" ]; then
   echo "Found Java ${major:-of unknown version} at $candidate; Spark 4 needs Java 17 or 21." >&2
 fi
 
-if command -v apt-get >/dev/null 2>&1; then
-  sudo_cmd=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo_cmd="sudo -n"; fi
-  fi
-  if [ "$(id -u)" -eq 0 ] || [ -n "$sudo_cmd" ]; then
-    echo "Installing Java 17 (openjdk-17-jre-headless) with apt-get..." >&2
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo_cmd apt-get update -qq >/dev/null
-    $sudo_cmd apt-get install -y -qq openjdk-17-jre-headless >/dev/null
-    exit 0
-  fi
+if bash "$(dirname "$0")/apt-install.sh" "Java 17, for Spark" openjdk-17-jre-headless; then
+  exit 0
 fi
 
 cat >&2 <<'MSG'

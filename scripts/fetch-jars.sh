@@ -5,14 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! command -v mvn >/dev/null 2>&1; then
-  sudo_cmd=""
-  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo_cmd="sudo -n"; fi
-  if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$sudo_cmd" ]; }; then
-    echo "Installing Maven (to fetch Delta's jars) with apt-get..." >&2
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo_cmd apt-get update -qq >/dev/null
-    $sudo_cmd apt-get install -y -qq maven >/dev/null
-  else
+  if ! bash scripts/apt-install.sh "to fetch Delta's jars" maven; then
     cat >&2 <<'MSG'
 Error: Maven (mvn) is needed to fetch Delta Lake's Spark connector, and none was found.
   Debian/Ubuntu:  sudo apt-get install maven

@@ -51,6 +51,17 @@ def bag(df) -> list[str]:
 SCORES_DAY = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 
 
+def write_project(root: Path, sources: str, views: str, conf: str | None = None) -> Path:
+    """A project folder: views/sources.sql, views/views.sql and, with `conf`, conf/mvengine.toml."""
+    (root / "views").mkdir(parents=True)
+    (root / "views" / "sources.sql").write_text(sources)
+    (root / "views" / "views.sql").write_text(views)
+    if conf is not None:
+        (root / "conf").mkdir()
+        (root / "conf" / "mvengine.toml").write_text(conf)
+    return root
+
+
 def add_scores(catalog, rows: list[tuple[str, int, int]]) -> None:
     """Append scores (team, score, seconds after 12:00 on SCORES_DAY) to the source `scores` (team STRING,
     score INT, ts TIMESTAMP) of the event-time tests."""

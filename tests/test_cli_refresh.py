@@ -36,6 +36,7 @@ def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_
     assert line.startswith("totals: batch 0 [bootstrap] inputs scores@0: recomputed, 0 changelog rows out")
     assert "(new view)" in first.stdout
     assert "default log4j profile" not in first.stderr and "Setting default log level" not in first.stderr  # quiet
+    assert "incubator" not in first.stderr + first.stdout  # the JVM's start-up warning is filtered out
     again = run("--project", str(root), "refresh")
     # Nothing moved: answered from the Delta logs, without starting Spark (no "Spark started" line).
     assert again.returncode == 0 and again.stdout.strip() == "every view is up to date"

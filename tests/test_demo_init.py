@@ -14,6 +14,7 @@ from mvengine.demo import DemoFeed, run_demo
 from mvengine.errors import MvError
 from mvengine.project.catalog import load_catalog
 from mvengine.project.config import _KNOWN, load_config
+from mvengine.load import load
 from mvengine.scaffold import CONFIG, init_project
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +24,8 @@ def test_init_writes_a_project_that_plans_with_default_settings(tmp_path, capsys
     folder = tmp_path / "shop"
     assert main(["init", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert "created 4 files" in out and "mv refresh" in out and 'mv query "SELECT * FROM customer_totals"' in out
+    assert "created 5 files" in out and "mv refresh" in out and 'mv query "SELECT * FROM customer_totals"' in out
+    assert "mv load orders data/orders.csv" in out
     config = load_config(folder)
     defaults = load_config(tmp_path / "shop" / "views")  # a folder without conf/: every default
     assert (config.spark_master, config.spark_log_level, config.refresh_interval_s, config.storage_options,
@@ -37,12 +39,13 @@ def test_init_writes_a_project_that_plans_with_default_settings(tmp_path, capsys
     catalog = load_catalog(config)
     assert catalog.plans["customer_totals"].strategy == "incremental"
     assert "/warehouse/" in (folder / ".gitignore").read_text()
+    assert load(config, catalog, "orders", str(folder / "data" / "orders.csv")).appended == 3  # the next step
 
 
 def test_init_writes_nothing_where_a_project_is(tmp_path, capsys):
     init_project(tmp_path / "p")
     (tmp_path / "p" / "views" / "sources.sql").write_text("-- mine\n")
-    with pytest.raises(MvError, match="already holds conf/mvengine.toml, views, .gitignore"):
+    with pytest.raises(MvError, match="already holds conf/mvengine.toml, views, data, .gitignore"):
         init_project(tmp_path / "p")
     assert (tmp_path / "p" / "views" / "sources.sql").read_text() == "-- mine\n"
     assert main(["init", str(tmp_path / "p")]) == 1

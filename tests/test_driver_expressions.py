@@ -35,7 +35,8 @@ VALUES = {
     "d": st.one_of(st.none(), st.sampled_from([Decimal("0.00"), Decimal("1.50"), Decimal("-999.99")])),
     "day": st.one_of(st.none(), st.sampled_from([dt.date(2026, 1, 1), dt.date(2026, 11, 23)])),
     "ts": st.one_of(st.none(), st.sampled_from([dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-                                                dt.datetime(2026, 11, 23, 12, 30, tzinfo=dt.UTC)])),
+                                                dt.datetime(2026, 11, 23, 12, 30, tzinfo=dt.UTC),
+                                                dt.datetime(1969, 12, 31, 23, 59, 59, 500_000, tzinfo=dt.UTC)])),
 }
 ROWS = st.lists(st.fixed_dictionaries(VALUES), min_size=1, max_size=6)
 
@@ -48,7 +49,9 @@ def _compose(children):
     unary = st.tuples(st.sampled_from(["-({})", "NOT ({})", "({}) IS NULL", "({}) IS NOT NULL", "abs({})",
                                        "upper({})", "lower({})", "length({})", "CAST({} AS BIGINT)",
                                        "CAST({} AS INT)", "CAST({} AS DOUBLE)", "CAST({} AS STRING)",
-                                       "CAST({} AS TINYINT)"]), children).map(lambda t: t[0].format(t[1]))
+                                       "CAST({} AS TINYINT)", "date_format({}, 'yyyy-MM-dd HH:mm:ss')",
+                                       "date_format({}, 'HH:mm')"]),
+                       children).map(lambda t: t[0].format(t[1]))
     binary = st.tuples(st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "<=>", "+", "-", "*", "/", "AND", "OR",
                                         "||"]), children, children).map(lambda t: f"({t[1]}) {t[0]} ({t[2]})")
     other = st.one_of(
@@ -100,6 +103,9 @@ def test_what_the_driver_leaves_to_spark_is_named():
     assert unsupported(sqlglot.parse_one("substring(s, 1, 2) = 'a'", read="spark")).startswith("substring")
     assert unsupported(sqlglot.parse_one("a IN (SELECT 1)", read="spark")) is not None
     assert unsupported(sqlglot.parse_one("CASE WHEN a > 1 THEN 'x' END", read="spark")) is None
+    assert unsupported(sqlglot.parse_one("date_format(ts, 'EEE, d MMM')", read="spark")).startswith(
+        "date_format pattern")  # day and month names: Java's and strftime's differ
+    assert unsupported(sqlglot.parse_one("date_format(ts, 'yyyy-MM-dd')", read="spark")) is None
 
 
 def _plain(value):

@@ -237,6 +237,7 @@ def test_describe_reports_staleness_until_the_view_is_refreshed(spark, tmp_path)
 def test_describe_a_source(seed):
     info = seed.describe("USER_SCORES")  # names are case-insensitive
     assert info["name"] == "user_scores" and info["kind"] == "source" and info["changelog_path"] is None
+    assert info["path"].endswith("user_scores") and "snapshot_path" not in info  # a source has no snapshot
     assert info["version"] == seed.versions().latest("user_scores")
     assert info["row_count"] == seed.table("user_scores").count()
 

@@ -9,6 +9,8 @@ the lines after `^C` are what it prints as it stops. Outputs are compared line b
 be among the lines the command printed. `...` stands for lines left out, and `/path/to/mvengine` for the
 project's folder.
 
+The Python API example (the ```python block of its section) runs last, in the same project.
+
 The set-up commands (`make run`, `make test`) and the Nexmark example's minute-long run, in ```bash blocks, are
 not run here: CI runs `make test` itself, the project starts as `make run` leaves it (`mv refresh` is run first),
 and tests/test_nexmark.py refreshes the Nexmark views over the same event stream.
@@ -22,6 +24,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,7 +148,7 @@ def test_readme_console_blocks_are_well_formed():
 def test_every_readme_command_prints_what_the_readme_shows(tmp_path):
     project = tmp_path / "example"
     project.mkdir()
-    for folder in ("views", "conf", "examples/nexmark/views", "examples/nexmark/conf"):
+    for folder in ("views", "conf", "examples/nexmark/views", "examples/nexmark/conf", "examples/quickstart"):
         shutil.copytree(ROOT / folder, project / folder)
     first = subprocess.run([str(BIN / "mv"), "--project", str(project), "refresh"], capture_output=True, check=False,
                            text=True, timeout=TIMEOUT_S)
@@ -156,3 +159,12 @@ def test_every_readme_command_prints_what_the_readme_shows(tmp_path):
                    if line.strip() not in ("", "^C", "...") and mask(line) not in have]
         assert not missing, f"$ {command.line}\nREADME shows, but it did not print:\n" + "\n".join(missing) + \
             "\nit printed:\n" + printed
+    api = subprocess.run([sys.executable, "-c", python_example(README.read_text(encoding="utf-8"))], cwd=project,
+                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert api.returncode == 0, f"the Python API example failed:\n{api.stderr}"
+
+
+def python_example(text: str) -> str:
+    """The README's Python API example (the ```python block of its section)."""
+    section = text[text.index("### Python API"):]
+    return re.search(r"^```python\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE).group(1)

@@ -20,7 +20,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef
-from tests.conftest import bag
+from tests.conftest import bag, write_project
 from tests.test_refresh_differential import check_changelog
 
 SOURCES = """
@@ -58,23 +58,19 @@ EXAMPLE = [
 
 
 def project(root: Path, conf: str = "") -> Path:
-    (root / "views").mkdir(parents=True)
-    (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "views.sql").write_text(VIEWS)
-    (root / "conf").mkdir()
-    (root / "conf" / "mvengine.toml").write_text(f"[refresh]\n{conf}")
-    return root
+    return write_project(root, SOURCES, VIEWS, f"[refresh]\n{conf}")
 
 
 def run(spark, root: Path, steps) -> dict[str, set[str]]:
-    """Refresh, then per step commit its batches, refresh and check each view; the engines of the batches."""
+    """Refresh, then per step commit its batches, refresh and check each view; per view, the kinds and engines
+    of its batches ("recomputed by cost" for a batch that recomputed the view instead)."""
     config = load_config(root)
     catalog = load_catalog(config)
     assert {n: p.strategy for n, p in catalog.plans.items()} == {n: "incremental" for n in catalog.plans}
     source = catalog.sources["e"].path
     engines: dict[str, set[str]] = {}
-    refresher = Refresher(spark, config, catalog,
-                          report=lambda r: engines.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}"))
+    refresher = Refresher(spark, config, catalog, report=lambda r: engines.setdefault(r.view, set()).add(
+        "recomputed by cost" if r.note.startswith("recomputed by cost") else f"{r.kind}/{r.engine}"))
     refresher.refresh()
     seq = 0
     for commits in steps:
@@ -100,6 +96,19 @@ def run(spark, root: Path, steps) -> dict[str, set[str]]:
 def test_first_and_last_follow_arrival_on_the_driver(spark, tmp_path_factory, steps):
     engines = run(spark, project(tmp_path_factory.mktemp("arrival")), steps)
     assert all(kinds <= {"bootstrap/spark", "stream/driver"} for kinds in engines.values()), engines
+
+
+def test_first_and_last_are_never_recomputed_by_cost(spark, tmp_path):
+    # Every batch here changes more of the inputs than recompute_above: a view of other aggregates is recomputed.
+    root = project(tmp_path, "recompute_min_changes = 1\nrecompute_above = 0.01\n")
+    (root / "views" / "views.sql").write_text(VIEWS + "CREATE MATERIALIZED VIEW counted AS SELECT g, COUNT(*) AS n "
+                                              "FROM e GROUP BY g;\n")
+    plans = load_catalog(load_config(root)).plans
+    assert [n for n, p in plans.items() if p.by_arrival] == ["arrived", "arrived_all"]
+    assert any("never recomputed by cost" in note for note in plans["arrived"].notes)
+    engines = run(spark, root, EXAMPLE)
+    assert all(engines[n] <= {"bootstrap/spark", "stream/driver"} for n in ORACLE), engines
+    assert "recomputed by cost" in engines["counted"], engines
 
 
 @pytest.mark.parametrize("steps", [EXAMPLE])

@@ -23,7 +23,7 @@ from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.runtime.crash_points import COMMITS
 from tests.test_refresh_differential import apply_commit, check_snapshot, check_view, make_project
 
-# 12 random kills and one at each of the 24 commit boundaries in the default run; `pytest -m crash_long` runs
+# 6 random kills and one at each of the 24 commit boundaries in the default run; `pytest -m crash_long` runs
 # MV_CRASH_KILLS (default 100) random kills and 200 at the boundaries, half of them in batches computed by Spark.
 LONG_KILLS = int(os.environ.get("MV_CRASH_KILLS", "100"))
 BOUNDARY_VIEWS = """
@@ -66,8 +66,8 @@ UNION ALL SELECT v AS s FROM b WHERE g = 'a';
 
 
 @pytest.mark.crash
-@pytest.mark.parametrize("kills", [12, pytest.param(LONG_KILLS, marks=pytest.mark.crash_long)],
-                         ids=["12-kills", "long"])
+@pytest.mark.parametrize("kills", [6, pytest.param(LONG_KILLS, marks=pytest.mark.crash_long)],
+                         ids=["6-kills", "long"])
 def test_views_survive_sigkill_at_random_moments(spark, tmp_path: Path, kills: int):
     rng = random.Random(20261122 + kills)
     project = make_project(tmp_path / "project", VIEWS)

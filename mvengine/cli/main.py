@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from mvengine import __version__
 from mvengine.cli.console import Console
@@ -37,6 +39,11 @@ examples:
   mv changes team_totals     the view's changelog: +I, -U, +U, -D rows (--follow to keep printing)
   mv history team_totals     one line per version: batch, changes, input versions
   mv describe team_totals    paths, key, strategy, size, lineage and freshness (--json)
+  mv status --watch          every source and view at a glance, redrawn live (no Spark)
+  mv ui                      the same as a live web page: the DAG, batch plots, changelog tail, plans
+  mv load user_scores new.csv  append a CSV / JSON lines / Parquet file to a source (--upsert, --delete-where)
+  mv validate                every expectation on the current tables (exit 1 when a FAIL UPDATE one fails)
+  mv quarantine user_scores  the rows its QUARANTINE expectations refused (--replay: write back repaired ones)
   mv demo                    a live stream of changes into the example sources (a batch a second)
   mv init my_project         start a new project
 """
@@ -212,6 +219,76 @@ def _reading_commands(commands) -> None:
                     "then (0 when up to date).")
     describe.add_argument("name", metavar="NAME", help="a view or source")
     describe.add_argument("--json", action="store_true", help="print a JSON document")
+    status = commands.add_parser(
+        "status", help="every source and view at a glance: version, lag, last batch, size, trouble; no Spark",
+        description="One line per source and view, from the Delta logs alone (no Spark): kind, strategy, version, "
+                    "behind (commits of its sources the view does not reflect yet), lag_s (seconds since the "
+                    "oldest of them; 0 when fresh), the time (UTC) of its last batch (a source: its last commit), changes in ('all' for a "
+                    "recomputation), changelog rows out and milliseconds, rows, state size on disk, and a note: "
+                    "the refresh holding the lock, the error the last batch failed with, or a batch left "
+                    "half-done. On a terminal, stale views are yellow and failing ones red.")
+    status.add_argument("--json", action="store_true", help="print a JSON list, one object per source and view")
+    status.add_argument("--watch", action="store_true", help="redraw in place until Ctrl-C, like top")
+    status.add_argument("--interval", default="1s", metavar="DURATION",
+                        help="with --watch: time between redraws (default: 1s)")
+    ui = commands.add_parser(
+        "ui", help="a live web page of the pipeline: the DAG, batch plots, changelog tail, plans; no Spark",
+        description="Serve a page on http://127.0.0.1:PORT that shows the DAG of sources and views (each node "
+                    "coloured by freshness and strategy), and for the view you click: plots of batch duration, "
+                    "rows in and out and freshness lag over its last batches, the tail of its changelog, its plan "
+                    "(why it is full, when it is) and its expectations' outcomes. It updates itself every "
+                    "second without a reload, reads the same Delta logs as mv status and never writes.")
+    ui.add_argument("--port", type=int, default=8765, help="port to listen on (default: 8765)")
+    ui.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 shows the page "
+                         "to your network, with no login)")
+    load = commands.add_parser(
+        "load", help="append (or upsert) rows from a CSV, JSON lines or Parquet file into a source",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write the rows of FILE (or standard input, '-') into SOURCE, converted to its declared "
+                    "columns and types: CSV with a header line, JSON lines (one object per line), or Parquet, "
+                    "by the file's extension or --format. A value that does not fit its column stops the load "
+                    "with the line and column, and nothing is written. Columns the file lacks are NULL (an "
+                    "error for NOT NULL ones); columns the source lacks are an error. A time without an offset is "
+                    "UTC. A keyed source refuses a key twice in the file, and a key it holds already unless "
+                    "--upsert. The rows are one Delta commit: the next mv refresh applies them.",
+        epilog="examples:\n"
+               "  mv load user_scores scores.csv                  append\n"
+               "  mv load users users.jsonl --upsert              insert new keys, replace rows of known ones\n"
+               "  cat more.csv | mv load user_scores - --format csv\n"
+               "  mv load users --delete-where \"country = 'XX'\"   delete rows (no file)\n")
+    load.add_argument("source", metavar="SOURCE")
+    load.add_argument("file", nargs="?", metavar="FILE", help="the file to load, or - for standard input")
+    load.add_argument("--format", choices=("csv", "json", "parquet"),
+                      help="the file's format (default: by its extension; needed for standard input)")
+    load.add_argument("--upsert", action="store_true",
+                      help="for a source with a PRIMARY KEY: a MERGE by the key (rows of new keys inserted, rows "
+                           "of known keys replaced)")
+    load.add_argument("--delete-where", metavar="EXPR",
+                      help="delete the source's rows where this SQL condition holds (a commit of its own, "
+                           "before FILE's rows are written, when one is given)")
+    validate = commands.add_parser(
+        "validate", help="run every expectation on the current tables and print what fails",
+        description="Run the expectations (CONSTRAINT ... EXPECT) of the named sources and views, or of all that "
+                    "declare any, with great-expectations on their current tables: a source as written, a view's "
+                    "snapshot (its dropped rows already left out). Exits 1 when a FAIL UPDATE expectation fails "
+                    "(the next refresh would stop on it). Tables of up to a million rows are read by delta-rs and "
+                    "validated without Spark.")
+    validate.add_argument("names", nargs="*", metavar="NAME", help="sources and views (default: all)")
+    validate.add_argument("--json", action="store_true", help="print a JSON document, with failing rows' samples")
+    quarantine = commands.add_parser(
+        "quarantine", help="show the rows a table's QUARANTINE expectations refused; --replay repaired ones",
+        description="Show the rows of a source or view that its ON VIOLATION QUARANTINE expectations refused, "
+                    "each with _expectation, _version (the source version, or the view's batch) and _batch. "
+                    "Repair them in the quarantine table (its path is in mv describe NAME --json), or relax the "
+                    "expectation, then --replay: a source's rows that pass every dropping expectation now are "
+                    "written back into the source (appended, or upserted by its PRIMARY KEY) and leave the "
+                    "quarantine; the next mv refresh applies them. A view's pass-now rows just leave it (the view "
+                    "is recomputed when its expectation changes).")
+    quarantine.add_argument("name", metavar="NAME", help="a source or view")
+    quarantine.add_argument("--replay", action="store_true",
+                            help="write the rows that pass now back into the source, once")
+    quarantine.add_argument("--json", action="store_true", help="one JSON object per row")
 
 
 def _output_options(command) -> None:
@@ -222,7 +299,8 @@ def _output_options(command) -> None:
     command.add_argument("--limit", type=int, metavar="N", help="print at most N rows")
 
 
-COMMANDS = ("sources", "plan", "graph", "refresh", "query", "changes", "history", "describe", "demo", "init")
+COMMANDS = ("sources", "plan", "graph", "refresh", "query", "changes", "history", "describe", "status", "ui",
+            "load", "validate", "quarantine", "demo", "init")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "mvengine") -> int:
@@ -302,6 +380,25 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return reading.run_history(project, console, args.name, as_json=args.json)
     if args.command == "describe":
         return reading.run_describe(project, console, args.name, as_json=args.json)
+    if args.command == "status":
+        from mvengine.cli.status import run_status
+        from mvengine.project.config import parse_duration
+
+        return run_status(project, console, as_json=args.json, watch=args.watch,
+                          interval=parse_duration(args.interval))
+    if args.command == "ui":
+        from mvengine.cli.ui import run_ui
+        return run_ui(project, console, host=args.host, port=args.port)
+    if args.command == "load":
+        from mvengine.cli.load import run_load
+        return run_load(project, console, args.source, args.file, fmt=args.format, upsert=args.upsert,
+                        delete_where=args.delete_where)
+    from mvengine.cli import quality
+
+    if args.command == "validate":
+        return quality.run_validate(project, console, args.names, as_json=args.json)
+    if args.command == "quarantine":
+        return quality.run_quarantine(project, console, args.name, do_replay=args.replay, as_json=args.json)
     raise AssertionError(args.command)
 
 
@@ -397,5 +494,24 @@ def _sources(config, console: Console, *, create: bool, as_json: bool) -> int:
     return 0
 
 
+def leave(code: int) -> NoReturn:
+    """End the process with `code` once its output is flushed, skipping the interpreter's teardown: Arrow's and
+    delta-rs's native thread pools, torn down there while a worker thread lives, abort the process now and then
+    ("terminate called without an active exception", exit 134) after the command has done its work. Spark's
+    JVM ends by itself when its pipe to this process closes, running its own shutdown hooks."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more to write anyway
+            pass
+    os._exit(code)
+
+
+def entry() -> NoReturn:
+    """The `mvengine` command."""
+    leave(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -104,6 +104,9 @@ def describe(plan: ViewPlan, catalog: Catalog | None = None) -> list[str]:
         ("driver", "small batches ([refresh] driver_max_changes) are computed on the driver, without Spark"
          if driver_fields(plan)["driver"] else f"no: {driver_fields(plan)['driver_reason']}"),
         ("state", f"{plan.state} [{bounded}]"),
+        *[("expects", f"{e.name}: {' '.join(e.text.split()[3:])}" + ("" if "ON VIOLATION" in e.text else
+                                                                     " (ON VIOLATION WARN)"))
+          for e in plan.view.expectations],
     ]
     lines = [f"view {plan.name}  ({plan.view.file}:{plan.view.line})"]
     lines += [f"  {label:<10} {value}" for label, value in rows]

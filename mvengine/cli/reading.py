@@ -78,6 +78,11 @@ def _show(key: str, value: Any) -> str:
         return "-"
     if key == "columns":
         return ", ".join(f"{c['name']} {c['type']}{'' if c['nullable'] else ' NOT NULL'}" for c in value)
+    if key == "expectations":
+        return ", ".join(f"{e['name']} ({e['on_violation']})" for e in value) or "-"
+    if key == "last_batch_expectations":
+        return ", ".join(f"{o['table']}.{o['expectation']} {o['failed']} of {o['checked']} failed"
+                         for o in value) or "-"
     if key in ("inputs", "source_versions"):
         return ", ".join(f"{n}@v{v}" for n, v in value.items()) or "-"
     if isinstance(value, dict):

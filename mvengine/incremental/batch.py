@@ -54,11 +54,14 @@ class Batch:
                                     checkpoints=self.checkpoints)
         return self._as_before
 
-    def keep(self, df: DataFrame, *, eager: bool = False) -> DataFrame:
-        """Compute a DataFrame used more than once in the batch only once (`eager`: now), and cut its plan:
-        the rules stack many operators, and Spark analyses the whole plan again at each one. Released when
-        the batch ends."""
-        df = df.localCheckpoint(eager=eager)
+    def keep(self, df: DataFrame) -> DataFrame:
+        """Compute a DataFrame used more than once in the batch only once, now, and cut its plan: the rules
+        stack many operators, and Spark analyses the whole plan again at each one. Released when the batch ends.
+
+        Always eager: a lazy checkpoint is made by the first job that reads it, and when two jobs read it at
+        once (the broadcasts of one query run in parallel) Spark 4.2 can deadlock between the checkpoint's
+        global lock and the DAG scheduler's lock on the RDD (seen: a refresh hung with no task running)."""
+        df = df.localCheckpoint(eager=True)
         self.checkpoints.append(df)
         return df
 

@@ -4,6 +4,7 @@ Spark DataFrame (`view_delta`) or, for a small batch, an Arrow table computed on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import import_module
 
 import pyarrow as pa
@@ -33,10 +34,17 @@ def supports(root: Node) -> bool:
     return all(type(node) in RULES for node in root.walk())
 
 
-def view_delta(root: Node, batch: Batch) -> DataFrame:
-    """The Z-set of the view's rows (its columns, _w, _mtime) that this batch's input changes cause."""
+def view_delta(root: Node, batch: Batch, *, unfiltered: Callable[[DataFrame], None] | None = None) -> DataFrame:
+    """The Z-set of the view's rows (its columns, _w, _mtime) that this batch's input changes cause.
+
+    `unfiltered`, for a view whose own expectations drop rows (its root is the Filter that drops them), is
+    given the changes before that filter: what the expectations are checked on."""
     batch.node_ids = {id(node): i for i, node in enumerate(root.walk())}
-    return node_delta(root, batch)
+    if unfiltered is None:
+        return node_delta(root, batch)
+    before = node_delta(root.child, batch)
+    unfiltered(before)
+    return RULES[type(root)](root, batch, lambda node, batch: before)
 
 
 def node_delta(node: Node, batch: Batch) -> DataFrame:
@@ -48,12 +56,20 @@ def node_delta(node: Node, batch: Batch) -> DataFrame:
     return df
 
 
-def view_delta_on_driver(root: Node, batch: DriverBatch) -> pa.Table:
+def view_delta_on_driver(root: Node, batch: DriverBatch, *,
+                         unfiltered: Callable[[pa.Table], None] | None = None) -> pa.Table:
     """`view_delta` on the driver: the view's columns by name, `_w`, `_mtime`. Raises NotOnDriver when the batch
     must go to Spark (what the rules staged in the state is then to be dropped)."""
     batch.node_ids = {id(node): i for i, node in enumerate(root.walk())}
-    changes = node_delta_on_driver(root, batch)
-    return changes.rename_columns([f.name for f in root.fields] + changes.column_names[len(root.fields):])
+
+    def named(changes: pa.Table) -> pa.Table:
+        return changes.rename_columns([f.name for f in root.fields] + changes.column_names[len(root.fields):])
+
+    if unfiltered is None:
+        return named(node_delta_on_driver(root, batch))
+    before = named(node_delta_on_driver(root.child, batch))
+    unfiltered(before)
+    return named(DRIVER_RULES[type(root)](root, batch, lambda node, batch: before))
 
 
 def node_delta_on_driver(node: Node, batch: DriverBatch) -> pa.Table:

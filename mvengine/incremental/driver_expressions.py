@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from mvengine.incremental.driver_support import ARITHMETIC as _ARITHMETIC
 from mvengine.incremental.driver_support import COMPARISONS as _COMPARISONS
+from mvengine.incremental.driver_support import strftime_pattern
 from mvengine.incremental.zset import MTIME
 from mvengine.plan.nodes import Field
 
@@ -294,6 +295,23 @@ class _Evaluator:
 
     def _length(self, e: exp.Length) -> Value:
         return pc.cast(pc.utf8_length(self._string(e.this)), pa.int32())
+
+    def _timetostr(self, e: exp.TimeToStr) -> Value:
+        """DATE_FORMAT(x, pattern) of a timestamp or date, for the patterns of `strftime_pattern` (in UTC, the
+        session time zone; whole seconds, as Spark's `ss`; years 1 to 9999, which both print in four digits)."""
+        pattern = strftime_pattern(e)
+        v = self.value(e.this.this if isinstance(e.this, exp.TimeStrToTime) else e.this)  # (sqlglot's cast)
+        if pattern is None or not (pa.types.is_timestamp(v.type) or pa.types.is_date(v.type)):
+            raise NotOnDriver(f"DATE_FORMAT of {v.type}" if pattern is not None else "this DATE_FORMAT pattern")
+        seconds = pa.timestamp("s", tz=v.type.tz if pa.types.is_timestamp(v.type) else None)
+        if pa.types.is_timestamp(v.type):
+            v = pc.floor_temporal(v, unit="second")
+        v = pc.cast(v, seconds)
+        years = pc.min_max(pc.year(v)) if not isinstance(v, pa.Scalar) else None
+        if years is not None and years["min"].as_py() is not None \
+                and not (1 <= years["min"].as_py() and years["max"].as_py() <= 9999):
+            raise NotOnDriver("DATE_FORMAT of a year beyond 1 to 9999")
+        return pc.strftime(v, format=pattern)
 
     def _concat(self, e: exp.Concat) -> Value:
         parts = [self._string(p) for p in e.expressions]

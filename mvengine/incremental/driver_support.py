@@ -4,6 +4,8 @@ pyarrow and no pyspark here, so that `mv plan` can say it without loading either
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 
 from mvengine.plan.nodes import Aggregate, Node, TopN
@@ -16,7 +18,11 @@ ARITHMETIC = {exp.Add: "add_checked", exp.Sub: "subtract_checked", exp.Mul: "mul
 _SUPPORTED = (exp.Column, exp.Paren, exp.Alias, exp.Literal, exp.Boolean, exp.Null, exp.Cast, exp.Neg, exp.Not,
               exp.And, exp.Or, exp.Is, exp.In, exp.Between, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Div, exp.Case,
               exp.If, exp.Coalesce, exp.Upper, exp.Lower, exp.Length, exp.Abs, exp.Concat, exp.DPipe, exp.DataType,
-              *COMPARISONS, *ARITHMETIC)
+              exp.TimeToStr, *COMPARISONS, *ARITHMETIC)
+# DATE_FORMAT's pattern letters whose strftime equivalents print what Spark prints (zero-padded numbers), and
+# the other characters a pattern may hold on the driver.
+_PATTERN_LETTERS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
+_PATTERN = re.compile(r"[A-Za-z]+|[-:/ ._,]")
 
 
 def not_on_driver(root: Node) -> str | None:
@@ -55,8 +61,25 @@ def unsupported(e: exp.Expression) -> str | None:
     for node in e.walk():
         if isinstance(node, exp.Identifier) or isinstance(node.parent, exp.Column):
             continue
+        if isinstance(node, exp.TimeStrToTime) and isinstance(node.parent, exp.TimeToStr):
+            continue  # sqlglot's reading of DATE_FORMAT's implicit cast: of a timestamp or date, none
         if not isinstance(node, _SUPPORTED):
             return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"
         if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):
             return "IN (subquery)"
+        if isinstance(node, exp.TimeToStr) and strftime_pattern(node) is None:
+            return f"date_format pattern ({node.sql('spark')[:60]})"
     return None
+
+
+def strftime_pattern(e: exp.TimeToStr) -> str | None:
+    """DATE_FORMAT(x, pattern)'s pattern as Arrow's strftime format, when it is made of yyyy, MM, dd, HH, mm, ss
+    and separators only (None otherwise: other letters print text, or differ between Java and strftime)."""
+    found = re.fullmatch(r"DATE_FORMAT\(.*, '([^'\\]*)'\)", e.sql("spark"), flags=re.DOTALL)
+    if found is None:
+        return None
+    pattern = found.group(1)
+    tokens = _PATTERN.findall(pattern)
+    if "".join(tokens) != pattern or any(tok.isalpha() and tok not in _PATTERN_LETTERS for tok in tokens):
+        return None
+    return "".join(_PATTERN_LETTERS.get(tok, tok) for tok in tokens)

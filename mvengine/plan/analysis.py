@@ -53,6 +53,20 @@ def full_refresh_reasons(root: Node) -> list[str]:
     return reasons
 
 
+def by_arrival(root: Node) -> str | None:
+    """What in the plan depends on when rows arrived (PROCTIME(), FIRST/LAST), which only its batches know: a
+    full computation cannot know it (None when nothing does)."""
+    from mvengine.plan.operators.aggregate import ARRIVAL, aggregate_call
+
+    for node in root.walk():
+        if any(c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)):
+            return "PROCTIME()"
+        if isinstance(node, Aggregate) and any(getattr(aggregate_call(a), "kind", None) in ARRIVAL
+                                               for a in node.aggregates):
+            return "FIRST/LAST by arrival"
+    return None
+
+
 def is_append_only(node: Node) -> bool:
     """True when the node's output can only ever gain rows, whatever its inputs do within their own claims.
 

@@ -71,6 +71,7 @@ class Binder:
         self.notes: list[str] = []
         self.random_sampling = False  # TABLESAMPLE: another sample on every run
         self.table_windows: dict[str, str] = {}  # a window function in FROM → its Spark SQL (windows.spark_sql)
+        self.drops: list[str] = []  # "source: condition" of the inputs read without rows expectations drop
 
     # -- errors -----------------------------------------------------------------------------------------------
 
@@ -352,8 +353,14 @@ class Binder:
             if relation.name not in self.inputs:
                 self.inputs.append(relation.name)
             fields = tuple(replace(f, qualifier=alias) for f in relation.fields)
-            return alias, Scan(fields=fields, input=relation.name, input_kind=relation.kind,
-                               input_key=relation.key, append_only=relation.append_only)
+            scan = Scan(fields=fields, input=relation.name, input_kind=relation.kind, input_key=relation.key,
+                        append_only=relation.append_only)
+            if relation.kept is None:
+                return alias, scan
+            # The source as its DROP ROW / QUARANTINE expectations leave it, in every computation of the view.
+            kept = self.bind(relation.kept, Scope(relations=[(alias, scan)]))
+            self.drops.append(f"{relation.name}: {relation.kept.sql('spark')}")
+            return alias, Filter(fields=fields, child=scan, predicate=kept)
         if isinstance(item, exp.Subquery):
             alias = item.alias or "__auto_generated_subquery_name"  # Spark's own name for it
             node = self.query(item.this, scope.outer, ctes)

@@ -22,6 +22,7 @@ class Relation:
     fields: tuple[Field, ...]
     key: tuple[int, ...] | None
     append_only: bool
+    kept: exp.Expression | None = None  # the rows readers see (a source's DROP ROW/QUARANTINE expectations)
 
 
 @dataclass

@@ -5,16 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from sqlglot import exp
+
 from mvengine.errors import SqlError
 from mvengine.names import RESERVED_VIEW_COLUMNS
-from mvengine.plan.analysis import changelog_kind, full_refresh_reasons, is_deterministic, state_of
+from mvengine.plan.analysis import by_arrival, changelog_kind, full_refresh_reasons, is_deterministic, state_of
 from mvengine.plan.binder import Binder
-from mvengine.plan.nodes import Aggregate, Field, Node, WindowAssign, show, show_name
+from mvengine.plan.nodes import Aggregate, Field, Filter, Node, WindowAssign, show, show_name
 from mvengine.plan.rewrites.over import over_windows
 from mvengine.plan.rewrites.top_n import top_n
-from mvengine.plan.scope import Relation
+from mvengine.plan.scope import Relation, Scope
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import spark_sql
+from mvengine.sql.expectations import check_columns, kept_rows
 from mvengine.sql.views import ViewDef
 
 
@@ -32,10 +35,17 @@ class ViewPlan:
     bounded_state: bool
     notes: tuple[str, ...]
     spark_sql: str = ""  # the query as SQL Spark runs (windows spelled its way: plan/windows.spark_sql)
+    by_arrival: bool = False  # its rows depend on when input rows arrived: never recomputed by cost
+    drops: tuple[str, ...] = ()  # "table: condition" of the rows its inputs' and its own expectations drop
 
     @property
     def name(self) -> str:
         return self.view.name
+
+    @property
+    def drops_own(self) -> bool:
+        """Whether its own expectations drop rows: its root is then the Filter that drops them."""
+        return kept_rows(self.view.expectations) is not None
 
     def relation(self) -> Relation:
         """How views reading this one see it."""
@@ -79,6 +89,16 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
                            hint=f"rename it with AS; reserved: {', '.join(sorted(RESERVED_VIEW_COLUMNS))}")
     columns = tuple(replace(f, qualifier=None) for f in columns)
     root = replace(root, fields=columns)
+    view = replace(view, expectations=check_columns(view.expectations, [f.name for f in columns], view.file,
+                                                    f"view {view.name}"))
+    kept = kept_rows(view.expectations)
+    drops = list(dict.fromkeys(binder.drops))
+    if kept is not None:  # the rows its DROP ROW / QUARANTINE expectations leave, in every computation of it
+        predicate = binder.bind(kept, Scope(relations=[(view.name, root)]))
+        for column in predicate.find_all(exp.Column):
+            column.set("table", None)  # the view's own columns, unqualified as its fields are
+        root = Filter(fields=columns, child=root, predicate=predicate)
+        drops.append(f"{view.name}: {kept.sql('spark')}")
     reasons = binder.full_reasons + [r for r in full_refresh_reasons(root) if r not in binder.full_reasons]
     if reasons and view.refresh_policy == "incremental_strict":
         raise SqlError(f"refresh_policy 'incremental_strict', but the view cannot be maintained incrementally: "
@@ -99,9 +119,18 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
             changelog = "append-only"  # each window's row comes out once, final; what comes later is dropped
     held = ("; emit: the changes of windows not yet emitted (their rows wait in _state/emit_pending)"
             if view.emit is not None and strategy == "incremental" else "")
+    arrival = by_arrival(root) if strategy == "incremental" else None
+    notes = _origin(view) + binder.notes
+    if arrival is not None:
+        effect = "gives every row its own time" if arrival == "PROCTIME()" else "takes the rows as Spark reads them"
+        notes.append(f"{arrival} depends on when rows arrived, which only batches know: never recomputed by cost; "
+                     f"a full computation (the first refresh, mv refresh --full) {effect}")
+    notes += [f"without the rows of {d.split(': ', 1)[0]} its DROP ROW / QUARANTINE expectations fail "
+              f"(keeps {d.split(': ', 1)[1]})" for d in drops]
     return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog, strategy,
                     "; ".join(reasons) if reasons else None, state.description + held, state.bounded,
-                    tuple(_origin(view) + binder.notes), spark_sql(view.query, binder.table_windows))
+                    tuple(notes), spark_sql(view.query, binder.table_windows), by_arrival=arrival is not None,
+                    drops=tuple(drops))
 
 
 def _check_lateness(view: ViewDef, root: Node) -> None:

@@ -15,6 +15,7 @@ from mvengine.plan.view_plan import ViewPlan, plan_view
 from mvengine.project.config import Config
 from mvengine.project.dag import build_dag, check_acyclic, topological_order
 from mvengine.project.join_inputs import extract_join_inputs
+from mvengine.sql.expectations import kept_rows
 from mvengine.sql.files import Statement, read_sql_files
 from mvengine.sql.sources import SourceDef, is_source, parse_source
 from mvengine.sql.views import ViewDef, is_view, parse_view
@@ -93,7 +94,7 @@ def source_relation(source: SourceDef) -> Relation:
     fields = tuple(Field(f.name, t, f.nullable, source.name, f.name == time_attr)
                    for f, t in zip(source.schema, source.sql_types))
     key = None if source.key is None else tuple(source.schema.names.index(k) for k in source.key)
-    return Relation(source.name, "source", fields, key, source.append_only)
+    return Relation(source.name, "source", fields, key, source.append_only, kept_rows(source.expectations))
 
 
 def _declarations(config: Config) -> tuple[dict[str, SourceDef], dict[str, ViewDef]]:

@@ -28,6 +28,18 @@ class ViewTables:
         """The input rows later than the view's allowed lateness, not applied (runtime/event_time.py)."""
         return TableRef(join_uri(self.root, "late"), self.snapshot.storage_options, f"{self.snapshot.name}_late")
 
+    @property
+    def quarantine(self) -> TableRef:
+        """The view's rows its QUARANTINE expectations refused (runtime/expectations.py)."""
+        return TableRef(join_uri(self.root, "quarantine"), self.snapshot.storage_options,
+                        f"{self.snapshot.name}_quarantine")
+
+
+def source_quarantine(warehouse: str, source: str, storage_options: dict[str, str]) -> TableRef:
+    """A source's rows its QUARANTINE expectations refused: `<warehouse>/_quarantine/<source>` (the source's own
+    table is the user's, and stays as written)."""
+    return TableRef(join_uri(warehouse, "_quarantine", source), storage_options, f"{source}_quarantine")
+
 
 def view_tables(plan: ViewPlan, storage_options: dict[str, str]) -> ViewTables:
     root = plan.view.path
@@ -59,6 +71,11 @@ class Committed:
     changes: int | None  # changelog rows of the batch (None: written before mvengine recorded it)
     input_ids: dict[str, str] = field(default_factory=dict)  # source -> its Delta table id (metaData.id)
     watermark: int | None = None  # the view's watermark after the batch, µs since the epoch (event time only)
+    # The batch's expectation outcomes (runtime/expectations.py Outcome.to_json), of its sources and its own.
+    expectations: list[dict[str, Any]] = field(default_factory=list)
+    rows_in: int | None = None  # changes the batch read (None: a recomputation, or not recorded)
+    batch_ms: int | None = None  # the batch's time up to this commit (None: not recorded)
+    engine: str | None = None  # "driver" or "spark" (None: not recorded)
 
     @classmethod
     def from_info(cls, ref: TableRef, info: dict[str, Any]) -> Committed:
@@ -71,7 +88,14 @@ class Committed:
                    int(info["mvengine.generation"]), info["mvengine.sql_hash"], info["mvengine.kind"],
                    json.loads(info["mvengine.inputs"]), None if changes is None else int(changes),
                    json.loads(info.get("mvengine.input_ids", "{}")),
-                   int(info["mvengine.watermark"]) if info.get("mvengine.watermark") else None)
+                   int(info["mvengine.watermark"]) if info.get("mvengine.watermark") else None,
+                   json.loads(info.get("mvengine.expectations", "[]")),
+                   _int_or_none(info.get("mvengine.rows_in")), _int_or_none(info.get("mvengine.batch_ms")),
+                   info.get("mvengine.engine"))
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def last_commit(ref: TableRef) -> Committed | None:

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from mvengine.plan.types import type_name
-from mvengine.project.layout import view_tables
+from mvengine.project.layout import source_quarantine, view_tables
 from mvengine.reading.versions import Versions, show_time
 from mvengine.storage.tables import TableRef, commit_history
 
@@ -38,7 +38,8 @@ def history(versions: Versions, name: str) -> list[dict[str, Any]]:
                  "operation": h.get("operation")} for h in entries]
     return [{"version": c.version, "committed": show_time(c.timestamp_ms), "batch_id": c.batch_id,
              "kind": c.kind, "changes": c.changes, "inputs": c.inputs,
-             **lineage(versions.source_versions(name, c.version))}
+             **lineage(versions.source_versions(name, c.version)),
+             **({"expectations": c.expectations} if c.expectations else {})}
             for c in versions.snapshot_commits(name).values()]
 
 
@@ -58,26 +59,27 @@ def _describe_view(versions: Versions, name: str) -> dict[str, Any]:
         "snapshot_path": tables.snapshot.uri, "changelog_path": tables.changelog.uri, "state_path": tables.state,
         "key": None if plan.key is None else list(plan.key), "changelog": plan.changelog,
         "strategy": plan.strategy, "reason": plan.reason, "inputs_declared": list(plan.inputs),
-        "columns": _columns(plan.columns),
+        "columns": _columns(plan.columns), **_expectations(plan.view.expectations, tables.quarantine),
     }
     if not tables.snapshot.exists():
         return info | {"refreshed": False, "version": None, "inputs": None, "source_versions": None}
     latest = versions.snapshot_commit(name, versions.latest(name))
     reflects = versions.source_versions(name, latest.version)
-    snapshot_rows, snapshot_bytes = _table_size(tables.snapshot)
-    changelog_rows, changelog_bytes = _table_size(tables.changelog) if tables.changelog.exists() else (0, 0)
-    stale_since = _stale_since(versions, reflects)
+    snapshot_rows, snapshot_bytes = table_size(tables.snapshot)
+    changelog_rows, changelog_bytes = table_size(tables.changelog) if tables.changelog.exists() else (0, 0)
+    stale = stale_since(versions, reflects)
     return info | {
         "refreshed": True, "version": latest.version, "batch_id": latest.batch_id,
         "generation": latest.generation, "inputs": latest.inputs, **lineage(reflects),
         "row_count": snapshot_rows, "changelog_rows": changelog_rows,
         "sizes": {"snapshot_bytes": snapshot_bytes, "changelog_bytes": changelog_bytes,
-                  "state_bytes": _folder_bytes(tables.state)},
+                  "state_bytes": folder_bytes(tables.state)},
         "last_refresh": show_time(latest.timestamp_ms),
-        "late_rows": _table_size(tables.late)[0] if tables.late.exists() else 0,
+        "late_rows": table_size(tables.late)[0] if tables.late.exists() else 0,
+        "last_batch_expectations": latest.expectations,
         "watermark": None if latest.watermark is None else show_time(EPOCH + timedelta(microseconds=latest.watermark)),
-        "stale_since": None if stale_since is None else show_time(stale_since),
-        "freshness_lag_s": 0.0 if stale_since is None else round(time.time() - stale_since / 1000, 3),
+        "stale_since": None if stale is None else show_time(stale),
+        "freshness_lag_s": 0.0 if stale is None else round(time.time() - stale / 1000, 3),
     }
 
 
@@ -85,27 +87,37 @@ def _describe_source(versions: Versions, name: str) -> dict[str, Any]:
     source = versions.catalog.sources[name]
     ref = versions.table(name)
     info: dict[str, Any] = {
-        "name": name, "kind": "source", "file": source.file, "line": source.line, "snapshot_path": ref.uri,
+        "name": name, "kind": "source", "file": source.file, "line": source.line, "path": ref.uri,
         "changelog_path": None, "key": None if source.key is None else list(source.key),
         "append_only": source.append_only,
         "watermark": f"{source.watermark.column} AS {source.watermark.expression}" if source.watermark else None,
         "strategy": None, "reason": None, "inputs": None,
         "columns": [{"name": f.name, "type": type_name(t), "nullable": f.nullable}
                     for f, t in zip(source.schema, source.sql_types)],
+        **_expectations(source.expectations, source_quarantine(versions.config.warehouse, name,
+                                                               versions.config.storage_options)),
     }
     if not ref.exists():
         return info | {"exists": False, "version": None}
-    rows, size = _table_size(ref)
+    rows, size = table_size(ref)
     last = versions.commits(name)[-1]
     return info | {"exists": True, "version": last.version, "row_count": rows, "sizes": {"table_bytes": size},
                    "last_commit": show_time(last.timestamp_ms)}
+
+
+def _expectations(expectations, quarantine: TableRef) -> dict[str, Any]:
+    """The declared expectations, and where the rows QUARANTINE refused are (and how many)."""
+    return {"expectations": [{"name": e.name, "on_violation": e.on_violation, "declared": " ".join(e.text.split())}
+                             for e in expectations],
+            "quarantine_path": quarantine.uri,
+            "quarantined_rows": table_size(quarantine)[0] if quarantine.exists() else 0}
 
 
 def _columns(fields) -> list[dict[str, Any]]:
     return [{"name": f.name, "type": type_name(f.type), "nullable": f.nullable} for f in fields]
 
 
-def _table_size(ref: TableRef) -> tuple[int | None, int]:
+def table_size(ref: TableRef) -> tuple[int | None, int]:
     """Rows (None when a file has no statistics) and bytes of the table's current files."""
     actions = pa.table(ref.open().get_add_actions(flatten=True)).to_pydict()
     records = actions.get("num_records", [])
@@ -113,7 +125,7 @@ def _table_size(ref: TableRef) -> tuple[int | None, int]:
     return rows, sum(actions.get("size_bytes", []))
 
 
-def _stale_since(versions: Versions, reflects: dict[str, list[int]]) -> int | None:
+def stale_since(versions: Versions, reflects: dict[str, list[int]]) -> int | None:
     """Commit time (ms) of the oldest source commit the view does not reflect yet, through any path; None when
     it reflects the latest version of every source it depends on."""
     times = []
@@ -124,7 +136,7 @@ def _stale_since(versions: Versions, reflects: dict[str, list[int]]) -> int | No
     return min(times) if times else None
 
 
-def _folder_bytes(path: str) -> int | None:
+def folder_bytes(path: str) -> int | None:
     """Bytes on disk under a local folder (every version of the state tables); None on object stores."""
     local = path.removeprefix("file:")
     if "://" in local:

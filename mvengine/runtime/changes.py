@@ -73,6 +73,8 @@ class BatchChanges:
     _feeds: dict[tuple[str, int, int], ChangeFeed] = field(default_factory=dict)
     _counted: dict[tuple[str, int, int], InputChanges] = field(default_factory=dict)
     _batches: list[Batch] = field(default_factory=list)
+    # The expectations' outcomes of a source's changes, by (source, from, to): checked once per batch.
+    checked: dict[tuple[str, int, int], list] = field(default_factory=dict)
 
     def read(self, wanted: dict[str, tuple[TableRef, int, int]], *, driver_rows: int = DRIVER_CHANGE_ROWS
              ) -> dict[str, InputChanges]:
@@ -158,6 +160,7 @@ class BatchChanges:
         self._feeds.clear()
         self._counted.clear()
         self.outputs.clear()
+        self.checked.clear()
 
 
 def _zset(feed: pa.Table) -> pa.Table:

@@ -70,7 +70,7 @@ def view_changes(plan: ViewPlan, zset: DataFrame, batch: Batch, *, snapshot: Tab
     # new row per key at most need no consolidation: _keyed drops a key whose old and new rows are equal.)
     if not changes_once_per_key(plan.root):
         zset = consolidate(zset, columns)
-    changes = batch.keep(zset, eager=True)
+    changes = batch.keep(zset)
     if plan.key is not None:
         return _keyed(plan, changes, columns, batch, version, batch_id)
     return _bag(batch.spark, changes, columns, snapshot, snapshot_before, version, batch_id)
@@ -124,7 +124,7 @@ def _keyed(plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch,
     joined = p.join(revisions, _key_match(key, "p", "r"), "left")
     last = F.col(f"r.{REVISION}")
     next_revision = F.when(last.isNull(), F.lit(0)).otherwise(last + 1)
-    rows = batch.keep(joined.select("p.*", last.alias("_last"), next_revision.alias("_next")), eager=True)
+    rows = batch.keep(joined.select("p.*", last.alias("_last"), next_revision.alias("_next")))
     had, has = F.col("_had"), F.col("_has")
 
     def side(which: str, op: str, undo: bool, index: Column, condition: Column) -> DataFrame:

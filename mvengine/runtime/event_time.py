@@ -23,13 +23,16 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from sqlglot import exp
 
 from mvengine.incremental.driver import consolidated
+from mvengine.incremental.driver_expressions import NotOnDriver, predicate_mask
 from mvengine.incremental.state import StateStore
 from mvengine.plan.nodes import WindowAssign
 from mvengine.plan.operators.aggregate import windowed
+from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, event_time_windows
-from mvengine.project.catalog import Catalog
+from mvengine.project.catalog import Catalog, source_relation
 from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
 from mvengine.storage.tables import TableRef, commit_metadata
@@ -49,25 +52,49 @@ class Watermarks:
 
 
 def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | None:
-    """The source's largest event time at `version` less its delay: the files' statistics say which files hold
-    it (they are rounded to milliseconds), and those files' column says it exactly."""
+    """The source's largest event time at `version` less its delay, over the rows its readers see (a row its
+    DROP ROW / QUARANTINE expectations refuse does not move it). The files' statistics say which files hold the
+    largest (they are rounded to milliseconds), and those files' column says it exactly; only when every such
+    row is refused are all the rows read."""
     column = source.watermark.column
     dt = ref.open(version=version)
     actions = pa.table(dt.get_add_actions(flatten=True))
     if actions.num_rows == 0:
         return None
     dataset = dt.to_pyarrow_dataset()
+    relation = source_relation(source)
+    kept = relation.kept
+    read = [column] if kept is None else [f.name for f in source.schema
+                                         if f.name == column or f.name in _column_names(kept)]
     stat = f"max.{column}"
     highest = pc.max(actions.column(stat)) if stat in actions.column_names else None
+    rows = None
     if highest is not None and highest.is_valid and actions.column(stat).null_count == 0:
         field = dataset.schema.field(column)
-        rows = dataset.to_table(columns=[column], filter=pc.field(column) >= pa.scalar(highest.as_py(), field.type))
-    else:
-        rows = dataset.to_table(columns=[column])
+        rows = _seen(dataset.to_table(columns=read, filter=pc.field(column) >= pa.scalar(highest.as_py(),
+                                                                                          field.type)), relation)
+    if rows is None or rows.num_rows == 0:
+        rows = _seen(dataset.to_table(columns=read), relation)
     latest = pc.max(rows.column(column))
     if not latest.is_valid:
         return None
     return latest.cast(pa.int64()).as_py() - source.watermark.delay
+
+
+def _column_names(e) -> set[str]:
+    return {c.name for c in e.find_all(exp.Column)}
+
+
+def _seen(rows: pa.Table, relation: Relation) -> pa.Table:
+    """The rows a source's readers see: without those its dropping expectations refuse. An expectation the
+    driver cannot evaluate (NotOnDriver: a function only Spark has) leaves them all, as before expectations."""
+    if relation.kept is None:
+        return rows
+    declared = {f.name: f for f in relation.fields}
+    try:
+        return rows.filter(predicate_mask(relation.kept, rows, [declared[name] for name in rows.column_names]))
+    except NotOnDriver:
+        return rows
 
 
 def has_event_time(plan: ViewPlan, catalog: Catalog) -> bool:

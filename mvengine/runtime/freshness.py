@@ -15,9 +15,9 @@ from mvengine.storage.tables import is_committed
 def sql_hash(plan: ViewPlan) -> str:
     """Identifies what a view computes: its query (as sqlglot prints it, so comments and layout do not count),
     its column names, its strategy and the state it keeps (which changes when an input's append-only claim
-    does: a MIN/MAX then needs its multiset)."""
+    does: a MIN/MAX then needs its multiset), and the rows expectations drop from its inputs and from it."""
     text = "|".join([plan.strategy, ",".join(c.name for c in plan.columns), plan.view.query.sql("spark"),
-                     plan.state])
+                     plan.state, *plan.drops])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -5,7 +5,7 @@ processes moving them at once would race each other's commits. A refresh holds a
 file for as long as it runs, and writes who it is into the file (process, host, start time, views) for the
 error a second refresh prints. The kernel drops the lock when its process ends, however it ends: a lock left by
 a killed refresh is taken over by the next one without any clean-up. (A warehouse on an object store gets a
-lock of its own with issue 21; the pipeline's files are local until then: runtime/pipeline.pipeline_folder.)
+lock of its own with issue 21; the pipeline's files are local until then: runtime/pipeline_files.pipeline_folder.)
 """
 
 from __future__ import annotations

@@ -19,25 +19,23 @@ before anything else, so the views it had not reached finish exactly that batch.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from collections.abc import Callable
 
-from mvengine.errors import MvError
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.project.config import join_uri
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime.changes import BatchChanges
 from mvengine.runtime.diagnose import cause_of
 from mvengine.runtime.event_time import has_timers, next_due, now_micros
+from mvengine.runtime.expectations import ExpectationFailed
+from mvengine.runtime.pipeline_files import CUT_FILE, CutRecord, pipeline_checkpoint
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.api import batch_ranges, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
 
 QUERY_NAME = "mvengine_pipeline"
-CUT_FILE = "cut.json"  # beside the query's checkpoint, under <warehouse>/_pipeline/
 
 
 class Pipeline:
@@ -63,8 +61,8 @@ class Pipeline:
         pending = self.cuts.pending()
         if pending is not None:
             self.batch({n: v for n, v in pending.items() if n in self.sources})
-        elif (failed := self.cuts.failed()) is not None:
-            self.refresher.notice(f"the last batch failed in view {failed} before it wrote anything: planned "
+        elif (failure := self.cuts.failure()) is not None:
+            self.refresher.notice(f"the last batch failed in view {failure[0]} before it wrote anything: planned "
                                   "again, up to the inputs' newest versions")
         if not self.refresher.stopping():
             self.batch(cut)
@@ -168,6 +166,11 @@ class Pipeline:
         changes = BatchChanges(refresher.spark)
         at_cut: dict[str, int] = {}  # view -> its snapshot version, once it reflects the cut
         try:
+            try:
+                refresher.check_before_batch(self.plans, cut, changes)
+            except ExpectationFailed as e:
+                self.cuts.fail(cut, e.view, str(e))  # nothing written: the next refresh plans its batch anew
+                raise
             for plan in self.plans:
                 upstream = [n for n in plan.inputs if n in refresher.catalog.plans]
                 sources = [n for n in plan.inputs if n in refresher.catalog.sources]
@@ -186,9 +189,9 @@ class Pipeline:
                     refresher.guarded(plan, refresher.advance, plan, last, targets, changes,
                                       rebuild=plan.name in self.rebuild, during=during)
                 except Exception as e:
-                    if plan.name not in refresher.writing:
-                        self.cuts.fail(cut, plan.name)
                     cause = cause_of(refresher, plan, last, cut, during, e)
+                    if plan.name not in refresher.writing:
+                        self.cuts.fail(cut, plan.name, str(cause or e))
                     if cause is not None:
                         raise cause from e
                     raise
@@ -197,63 +200,3 @@ class Pipeline:
                 at_cut[plan.name] = output.version if output is not None else tables.snapshot.open().version()
         finally:
             changes.release()
-
-
-class CutRecord:
-    """The cut of the pipeline batch under way, in a small JSON file: written before the batch moves any view,
-    marked done after the last (one per warehouse, so that the next refresh finishes it whichever views it
-    names), or marked failed by a view that failed before writing anything (nothing to finish: the next
-    refresh plans its batch anew)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def pending(self) -> dict[str, int] | None:
-        """The cut of a batch that began and never finished, if any, and not failed before a view wrote."""
-        record = self._read()
-        if record is None or record.get("done") or record.get("failed"):
-            return None
-        return {n: int(v) for n, v in record["cut"].items()}
-
-    def failed(self) -> str | None:
-        """The view the last batch failed in before the view wrote anything, if it did."""
-        record = self._read()
-        return None if record is None or record.get("done") else record.get("failed")
-
-    def begin(self, cut: dict[str, int]) -> None:
-        self._write({"cut": cut, "done": False})
-
-    def fail(self, cut: dict[str, int], view: str) -> None:
-        self._write({"cut": cut, "done": False, "failed": view})
-
-    def done(self, cut: dict[str, int]) -> None:
-        self._write({"cut": cut, "done": True})
-
-    def _read(self) -> dict | None:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                return json.load(f)
-        except (FileNotFoundError, ValueError):
-            return None
-
-    def _write(self, record: dict) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        temporary = f"{self.path}.{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(record, f, sort_keys=True)
-        os.replace(temporary, self.path)  # whole or not at all
-
-
-def pipeline_checkpoint(warehouse: str) -> str:
-    """The query's checkpoint: one per warehouse (the query of `--continuous` picks up where the last one
-    stopped, whichever views it covers)."""
-    return os.path.join(pipeline_folder(warehouse), "query")
-
-
-def pipeline_folder(warehouse: str) -> str:
-    """`<warehouse>/_pipeline`: the cut record, the query's checkpoint and the refresh lock (runtime/lock.py)."""
-    folder = join_uri(warehouse, "_pipeline").removeprefix("file:")
-    if "://" in folder:
-        raise MvError(f"the pipeline's files must be on a local or mounted path, not {folder}",
-                      hint="set [project] warehouse to a local path")
-    return folder

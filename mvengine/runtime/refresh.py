@@ -36,7 +36,15 @@ from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.config import Config, join_uri
-from mvengine.project.layout import Committed, ViewTables, app_id, last_commit, source_table, view_tables
+from mvengine.project.layout import (
+    Committed,
+    ViewTables,
+    app_id,
+    last_commit,
+    source_quarantine,
+    source_table,
+    view_tables,
+)
 from mvengine.runtime.changes import DRIVER_CHANGE_ROWS, BatchChanges, InputChanges, ViewOutput
 from mvengine.runtime.crash_points import boundary
 from mvengine.runtime.emit import EMIT_STATE, ViewChanges, changes_on_driver, view_changes
@@ -58,6 +66,8 @@ from mvengine.runtime.freshness import sql_hash
 from mvengine.runtime.lock import refresh_lock
 from mvengine.runtime.profile import Phase, Profile
 from mvengine.runtime.session import SparkOnDemand
+from mvengine.runtime.expectations import EXPECTATIONS, Checks, ExpectationFailed, Outcome, inserted
+from mvengine.sql.expectations import kept_rows
 from mvengine.storage.api import (
     DELETE_MARK,
     arrow_schema,
@@ -93,10 +103,14 @@ class BatchReport:
     note: str = ""
     phases: list[Phase] = field(default_factory=list)  # where the time went (runtime/profile.py)
     engine: str = "spark"  # "driver" when the batch was computed on the driver (incremental/driver.py)
+    expectations: list[Outcome] = field(default_factory=list)  # of its sources' and its own (expectations.py)
 
     def line(self) -> str:
         versions = ", ".join(f"{n}@{v}" for n, v in self.inputs.items())
-        note = f"  ({self.note})" if self.note else ""
+        failed = [f"{o.table}.{o.name} {o.failed} of {o.checked} failed ({o.on_violation})"
+                  for o in self.expectations if o.failed]
+        note = "; ".join(n for n in (self.note, "expectations: " + ", ".join(failed) if failed else "") if n)
+        note = f"  ({note})" if note else ""
         work = "recomputed" if self.rows_in is None else f"{self.rows_in} changes in"
         where = " on the driver" if self.engine == "driver" else ""
         return (f"{self.view}: batch {self.batch_id} [{self.kind}] inputs {versions}: {work}, "
@@ -119,6 +133,7 @@ class Refresher:
     writing: set[str] = field(default_factory=set, init=False)  # views whose writes began in this pipeline batch
     _sources_ready: bool = field(default=False, init=False)
     _driver_reasons: dict[str, str | None] = field(default_factory=dict, init=False)  # see _driver_capable
+    _checks: Checks | None = field(default=None, init=False)  # expectations: one GX context per refresher
 
     # -- what to refresh ------------------------------------------------------------------------------------
 
@@ -128,7 +143,8 @@ class Refresher:
         then reflects the same version of every source it depends on, however many paths lead there. With
         `interval_s`, then keep them fresh (one query, a batch per interval when a source moved) until
         `stopping()`; a stop always lets the batch under way finish, so every view is left at one cut."""
-        from mvengine.runtime.pipeline import Pipeline, pipeline_folder
+        from mvengine.runtime.pipeline import Pipeline
+        from mvengine.runtime.pipeline_files import pipeline_folder
 
         plans = self.catalog.views_to_refresh(names)
         self.prepare_sources(create=False)  # a source's mistake is reported before anything is written
@@ -238,7 +254,10 @@ class Refresher:
             if incremental:
                 self.apply_changes(plan, tables, last.generation, last.batch_id + 1, last.inputs, targets, changes)
             else:
-                self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False, targets)
+                checked = self._check_sources(plan, {n: (last.inputs.get(n, -1), v) for n, v in targets.items()},
+                                              last.batch_id + 1, changes)
+                self._recompute(plan, tables, last.generation, last.batch_id + 1, "full", False, targets,
+                                checked=checked)
         elif incremental and (due := next_due(plan, tables.state, self.config.storage_options)) is not None \
                 and due <= now_micros():
             # No input moved, but rows the EMIT policy held are due (AFTER <interval>): a batch of no changes
@@ -271,7 +290,11 @@ class Refresher:
     # -- recomputation (bootstrap of incremental views, every batch of full-refresh views) -----------------
 
     def _recompute(self, plan: ViewPlan, tables: ViewTables, generation: int, batch_id: int, kind: str,
-                   incremental: bool, versions: dict[str, int], *, resuming: bool = False, note: str = "") -> None:
+                   incremental: bool, versions: dict[str, int], *, resuming: bool = False, note: str = "",
+                   checked: list[Outcome] | None = None) -> None:
+        """Compute the view anew from its inputs at `versions`, and commit it as a batch. Its sources'
+        expectations are checked on their whole tables, unless `checked` holds their outcomes over the batch's
+        changes (a batch that recomputes instead of applying them)."""
         started = time.monotonic()
         self._start_spark()
         refs = self.input_refs(plan)
@@ -290,11 +313,18 @@ class Refresher:
             with profile.phase("plan inputs"):
                 snapshot_before = _version_before(tables.snapshot, application, batch_id)
                 marks = batch_watermarks(plan, self.catalog, refs, versions, tables.snapshot, snapshot_before)
+                outcomes = list(checked) if checked is not None else self._check_sources(
+                    plan, {n: (-1, v) for n, v in versions.items()}, batch_id)
+                unfiltered: list[DataFrame] = []
                 if incremental:
                     batch.changes = {n: inserts(read_table(self.spark, r, version=versions[n]), mtime) for n, r in refs.items()}
-                    new_rows = view_delta(plan.root, batch)
+                    new_rows = view_delta(plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None)
                 else:
-                    new_rows = inserts(self._compute(plan, refs, versions), mtime)
+                    computed = self._compute(plan, refs, versions)
+                    unfiltered.append(inserts(computed, mtime))
+                    new_rows = inserts(self._kept(plan, computed), mtime)
+                outcomes += self._check_view(plan, tables, batch_id, unfiltered[0] if unfiltered else new_rows,
+                                             recomputed=True, after=lambda: inserted(new_rows))
                 if plan.view.emit is not None and incremental:  # (re)built: nothing of it is late yet
                     fresh = Watermarks(None, marks.after if marks else None)
                     new_rows = self.spark.createDataFrame(hold_back(plan, new_rows.toArrow(), state, fresh),
@@ -311,19 +341,28 @@ class Refresher:
                                    batch_id=batch_id)
                 out.changelog = with_emit_timing(out.changelog, plan, marks)
             self._commit(plan, tables, state, out, app_id=application, batch_id=batch_id, generation=generation,
-                         kind=kind, inputs=versions, profile=profile, marks=marks)
+                         kind=kind, inputs=versions, profile=profile, marks=marks, outcomes=outcomes,
+                         started=started)
             rows_out = out.rows
         finally:
             batch.release()
         self.report(BatchReport(plan.name, batch_id, kind, versions, None, rows_out,
-                                self._millis_since(started), note, profile.phases))
+                                self._millis_since(started), note, profile.phases, expectations=outcomes))
 
     def _compute(self, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]) -> DataFrame:
-        """The view's query run by Spark over its inputs at the given versions."""
+        """The view's query run by Spark over its inputs at the given versions (a source without the rows its
+        DROP ROW / QUARANTINE expectations fail, as the plan's filters over it say)."""
         for name, ref in refs.items():
-            read_table(self.spark, ref, version=versions[name]).createOrReplaceTempView(name)
-        df = self.spark.sql(plan.spark_sql)
-        return df.toDF(*[c.name for c in plan.columns])
+            rows = read_table(self.spark, ref, version=versions[name])
+            source = self.catalog.sources.get(name)
+            kept = kept_rows(source.expectations) if source is not None else None
+            (rows if kept is None else rows.where(kept.sql("spark"))).createOrReplaceTempView(name)
+        return self.spark.sql(plan.spark_sql).toDF(*[c.name for c in plan.columns])
+
+    def _kept(self, plan: ViewPlan, rows: DataFrame) -> DataFrame:
+        """The view's rows its own DROP ROW / QUARANTINE expectations leave (as its plan's root filter does)."""
+        kept = kept_rows(plan.view.expectations)
+        return rows if kept is None else rows.where(kept.sql("spark"))
 
     # -- incremental batches --------------------------------------------------------------------------------
 
@@ -346,11 +385,16 @@ class Refresher:
             inputs = changes.read({n: (refs[n], lo, hi) for n, (lo, hi) in ranges.items()},
                                   driver_rows=most if capable else DRIVER_CHANGE_ROWS)
             self._check_claims(plan, inputs, ranges)
+        outcomes: list[Outcome] = []
+        if self._expects(plan):
+            with profile.phase("expectations", spark=False):
+                outcomes = self._check_sources(plan, ranges, batch_id, changes, inputs)
         rows_in = sum(c.rows for c in inputs.values())
         driver = capable and rows_in <= most
         reason = "" if finishing else self._recompute_instead(plan, refs, targets, rows_in, driver)
         if reason:
-            self._recompute(plan, tables, generation + 1, batch_id, "bootstrap", True, targets, note=reason)
+            self._recompute(plan, tables, generation + 1, batch_id, "bootstrap", True, targets, note=reason,
+                            checked=outcomes)
             return
         snapshot_before = _version_before(tables.snapshot, application, batch_id)
         moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
@@ -364,10 +408,15 @@ class Refresher:
         if computed is None:
             computed = self._in_spark(plan, tables, inputs, refs, ranges, moved, application, batch_id,
                                       snapshot_before, profile, changes, marks)
-        out, state = computed
+        out, state, unfiltered = computed
+        if plan.view.expectations:
+            with profile.phase("expectations", spark=engine == "spark"):
+                outcomes += self._check_view(plan, tables, batch_id, unfiltered,
+                                             after=lambda: self._table_after(tables, snapshot_before, out.zset))
         out.changelog = with_emit_timing(out.changelog, plan, marks)
         self._commit(plan, tables, state, out, app_id=application, batch_id=batch_id, generation=generation,
-                     kind="stream", inputs=targets, profile=profile, spark=engine == "spark", marks=marks)
+                     kind="stream", inputs=targets, profile=profile, spark=engine == "spark", marks=marks,
+                     outcomes=outcomes, started=started, rows_in=rows_in)
         version_before = -1 if snapshot_before is None else snapshot_before
         zset = out.zset
         output = InputChanges(self.spark, out.rows, out.retractions, arrow=zset) if isinstance(zset, pa.Table) \
@@ -376,7 +425,7 @@ class Refresher:
         note = "; ".join(n for n in (note, *profile.notes) if n)
         self.report(BatchReport(plan.name, batch_id, "stream", targets, rows_in, out.rows,
                                 self._millis_since(started), note, profile.phases,
-                                engine))
+                                engine, expectations=outcomes))
 
     def _start_spark(self) -> None:
         """Spark's functions need a running session: start it (if it waits for its first use) before them."""
@@ -402,8 +451,9 @@ class Refresher:
     def _on_driver(self, plan: ViewPlan, tables: ViewTables, inputs: dict[str, InputChanges],
                    refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]], moved: frozenset[str],
                    application: str, batch_id: int, snapshot_before: int | None,
-                   profile: Profile, marks: Watermarks | None) -> tuple[ViewChanges, StateStore] | None:
-        """The batch computed on the driver; None (nothing staged) when it must go to Spark."""
+                   profile: Profile, marks: Watermarks | None) -> tuple[ViewChanges, StateStore, pa.Table] | None:
+        """The batch computed on the driver, and the view's changes before its own expectations' filter; None
+        (nothing staged) when it must go to Spark."""
         arrows = {n: c.on_driver(self.config.driver_max_changes) for n, c in inputs.items()}
         if any(a is None for a in arrows.values()):
             return None
@@ -414,7 +464,8 @@ class Refresher:
         state.purge = purge_conditions(plan, batch.late_before)
         try:
             with profile.phase("delta rule", spark=False):
-                zset = view_delta_on_driver(plan.root, batch)
+                unfiltered: list[pa.Table] = []
+                zset = view_delta_on_driver(plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None)
                 zset = conform(zset, arrow_schema(tables.snapshot.open()))
                 zset = hold_back(plan, zset, state, marks)
             with profile.phase("compute changes", spark=False):
@@ -424,7 +475,7 @@ class Refresher:
         except NotOnDriver as e:
             profile.notes.append(f"computed by Spark: {e}")
             return None
-        return out, state
+        return out, state, unfiltered[0] if unfiltered else zset
 
     def _driver_reader(self, refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]]):
         """Reads an input as it was before the batch, on the driver (only the rows a key filter names)."""
@@ -433,7 +484,8 @@ class Refresher:
     def _in_spark(self, plan: ViewPlan, tables: ViewTables, inputs: dict[str, InputChanges],
                   refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]], moved: frozenset[str],
                   application: str, batch_id: int, snapshot_before: int | None, profile: Profile,
-                  changes: BatchChanges, marks: Watermarks | None) -> tuple[ViewChanges, StateStore]:
+                  changes: BatchChanges, marks: Watermarks | None) -> tuple[ViewChanges, StateStore, DataFrame]:
+        """The batch computed by Spark, and the view's changes before its own expectations' filter."""
         rows_in = sum(c.rows for c in inputs.values())
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                            fresh=False, on_driver=rows_in <= DRIVER_ROWS)
@@ -443,7 +495,8 @@ class Refresher:
         state.purge = purge_conditions(plan, batch.late_before)
         changes.keep_until_released(batch)
         with profile.phase("plan delta rule"):
-            zset = view_delta(plan.root, batch)
+            unfiltered: list[DataFrame] = []
+            zset = view_delta(plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None)
         if plan.view.emit is not None:
             with profile.phase("emit policy"):
                 zset = self.spark.createDataFrame(hold_back(plan, zset.toArrow(), state, marks), schema=zset.schema)
@@ -451,15 +504,17 @@ class Refresher:
             out = view_changes(plan, zset, batch, snapshot=tables.snapshot, snapshot_before=snapshot_before,
                                batch_id=batch_id)
             out.late = reduce(DataFrame.unionAll, batch.late) if batch.late else None
-        return out, state
+        return out, state, unfiltered[0] if unfiltered else zset
 
     def _recompute_instead(self, plan: ViewPlan, refs: dict[str, TableRef], targets: dict[str, int],
                            rows_in: int, on_driver: bool) -> str:
         """Why this batch recomputes the view instead of applying its delta rule ("" when it does not): under
         refresh_policy 'auto', when its changes exceed a share of its inputs' rows (and `recompute_min_changes`)
         where a recomputation costs less: `[refresh] recompute_above` for a batch the driver would compute,
-        `recompute_above_in_spark` for one Spark would (benchmarks/README.md, "Incremental or full")."""
-        if plan.view.refresh_policy != "auto" or rows_in < max(self.config.recompute_min_changes, 1):
+        `recompute_above_in_spark` for one Spark would (benchmarks/README.md, "Incremental or full"). Never for a
+        view whose rows depend on when input rows arrived (PROCTIME(), FIRST/LAST): a recomputation cannot know."""
+        if plan.view.refresh_policy != "auto" or plan.by_arrival \
+                or rows_in < max(self.config.recompute_min_changes, 1):
             return ""
         total = sum(table_rows(refs[n], targets[n]) for n in plan.inputs)
         share = rows_in / max(total, 1)
@@ -501,13 +556,134 @@ class Refresher:
                 f"({source.file}:{source.line}): the views over it are then rebuilt to keep what deletes need; "
                 f"otherwise undo those commits (restore the table to version {lo}) and refresh")
 
+    # -- expectations (runtime/expectations.py) -------------------------------------------------------------
+
+    @property
+    def checks(self) -> Checks:
+        if self._checks is None:
+            self._checks = Checks(self.spark)
+        return self._checks
+
+    def check_before_batch(self, plans: list[ViewPlan], cut: dict[str, int], changes: BatchChanges) -> None:
+        """Before a pipeline batch moves any view: the FAIL UPDATE expectations of the sources it reads, over
+        every change a view will read (from the oldest version one reflects to the cut), so that a failing row
+        stops the whole batch before anything is written, not only the views that read it."""
+        for name in self.sources_of(plans):
+            failing = tuple(e for e in self.catalog.sources[name].expectations if e.on_violation == "FAIL UPDATE")
+            if not failing:
+                continue
+            seen = [last.inputs[name] for plan in plans if name in plan.inputs
+                    if (last := last_commit(view_tables(plan, self.config.storage_options).snapshot)) is not None
+                    and name in last.inputs]
+            if not seen or cut.get(name, -1) <= min(seen):
+                continue  # (a new view's first computation checks the whole table)
+            lo, hi = min(seen), cut[name]
+            if any(not e.row_level for e in failing):
+                self._start_spark()
+            found = changes.read({name: (self.source_ref(name), lo, hi)})[name]
+            try:
+                self.checks.check(name, failing, inserted(found.arrow if found.arrow is not None else found.frame()),
+                                  quarantine=None, version=hi, batch_id=-1,
+                                  what=f"source {name} (versions {lo + 1} to {hi})",
+                                  whole=read_table(self.spark, self.source_ref(name), version=hi)
+                                  if any(not e.row_level for e in failing) else None)
+            except ExpectationFailed as e:
+                e.view = next(p.name for p in plans if name in p.inputs)  # the first view it stopped
+                raise
+
+    def _expects(self, plan: ViewPlan) -> bool:
+        """Whether the view or a source it reads declares expectations."""
+        return bool(plan.view.expectations) or any(
+            self.catalog.sources[n].expectations for n in plan.inputs if n in self.catalog.sources)
+
+    def _check_sources(self, plan: ViewPlan, ranges: dict[str, tuple[int, int]], batch_id: int,
+                       changes: BatchChanges | None = None, inputs: dict[str, InputChanges] | None = None
+                       ) -> list[Outcome]:
+        """The outcomes of the expectations of the sources the view reads, over the rows their versions in
+        `ranges` (from exclusive, to inclusive; from -1: the whole table) inserted. Checked once per pipeline
+        batch and range, whichever views read it (`changes.checked`); FAIL UPDATE raises before any write."""
+        outcomes: list[Outcome] = []
+        for name in plan.inputs:
+            source = self.catalog.sources.get(name)
+            if source is None or not source.expectations or ranges[name][1] == ranges[name][0]:
+                continue
+            lo, hi = ranges[name]
+            key = (name, lo, hi)
+            if changes is not None and key in changes.checked:
+                outcomes += changes.checked[key]
+                continue
+            ref = self.source_ref(name)
+            quarantine = source_quarantine(self.config.warehouse, name, self.config.storage_options)
+            table_level = any(not e.row_level for e in source.expectations)
+            if table_level or lo < 0:
+                self._start_spark()
+            what = f"source {name} (versions {lo + 1} to {hi})"
+            whole = read_table(self.spark, ref, version=hi) if table_level or lo < 0 else None
+            if lo < 0:
+                # The whole table, counted; its refused rows are quarantined but for those that already are:
+                # the versions up to the last that refused any were checked (and their rows written) before.
+                last = quarantine.open().transaction_version(Checks.app(quarantine)) if quarantine.exists() \
+                    else None
+                found_outcomes = self.checks.check(name, source.expectations, whole, quarantine=None,
+                                                   version=hi, batch_id=batch_id, what=what, whole=whole)
+                if last is not None and last < hi:
+                    recent = BatchChanges(self.spark)
+                    try:
+                        found = recent.read({name: (ref, last, hi)})[name]
+                        rows = inserted(found.arrow if found.arrow is not None else found.frame())
+                        self.checks.check(name, source.expectations, rows, quarantine=quarantine, version=hi,
+                                          batch_id=batch_id, what=what)
+                    finally:
+                        recent.release()
+                elif last is None:
+                    self.checks.quarantine(name, source.expectations, whole, found_outcomes, quarantine, hi,
+                                           batch_id)
+            else:
+                found = inputs[name] if inputs is not None and name in inputs else \
+                    changes.read({name: (ref, lo, hi)})[name]
+                rows = inserted(found.arrow if found.arrow is not None else found.frame())
+                found_outcomes = self.checks.check(name, source.expectations, rows, quarantine=quarantine,
+                                                   version=hi, batch_id=batch_id, what=what, whole=whole)
+            if changes is not None:
+                changes.checked[key] = found_outcomes
+            outcomes += found_outcomes
+        return outcomes
+
+    def _check_view(self, plan: ViewPlan, tables: ViewTables, batch_id: int, zset, *, recomputed: bool = False,
+                    after: Callable[[], DataFrame]) -> list[Outcome]:
+        """The outcomes of the view's own expectations over the rows the batch inserts into it (before its
+        DROP ROW / QUARANTINE filter; `recomputed`: all its rows), and of its table-level ones over `after()`,
+        its table as the batch leaves it; FAIL UPDATE raises before any write."""
+        if not plan.view.expectations:
+            return []
+        whole = None
+        if any(not e.row_level for e in plan.view.expectations) and _holds_rows(zset):
+            self._start_spark()
+            whole = after()
+        return self.checks.check(plan.name, plan.view.expectations, inserted(zset), quarantine=tables.quarantine,
+                                 version=batch_id, batch_id=batch_id, what=f"view {plan.name} (batch {batch_id})",
+                                 recomputed=recomputed, whole=whole)
+
+    def _table_after(self, tables: ViewTables, snapshot_before: int | None, zset) -> DataFrame:
+        """The view's snapshot as the batch's changes (`zset`, as committed) leave it, before they are committed:
+        its rows before, with the rows the batch inserts and without those it retracts (as bags)."""
+        frame = zset if isinstance(zset, DataFrame) else self.spark.createDataFrame(zset)
+        gained = inserted(frame)
+        lost = inserted(frame.withColumn(WEIGHT, -F.col(WEIGHT)))
+        if snapshot_before is None:
+            return gained.exceptAll(lost)
+        before = read_table(self.spark, tables.snapshot, version=snapshot_before).select(*gained.columns)
+        return before.unionByName(gained).exceptAll(lost)
+
     # -- the writes of one batch ----------------------------------------------------------------------------
 
     def _commit(self, plan: ViewPlan, tables: ViewTables, state: StateStore, changes: ViewChanges, *, app_id: str,
                 batch_id: int, generation: int, kind: str, inputs: dict[str, int], profile: Profile,
-                spark: bool = True, marks: Watermarks | None = None) -> None:
+                spark: bool = True, marks: Watermarks | None = None, outcomes: list[Outcome] = (),
+                started: float, rows_in: int | None = None) -> None:
         """Operator state, snapshot, emit revisions, changelog: each skipped when this batch already committed
-        it. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
+        it. The snapshot commit records the batch for readers (`mv status`, `mv ui`): its rows in (None for a
+        recomputation), where it ran, and its time from `started` to that commit. The emit revisions come after the snapshot: a batch whose snapshot is not committed is recomputed
         (possibly from newer input versions, for a bootstrap), and must find the revisions as they were.
         `spark`: whether the writes may run Spark jobs (not when the batch was computed on the driver)."""
         self.writing.add(plan.name)
@@ -517,10 +693,16 @@ class Refresher:
         metadata = {"mvengine.inputs": json.dumps(inputs, sort_keys=True),
                     "mvengine.input_ids": json.dumps(ids, sort_keys=True), "mvengine.batch_id": str(batch_id),
                     "mvengine.generation": str(generation), "mvengine.sql_hash": sql_hash(plan),
-                    "mvengine.kind": kind, "mvengine.changes": str(changes.rows)}
+                    "mvengine.kind": kind, "mvengine.changes": str(changes.rows),
+                    "mvengine.engine": "spark" if spark else "driver"}
+        if rows_in is not None:
+            metadata["mvengine.rows_in"] = str(rows_in)
         if marks is not None and marks.after is not None:
             metadata[WATERMARK] = str(marks.after)
+        if outcomes:
+            metadata[EXPECTATIONS] = json.dumps([o.to_json() for o in outcomes])
         txn = (app_id, batch_id)
+        metadata["mvengine.batch_ms"] = str(self._millis_since(started))
         on_driver = state.on_driver and changes.rows <= DRIVER_ROWS
         with self._commit_phase(plan, "snapshot", profile, spark):
             if changes.upserts is not None and tables.snapshot.exists():
@@ -547,6 +729,11 @@ class Refresher:
         with profile.phase(f"commit {commit}", spark=spark):
             yield
         boundary(plan.name, commit, "after")
+
+
+def _holds_rows(zset) -> bool:
+    """Whether a batch's changes (Arrow or Spark) hold any row."""
+    return zset.num_rows > 0 if isinstance(zset, pa.Table) else not zset.isEmpty()
 
 
 def _view_error(plan: ViewPlan, e: Exception, during: str = "") -> Exception:

@@ -16,8 +16,10 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from mvengine.errors import MvError
@@ -122,7 +124,8 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
     builder = builder.appName("mvengine")
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _jvm_warning_filtered():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(config.spark_log_level if config else "ERROR")
     # PySpark logs every analysis error as a JSON line on stderr before raising it; mvengine reports the
     # error itself (one line, with a hint), so those logs only repeat it with a Java stack trace.
@@ -132,6 +135,34 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     register_data_sources(spark)
     return spark
+
+
+# The JVM prints this when Spark's launcher adds `--add-modules=jdk.incubator.vector`; no JVM flag silences it.
+_JVM_NOISE = b"WARNING: Using incubator modules"
+
+
+@contextmanager
+def _jvm_warning_filtered() -> Iterator[None]:
+    """Start the JVM with its standard error on a pipe, forwarded line by line to ours without the incubator
+    warning: the JVM inherits file descriptor 2 when it is launched, so the pipe is there for its whole life,
+    while ours is put back as soon as it has started."""
+    read_end, write_end = os.pipe()
+    ours = os.dup(2)
+    threading.Thread(target=_forward_jvm_stderr, args=(read_end, ours), name="jvm-stderr", daemon=True).start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        os.dup2(ours, 2)
+
+
+def _forward_jvm_stderr(read_end: int, target: int) -> None:
+    with os.fdopen(read_end, "rb") as pipe:
+        for line in iter(pipe.readline, b""):
+            if not line.startswith(_JVM_NOISE):
+                os.write(target, line)
+    os.close(target)
 
 
 class SparkOnDemand:

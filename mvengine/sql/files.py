@@ -1,9 +1,10 @@
 """Reading views/*.sql into statements that remember their file and line.
 
 sqlglot's Spark dialect does not know Flink's `WATERMARK FOR col AS expr` clause of CREATE TABLE, so it is
-cut out of the text (blanked, so line numbers stay right) and kept beside the statement; so is a view's `EMIT`
-clause, and the window syntax it cannot parse is rewritten in place (sql/time_syntax.py). Each statement is parsed padded to its place in the
-file, so the line and column sqlglot records on identifiers are the file's own.
+cut out of the text (blanked, so line numbers stay right) and kept beside the statement; so are the
+`CONSTRAINT ... EXPECT` elements of sources and views (sql/expectations.py) and a view's `EMIT` clause, and the
+window syntax it cannot parse is rewritten in place (sql/time_syntax.py). Each statement is parsed padded to its
+place in the file, so the line and column sqlglot records on identifiers are the file's own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from mvengine.errors import SqlError
+from mvengine.sql.expectations import Expectation, cut_expectations
 from mvengine.sql.time_syntax import Emit, cut_emit, rewrite_event_time
 
 DIALECT = "spark"
@@ -40,6 +42,7 @@ class Statement:
     tree: exp.Expression
     watermark: Watermark | None = None
     emit: Emit | None = None
+    expectations: tuple[Expectation, ...] = ()
 
 
 def read_sql_files(views_dir: Path, root: Path | None = None) -> list[Statement]:
@@ -82,6 +85,7 @@ def split_statements(text: str, file: str) -> list[Statement]:
         start, end = chunk[0].start, chunk[-1].end + 1
         body = text[start:end]
         first_line = chunk[0].line
+        body, expectations = cut_expectations(body, chunk, start, file)
         body, watermark = _cut_watermark(body, chunk, start, file)
         body, emit = cut_emit(body, chunk, start, file)
         body = rewrite_event_time(body, chunk, start)
@@ -94,7 +98,7 @@ def split_statements(text: str, file: str) -> list[Statement]:
             line = int(err.get("line", first_line))
             raise SqlError(f"syntax error: {parse_error_text(err.get('description', str(e)))}", file=file,
                            line=line, col=err.get("col"), snippet=snippet(text, line)) from None
-        statements.append(Statement(file, first_line, text[start:end], tree, watermark, emit))
+        statements.append(Statement(file, first_line, text[start:end], tree, watermark, emit, tuple(expectations)))
     return statements
 
 

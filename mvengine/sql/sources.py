@@ -16,6 +16,7 @@ from sqlglot import exp
 from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import did_you_mean, validate_name
 from mvengine.project.config import Config, join_uri
+from mvengine.sql.expectations import Expectation, check_columns
 from mvengine.sql.files import Statement, Watermark
 from mvengine.sql.time_syntax import unit_micros
 from mvengine.sql.types import arrow_type
@@ -34,6 +35,7 @@ class SourceDef:
     key: tuple[str, ...] | None
     append_only: bool
     watermark: Watermark | None
+    expectations: tuple[Expectation, ...] = ()  # CONSTRAINT ... EXPECT (sql/expectations.py)
 
 
 def is_source(statement: Statement) -> bool:
@@ -91,8 +93,9 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     if append_only not in ("true", "false"):
         raise SqlError(f"'append_only' must be 'true' or 'false', not {append_only!r}", **where)
     path = config.table_path(options["path"], where) if "path" in options else join_uri(config.sources_dir(), name)
+    expectations = check_columns(statement.expectations, columns, statement.file, f"source {name}")
     return SourceDef(name, statement.file, statement.line, pa.schema(fields), tuple(sql_types), path, key,
-                     append_only == "true", watermark)
+                     append_only == "true", watermark, expectations)
 
 
 def _watermark_delay(watermark: Watermark, column: str, fields: list[pa.Field], where: dict) -> int:

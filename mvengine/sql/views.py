@@ -14,6 +14,7 @@ from sqlglot import exp
 from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import validate_name
 from mvengine.project.config import Config, join_uri
+from mvengine.sql.expectations import Expectation
 from mvengine.sql.files import Statement
 from mvengine.sql.time_syntax import Emit, unit_micros
 
@@ -37,6 +38,7 @@ class ViewDef:
     emit: Emit | None = None  # the EMIT clause after the SELECT (seed 002); None: every batch's changes
     allowed_lateness: int | None = None  # µs: rows later than this behind the watermark are not applied
     origin: str | None = None  # a join input made a view of its own (project/join_inputs.py): whose, in words
+    expectations: tuple[Expectation, ...] = ()  # CONSTRAINT ... EXPECT, checked against its columns when planned
 
 
 def is_view(statement: Statement) -> bool:
@@ -84,7 +86,7 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
                        hint=f"write WITH ('refresh_policy' = one of {', '.join(REFRESH_POLICIES)})")
     lateness = _lateness(options["allowed_lateness"], where) if "allowed_lateness" in options else None
     return ViewDef(name, statement.file, statement.line, query, column_names, path, statement.text, policy,
-                   statement.emit, lateness)
+                   statement.emit, lateness, expectations=statement.expectations)
 
 
 def _lateness(text: str, where: dict) -> int:

@@ -1,0 +1,129 @@
+"""`mv status` and `mv ui`: every source and view at a glance, from the Delta logs and the pipeline's files
+alone (delta-rs, no Spark), so it answers in about a second and can be redrawn live.
+
+A view's row says how far behind it is (`behind`: commits of its sources it does not reflect yet, through any
+path; `lag_s`: seconds since the oldest of them), what its last batch did (the snapshot commit records rows in
+and out, milliseconds and where it ran), how big it is, and what stops it: the refresh holding the lock, the
+view the last batch failed in, or a batch left half-done."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mvengine.project.layout import view_tables
+from mvengine.reading.describe import folder_bytes, stale_since, table_size
+from mvengine.reading.versions import Versions, show_time
+from mvengine.runtime.lock import LOCK_FILE
+from mvengine.runtime.pipeline_files import CUT_FILE, CutRecord, pipeline_folder
+
+
+@dataclass
+class Status:
+    name: str
+    kind: str  # source or view
+    strategy: str | None = None  # incremental or full (views)
+    version: int | None = None  # None: the table does not exist yet (a source) or was never refreshed (a view)
+    behind: int | None = None  # source commits not reflected yet (views)
+    lag_s: float | None = None  # seconds since the oldest of them (0 when fresh)
+    last_time: str | None = None  # the last commit (a source) or the last batch's snapshot commit (a view), UTC
+    age_s: float | None = None  # seconds since then
+    rows_in: int | None = None  # the last batch's changes in (None: recomputed)
+    rows_out: int | None = None  # its changelog rows
+    batch_ms: int | None = None
+    engine: str | None = None  # driver or spark
+    rows: int | None = None
+    state_bytes: int | None = None
+    problem: str | None = None  # failing, left unfinished, or being refreshed (the lock holder)
+    reason: str | None = None  # why a view is refreshed in full
+
+    @property
+    def stale(self) -> bool:
+        return self.kind == "view" and (self.version is None or bool(self.behind))
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def status(versions: Versions) -> list[Status]:
+    """One row per source, then one per view in DAG order."""
+    trouble = _pipeline_trouble(versions)
+    rows = [_source(versions, name) for name in versions.catalog.sources]
+    rows += [_view(versions, name, trouble.get(name)) for name in versions.catalog.plans]
+    return rows
+
+
+def _source(versions: Versions, name: str) -> Status:
+    ref = versions.table(name)
+    if not ref.exists():
+        return Status(name, "source",
+                      problem="the table does not exist yet (mv sources --create, or mv refresh, creates it)")
+    last = versions.commits(name)[-1]
+    return Status(name, "source", version=last.version, last_time=show_time(last.timestamp_ms),
+                  age_s=_age(last.timestamp_ms), rows=table_size(ref)[0])
+
+
+def _view(versions: Versions, name: str, problem: str | None) -> Status:
+    plan = versions.catalog.plans[name]
+    tables = view_tables(plan, versions.config.storage_options)
+    reason = plan.reason if plan.strategy == "full" else None
+    if not tables.snapshot.exists():
+        return Status(name, "view", plan.strategy, problem=problem or "never refreshed", reason=reason)
+    latest = versions.snapshot_commit(name, versions.latest(name))
+    reflects = versions.source_versions(name, latest.version)
+    behind = sum(sum(1 for c in versions.commits(source) if c.version > min(seen))
+                 for source, seen in reflects.items())
+    since = stale_since(versions, reflects)
+    return Status(name, "view", plan.strategy, latest.version, behind, 0.0 if since is None else _age(since),
+                  show_time(latest.timestamp_ms), _age(latest.timestamp_ms), latest.rows_in, latest.changes,
+                  latest.batch_ms, latest.engine, table_size(tables.snapshot)[0], folder_bytes(tables.state),
+                  problem, reason)
+
+
+def _age(epoch_ms: int) -> float:
+    return round(max(time.time() - epoch_ms / 1000, 0.0), 1)
+
+
+def _pipeline_trouble(versions: Versions) -> dict[str, str]:
+    """View -> what the pipeline's files say about it: being refreshed (by whom), the view the last batch
+    failed in (and the error), or a batch left half-done."""
+    folder = pipeline_folder(versions.config.warehouse)
+    trouble: dict[str, str] = {}
+    holder = lock_holder(os.path.join(folder, LOCK_FILE))
+    if holder is not None:
+        names = holder.get("views") or list(versions.catalog.plans)
+        for name in names:
+            trouble[name] = f"being refreshed by process {holder['pid']} since {holder.get('since', '?')}"
+    cuts = CutRecord(os.path.join(folder, CUT_FILE))
+    failure = cuts.failure()
+    if failure is not None and failure[0] in versions.catalog.plans:
+        view, error = failure
+        trouble[view] = f"last batch failed: {error}" if error else "last batch failed"
+    elif cuts.pending() is not None and holder is None:
+        for name in versions.catalog.plans:
+            trouble.setdefault(name, "a batch was left half-done: the next mv refresh finishes it")
+    return trouble
+
+
+def lock_holder(path: str) -> dict[str, Any] | None:
+    """Who holds the refresh lock (runtime/lock.py), read without taking it: the holder's record, when that
+    process is alive on this host (a killed refresh leaves its record, and the kernel has dropped its lock)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            holder = json.loads(f.read() or "null")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(holder, dict) or "pid" not in holder:
+        return None
+    if holder.get("host") == socket.gethostname():
+        try:
+            os.kill(int(holder["pid"]), 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # alive, another user's
+    return holder
