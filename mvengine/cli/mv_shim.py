@@ -11,7 +11,8 @@ import os
 import shutil
 import sys
 
-from mvengine.cli.main import COMMANDS, main as mvengine_main
+from mvengine.cli.main import COMMANDS, leave
+from mvengine.cli.main import main as mvengine_main
 
 OWN_OPTIONS = ("--project", "--debug", "--help", "-h", "--version")
 
@@ -47,7 +48,7 @@ def _is_python_script(path: str) -> bool:
 def main() -> int:
     args = sys.argv[1:]
     if is_mvengine_call(args):
-        return mvengine_main(args, prog="mv")
+        leave(mvengine_main(args, prog="mv"))
     target = system_mv()
     if target is None:
         print("Error: no system mv command found on PATH to move files with", file=sys.stderr)

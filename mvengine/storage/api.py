@@ -238,7 +238,7 @@ def _spark_changes(spark: "SparkSession", ref: TableRef, dt: Any, first: int, la
           .option("endingVersion", last).load(ref.uri))
     # The connector times a commit by its log file's modification time; mvengine, delta-rs and `mv history` by
     # the timestamp its commitInfo records (a few milliseconds earlier): one time per commit everywhere.
-    times = [(e["version"], e.get("timestamp")) for e in commit_history(dt, dt.version() - first + 1)
+    times = [(e["version"], e.get("timestamp")) for e in commit_history(dt, since=first)
              if first <= e.get("version", -1) <= last]
     if not times:
         return df

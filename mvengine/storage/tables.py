@@ -253,17 +253,19 @@ def version_before(ref: TableRef, app_id: str, version: int) -> int:
     return dt.version() - 1 if committed is not None and committed >= version else dt.version()
 
 
-def commit_history(dt: DeltaTable, limit: int | None = None) -> list[dict[str, Any]]:
-    """The table's commitInfos, newest first, each with its `version`. `dt` must be loaded at its latest
-    version (it is moved to the newest one).
+def commit_history(dt: DeltaTable, since: int | None = None) -> list[dict[str, Any]]:
+    """The table's commitInfos from version `since` (default: the first) to its newest, newest first, each with
+    its `version`. `dt` is moved to the newest version.
 
     delta-rs numbers the entries down from the version `dt` was loaded at, but reads the log as it is when
     called: a commit landing in between shifts every label by one (a view refreshing while it is described).
-    So the log is read again until no commit landed while it was read.
+    So the log is read again, as far back as `since` from the newest version, until no commit landed while it
+    was read.
     """
     for _ in range(HISTORY_ATTEMPTS):
+        dt.update_incremental()
         loaded = dt.version()
-        entries = dt.history(limit)
+        entries = dt.history(None if since is None else max(loaded - since + 1, 1))
         dt.update_incremental()
         if dt.version() == loaded:
             return entries
@@ -279,7 +281,7 @@ def commit_metadata(dt: DeltaTable, version: int) -> dict[str, Any]:
 
     `dt` must be loaded at its latest version: delta-rs mislabels the history of a time-travelled table.
     """
-    for entry in commit_history(dt, max(dt.version() - version + 1, 1)):
+    for entry in commit_history(dt, since=version):
         if entry.get("version") == version:
             return entry
     raise StorageError(f"version {version} of table at {dt.table_uri} is not in its history "
