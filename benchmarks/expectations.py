@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
-from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
-from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
+
+from bench_project import bench_refresher  # benchmarks/bench_project.py
 
 SQL = """
 CREATE TABLE plain (id BIGINT NOT NULL, g BIGINT, v BIGINT, s STRING, PRIMARY KEY (id) NOT ENFORCED);
@@ -45,14 +42,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     spark = spark_session(master=args.master)
-    root = Path(tempfile.mkdtemp(prefix="mvbench"))
-    (root / "views").mkdir()
-    (root / "views" / "bench.sql").write_text(SQL)
-    config = load_config(root)
-    catalog = load_catalog(config)
-    batches: list[BatchReport] = []
-    refresher = Refresher(spark, config, catalog, report=batches.append)
-    refresher.prepare_sources()
+    catalog, refresher, batches = bench_refresher(spark, SQL)
     tables = [TableRef(catalog.sources[name].path) for name in ("plain", "checked")]
 
     def rows(start: int, end: int, salt: int):

@@ -16,18 +16,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
-from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
+from bench_project import bench_refresher  # benchmarks/bench_project.py
 from phases import median_phases  # benchmarks/phases.py
 
 SQL = """
@@ -73,17 +69,8 @@ def main() -> None:
 
 def _run(spark, n: int, groups: int, sizes: list[int], repeat: int, profile: bool, policy: str,
          driver_max_changes: int | None) -> None:
-    root = Path(tempfile.mkdtemp(prefix="mvbench"))
-    (root / "views").mkdir()
-    (root / "views" / "bench.sql").write_text(SQL.format(policy=policy))
-    if driver_max_changes is not None:
-        (root / "conf").mkdir()
-        (root / "conf" / "mvengine.toml").write_text(f"[refresh]\ndriver_max_changes = {driver_max_changes}\n")
-    config = load_config(root)
-    catalog = load_catalog(config)
-    batches: list[BatchReport] = []
-    refresher = Refresher(spark, config, catalog, report=batches.append)
-    refresher.prepare_sources()
+    conf = None if driver_max_changes is None else f"[refresh]\ndriver_max_changes = {driver_max_changes}\n"
+    catalog, refresher, batches = bench_refresher(spark, SQL.format(policy=policy), conf)
     facts = TableRef(catalog.sources["facts"].path)
     write_table(spark.range(n).select(F.col("id"), (F.col("id") % groups).alias("g"),
                                       (F.col("id") % 97).alias("v")), facts)

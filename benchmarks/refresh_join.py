@@ -19,18 +19,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
-from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
+from bench_project import bench_refresher  # benchmarks/bench_project.py
 from phases import median_phases  # benchmarks/phases.py
 
 SQL = """
@@ -70,14 +66,7 @@ def main() -> None:
 
 
 def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: int, profile: bool) -> None:
-    root = Path(tempfile.mkdtemp(prefix="mvbench"))
-    (root / "views").mkdir()
-    (root / "views" / "bench.sql").write_text(SQL)
-    config = load_config(root)
-    catalog = load_catalog(config)
-    batches: list[BatchReport] = []
-    refresher = Refresher(spark, config, catalog, report=batches.append)
-    refresher.prepare_sources()
+    catalog, refresher, batches = bench_refresher(spark, SQL)
     facts, dims = TableRef(catalog.sources["facts"].path), TableRef(catalog.sources["dims"].path)
     dim_rows = max(n // 100, 1)
     write_table(spark.range(n).select(F.col("id"), (F.col("id") % dim_rows).alias("d"),
