@@ -7,12 +7,12 @@ import time
 from decimal import Decimal
 
 import pytest
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable
 
 from conftest import bag, rows
 from mvengine.errors import StorageError
 from mvengine.storage.api import read_table, write_table
-from mvengine.storage.tables import commit_metadata
+from mvengine.storage.tables import commit_history, commit_metadata
 
 ALL_TYPES = ("b boolean, i8 tinyint, i16 smallint, i32 int, i64 bigint, f float, d double, dec decimal(20,4), "
              "s string, bin binary, day date, ts timestamp, ntz timestamp_ntz, "
@@ -76,6 +76,23 @@ def test_commit_metadata_is_recorded(spark, table):
     write_table(spark.range(1), ref, metadata={"mvengine.inputs": '{"a": 3}', "mvengine.batch_id": "4"})
     info = commit_metadata(DeltaTable(ref.uri), 0)
     assert info["mvengine.inputs"] == '{"a": 3}' and info["mvengine.batch_id"] == "4"
+
+
+def test_commit_metadata_of_a_version_that_landed_after_the_table_was_opened(tmp_path):
+    """`mv changes --follow` opens a table, then asks for a version that landed since, while more commits land:
+    the history must reach back to it from the newest version, not from the one the table was opened at."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    uri = str(tmp_path / "t")
+    for i in range(2):
+        write_deltalake(uri, pa.table({"x": [i]}), mode="append")
+    opened = DeltaTable(uri)  # at version 1
+    for i in range(2, 4):
+        write_deltalake(uri, pa.table({"x": [i]}), mode="append",
+                        commit_properties=CommitProperties(custom_metadata={"n": str(i)}))
+    assert commit_metadata(opened, 2)["n"] == "2"
+    assert [e["version"] for e in commit_history(DeltaTable(uri), since=2)] == [3, 2]
 
 
 def test_projection_reads_only_the_requested_columns(spark, table):
