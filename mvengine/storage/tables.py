@@ -263,7 +263,6 @@ def commit_history(dt: DeltaTable, since: int | None = None) -> list[dict[str, A
     was read.
     """
     for _ in range(HISTORY_ATTEMPTS):
-        dt.update_incremental()
         loaded = dt.version()
         entries = dt.history(None if since is None else max(loaded - since + 1, 1))
         dt.update_incremental()
