@@ -4,6 +4,7 @@ temporary folders."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,89 @@ def add_scores(catalog, rows: list[tuple[str, int, int]]) -> None:
         "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32()),
         "ts": pa.array([SCORES_DAY + dt.timedelta(seconds=r[2]) for r in rows], pa.timestamp("us", tz="UTC"))}),
         mode="append")
+
+
+class ObjectStore:
+    """A real S3 server on loopback (moto_server) and the storage options that reach it. The access keys are
+    read from environment variables (`${MV_TEST_AWS_KEY_ID}` in a project's conf), as a user's would be."""
+
+    KEY_ID = "AKIAMVENGINETEST0001"
+    SECRET = "mvengine-test-secret-Zq8vW1xYk3"  # grepped for by the tests that check it never leaks
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self._buckets = 0
+
+    @property
+    def options(self) -> dict[str, str]:
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
+                "AWS_ACCESS_KEY_ID": self.KEY_ID, "AWS_SECRET_ACCESS_KEY": self.SECRET}
+
+    def conf(self, warehouse: str) -> str:
+        """conf/mvengine.toml of a project whose every table is under `warehouse` on this store."""
+        return (f'[project]\nwarehouse = "{warehouse}"\n\n[storage.options]\n'
+                f'AWS_ENDPOINT_URL = "{self.endpoint}"\nAWS_REGION = "us-east-1"\nAWS_ALLOW_HTTP = "true"\n'
+                'AWS_ACCESS_KEY_ID = "${MV_TEST_AWS_KEY_ID}"\nAWS_SECRET_ACCESS_KEY = "${MV_TEST_AWS_SECRET}"\n')
+
+    def bucket(self, name: str | None = None) -> str:
+        """A new, empty bucket (named `name`, or a name of its own); its s3:// URI."""
+        import boto3
+
+        self._buckets += 1
+        name = name or f"mv-test-{self._buckets}-{os.getpid()}"
+        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.KEY_ID,
+                     aws_secret_access_key=self.SECRET, region_name="us-east-1").create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+    def objects(self, bucket_uri: str) -> dict[str, bytes]:
+        """Every object of the bucket: key -> bytes."""
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.KEY_ID,
+                          aws_secret_access_key=self.SECRET, region_name="us-east-1")
+        bucket = bucket_uri.removeprefix("s3://")
+        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+                for o in page.get("Contents", [])]
+        return {k: s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory):
+    """moto's S3 server on a free loopback port for the whole run, with the access keys in the environment
+    (MV_TEST_AWS_KEY_ID, MV_TEST_AWS_SECRET) for projects that refer to them."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                raise RuntimeError(f"moto_server did not start: {log.read_text()[-2000:]}") from None
+            time.sleep(0.2)
+    store = ObjectStore(endpoint)
+    saved = {k: os.environ.get(k) for k in ("MV_TEST_AWS_KEY_ID", "MV_TEST_AWS_SECRET")}
+    os.environ.update(MV_TEST_AWS_KEY_ID=store.KEY_ID, MV_TEST_AWS_SECRET=store.SECRET)
+    try:
+        yield store
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.terminate()
+        server.wait(timeout=10)

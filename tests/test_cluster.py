@@ -3,6 +3,7 @@ pyspark wheel, and a driver in its own process (a JVM can hold only one SparkCon
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 import pyspark
 
 pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parent.parent
 
 DRIVER = textwrap.dedent("""
     import json, socket, sys
@@ -49,7 +52,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_reads_and_writes_on_a_two_worker_standalone_cluster(tmp_path: Path):
+@contextlib.contextmanager
+def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A master and two workers (1 core, 1 GiB each) from the pyspark wheel: the master's URL and the
+    environment a driver process needs. Skips the test when they do not come up."""
     spark_home = Path(pyspark.__file__).parent
     spark_class = spark_home / "bin" / "spark-class"
     env = dict(os.environ, SPARK_HOME=str(spark_home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
@@ -72,16 +78,7 @@ def test_reads_and_writes_on_a_two_worker_standalone_cluster(tmp_path: Path):
         if not _wait_for(registered, 60):
             pytest.skip("the standalone Spark workers did not register: "
                         + (tmp_path / "master.log").read_text()[-500:])
-        result = subprocess.run([sys.executable, "-c", DRIVER, url, str(tmp_path / "events")], env=env,
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr[-3000:]
-        report = json.loads(result.stdout.strip().splitlines()[-1])
-        assert report["executors"] == 2
-        assert report["worker_processes"] >= 2
-        assert report["partitions"] >= 2
-        assert report["count"] == 40010
-        assert report["filtered"] == 2  # ids 39993 and 40003
-        assert report["changes"] == 10
+        yield url, env
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -92,6 +89,82 @@ def test_reads_and_writes_on_a_two_worker_standalone_cluster(tmp_path: Path):
                 p.kill()
         for f in logs.values():
             f.close()
+
+
+def test_reads_and_writes_on_a_two_worker_standalone_cluster(tmp_path: Path):
+    with standalone_cluster(tmp_path) as (url, env):
+        result = subprocess.run([sys.executable, "-c", DRIVER, url, str(tmp_path / "events")], env=env,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["executors"] == 2
+        assert report["worker_processes"] >= 2
+        assert report["partitions"] >= 2
+        assert report["count"] == 40010
+        assert report["filtered"] == 2  # ids 39993 and 40003
+        assert report["changes"] == 10
+
+
+# The differential test (tests/test_refresh_differential.py) in a driver process on the cluster, every table on
+# the object store, every batch computed by Spark's executors (driver_max_changes = 0): they read the change
+# feeds and tables and write through delta-rs, with the storage options the data source passes them.
+OBJECT_STORE_DRIVER = textwrap.dedent("""
+    import json, random, sys
+    from pathlib import Path
+    from mvengine.project.catalog import load_catalog
+    from mvengine.project.config import load_config
+    from mvengine.runtime.refresh import Refresher
+    from mvengine.runtime.session import spark_session
+    from tests.test_refresh_differential import apply_commit, check_view
+    from tests.test_refresh_crash import _random_commit
+
+    project = Path(sys.argv[1])
+    config = load_config(project)
+    catalog = load_catalog(config)
+    spark = spark_session(config)
+    rng = random.Random(20261125)
+    engines = set()
+    refresher = Refresher(spark, config, catalog, report=lambda r: engines.add(f"{r.kind}/{r.engine}"))
+    refresher.refresh()
+    for step in range(4):
+        for i in range(3):
+            apply_commit(spark, catalog, _random_commit(rng, step * 3 + i), config.storage_options)
+        refresher.refresh()
+        for name in catalog.plans:
+            check_view(spark, catalog, name, config.storage_options)
+    print(json.dumps({"engines": sorted(engines),
+                      "executors": spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1}))
+    spark.stop()
+""")
+
+
+@pytest.mark.object_store
+def test_the_differential_test_on_a_cluster_with_every_table_on_the_object_store(object_store, tmp_path: Path):
+    from tests.test_refresh_crash import VIEWS
+    from tests.test_refresh_differential import SOURCES
+
+    project = tmp_path / "project"
+    (project / "views").mkdir(parents=True)
+    (project / "views" / "sources.sql").write_text(SOURCES)
+    (project / "views" / "views.sql").write_text(VIEWS)
+    (project / "conf").mkdir()
+    with standalone_cluster(tmp_path) as (url, env):
+        (project / "conf" / "mvengine.toml").write_text(
+            object_store.conf(f"{object_store.bucket()}/wh")
+            + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
+            '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n')
+        result = subprocess.run([sys.executable, "-c", OBJECT_STORE_DRIVER, str(project)], env=env, cwd=REPO,
+                                capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, result.stderr[-3000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["executors"] == 2
+        assert "stream/spark" in report["engines"], report  # the delta rules ran in Spark, on the executors
+        # The keys reached the executors (they read and wrote the tables) but no log of the driver, the master,
+        # the workers or the executors shows them.
+        logs = [result.stdout, result.stderr] + [p.read_text(errors="replace") for p in tmp_path.rglob("*")
+                                                 if p.is_file() and p.suffix not in (".jar", ".zip")]
+        for key in (object_store.SECRET, object_store.KEY_ID):
+            assert not [text for text in logs if key in text], f"{key} is in a log"
 
 
 def _wait_for(condition, seconds: float) -> bool:

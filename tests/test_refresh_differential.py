@@ -67,10 +67,11 @@ def make_project(root: Path, views: str = VIEWS) -> Path:
     return root
 
 
-def apply_commit(spark, catalog, commit) -> None:
+def apply_commit(spark, catalog, commit, options: dict[str, str] | None = None) -> None:
     kind, payload = commit
-    t = TableRef(catalog.sources["t"].path)
-    b = TableRef(catalog.sources["b"].path)
+    options = options or {}
+    t = TableRef(catalog.sources["t"].path, options)
+    b = TableRef(catalog.sources["b"].path, options)
     if kind == "upsert_t":
         latest = {k: (k, g, v) for k, g, v in payload}  # one row per key in a MERGE
         merge_into(spark.createDataFrame(list(latest.values()), "k int, g string, v int"), t, ["k"])
@@ -82,20 +83,20 @@ def apply_commit(spark, catalog, commit) -> None:
         write_table(spark.createDataFrame(payload, "g string, v int"), b)
     else:
         g, v = payload
-        DeltaTable(b.uri).delete(" AND ".join([
+        DeltaTable(b.uri, storage_options=options or None).delete(" AND ".join([
             "g IS NULL" if g is None else f"g = '{g}'", "v IS NULL" if v is None else f"v = {v}"]))
 
 
-def check_view(spark, catalog, name: str) -> None:
+def check_view(spark, catalog, name: str, options: dict[str, str] | None = None) -> None:
     """The promise of DESIGN.md §1 for the view's latest snapshot, and changelog replay at every version."""
-    check_snapshot(spark, catalog, name)
-    check_changelog(spark, catalog, name)
+    check_snapshot(spark, catalog, name, options)
+    check_changelog(spark, catalog, name, options)
 
 
-def check_changelog(spark, catalog, name: str) -> None:
+def check_changelog(spark, catalog, name: str, options: dict[str, str] | None = None) -> None:
     """The view's changelog, replayed from empty, gives its snapshot at every version."""
     plan = catalog.plans[name]
-    tables = view_tables(plan, {})
+    tables = view_tables(plan, options or {})
     dt = tables.snapshot.open()
     changelog = read_table(spark, tables.changelog)
     columns = [c.name for c in plan.columns]
@@ -109,15 +110,16 @@ def check_changelog(spark, catalog, name: str) -> None:
             f"{name}: changelog replay differs from snapshot version {version}"
 
 
-def check_snapshot(spark, catalog, name: str) -> None:
+def check_snapshot(spark, catalog, name: str, options: dict[str, str] | None = None) -> None:
     """The view's latest snapshot equals its SQL run by Spark over its inputs at the versions it records."""
     plan = catalog.plans[name]
-    tables = view_tables(plan, {})
+    options = options or {}
+    tables = view_tables(plan, options)
     dt = tables.snapshot.open()
     inputs = json.loads(commit_metadata(dt, dt.version())["mvengine.inputs"])
     for input_name, version in inputs.items():
-        ref = (TableRef(catalog.sources[input_name].path) if input_name in catalog.sources
-               else view_tables(catalog.plans[input_name], {}).snapshot)
+        ref = (TableRef(catalog.sources[input_name].path, options) if input_name in catalog.sources
+               else view_tables(catalog.plans[input_name], options).snapshot)
         read_table(spark, ref, version=version).createOrReplaceTempView(input_name)
     expected = spark.sql(plan.spark_sql)
     assert bag(read_table(spark, tables.snapshot)) == bag(expected), f"{name} differs from its SQL"

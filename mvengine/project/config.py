@@ -28,6 +28,10 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     "spark.python.worker.reuse": "true",
     "spark.sql.python.filterPushdown.enabled": "true",
+    # Storage options travel to executors as data source options (storage.AWS_SECRET_ACCESS_KEY, ...): their
+    # values are redacted wherever Spark shows options or settings (plans, the UI's environment, event logs).
+    "spark.redaction.regex": "(?i)secret|password|token|access[._]?key|credential|signature|sas",
+    "spark.sql.redaction.options.regex": "(?i)url|secret|password|token|access[._]?key|credential|signature|sas",
 }
 _KNOWN = {
     "project": {"warehouse"},

@@ -8,9 +8,6 @@ view the last batch failed in, or a batch left half-done."""
 
 from __future__ import annotations
 
-import json
-import os
-import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,8 +15,8 @@ from typing import Any
 from mvengine.project.layout import view_tables
 from mvengine.reading.describe import folder_bytes, stale_since, table_size
 from mvengine.reading.versions import Versions, show_time
-from mvengine.runtime.lock import LOCK_FILE
-from mvengine.runtime.pipeline_files import CUT_FILE, CutRecord, pipeline_folder
+from mvengine.runtime.lock import lock_holder
+from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
 
 
 @dataclass
@@ -93,12 +90,13 @@ def _pipeline_trouble(versions: Versions) -> dict[str, str]:
     failed in (and the error), or a batch left half-done."""
     folder = pipeline_folder(versions.config.warehouse)
     trouble: dict[str, str] = {}
-    holder = lock_holder(os.path.join(folder, LOCK_FILE))
+    options = versions.config.storage_options
+    holder = lock_holder(folder, options)
     if holder is not None:
         names = holder.get("views") or list(versions.catalog.plans)
         for name in names:
             trouble[name] = f"being refreshed by process {holder['pid']} since {holder.get('since', '?')}"
-    cuts = CutRecord(os.path.join(folder, CUT_FILE))
+    cuts = CutRecord(folder, options)
     failure = cuts.failure()
     if failure is not None and failure[0] in versions.catalog.plans:
         view, error = failure
@@ -109,21 +107,3 @@ def _pipeline_trouble(versions: Versions) -> dict[str, str]:
     return trouble
 
 
-def lock_holder(path: str) -> dict[str, Any] | None:
-    """Who holds the refresh lock (runtime/lock.py), read without taking it: the holder's record, when that
-    process is alive on this host (a killed refresh leaves its record, and the kernel has dropped its lock)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            holder = json.loads(f.read() or "null")
-    except (OSError, ValueError):
-        return None
-    if not isinstance(holder, dict) or "pid" not in holder:
-        return None
-    if holder.get("host") == socket.gethostname():
-        try:
-            os.kill(int(holder["pid"]), 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass  # alive, another user's
-    return holder

@@ -19,7 +19,8 @@ before anything else, so the views it had not reached finish exactly that batch.
 
 from __future__ import annotations
 
-import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from mvengine.runtime.changes import BatchChanges
 from mvengine.runtime.diagnose import cause_of
 from mvengine.runtime.event_time import has_timers, next_due, now_micros
 from mvengine.runtime.expectations import ExpectationFailed
-from mvengine.runtime.pipeline_files import CUT_FILE, CutRecord, pipeline_checkpoint
+from mvengine.runtime.pipeline_files import CutRecord, pipeline_checkpoint, pipeline_folder
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.api import batch_ranges, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
@@ -45,7 +46,7 @@ class Pipeline:
         self.rebuild = set(rebuild or ())  # views to recompute once (--full)
         self.sources = refresher.sources_of(plans)
         self.checkpoint = pipeline_checkpoint(refresher.config.warehouse)
-        self.cuts = CutRecord(os.path.join(os.path.dirname(self.checkpoint), CUT_FILE))
+        self.cuts = CutRecord(pipeline_folder(refresher.config.warehouse), refresher.config.storage_options)
         self._failures: list[BaseException] = []
         self.last_cut: dict[str, int] | None = None  # the cut of the last batch
         self.next_timer: int | None = None  # when rows held by an EMIT policy are next due (µs)
@@ -91,8 +92,16 @@ class Pipeline:
             while not until():
                 time.sleep(0.1)
             return
-        query = self._start(self._starting(), interval_s=interval_s)
-        self._await(query, until)
+        temporary = None
+        if self.checkpoint is None:  # a warehouse on an object store (pipeline_files.pipeline_checkpoint)
+            self.checkpoint = temporary = tempfile.mkdtemp(prefix="mvengine-query-")
+        try:
+            query = self._start(self._starting(), interval_s=interval_s)
+            self._await(query, until)
+        finally:
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)
+                self.checkpoint = None
 
     def _starting(self) -> dict[str, int]:
         """For a new checkpoint, the versions the query starts after: the oldest any view reflects."""

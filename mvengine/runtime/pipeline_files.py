@@ -1,14 +1,14 @@
 """The pipeline's own files, under `<warehouse>/_pipeline`: the cut record of the batch under way, the streaming
-query's checkpoint and the refresh lock (runtime/lock.py). Kept apart from pipeline.py so that readers
-(`mv status`, `mv ui`) get them without importing the pipeline's Spark machinery."""
+query's checkpoint and the refresh lock (runtime/lock.py), on a local path or on the object store of the
+warehouse. Kept apart from pipeline.py so that readers (`mv status`, `mv ui`) get them without importing the
+pipeline's Spark machinery."""
 
 from __future__ import annotations
 
 import json
-import os
 
-from mvengine.errors import MvError
 from mvengine.project.config import join_uri
+from mvengine.storage.objects import is_local, local_path, read_text, write_text
 
 CUT_FILE = "cut.json"  # beside the query's checkpoint, under <warehouse>/_pipeline/
 
@@ -19,8 +19,9 @@ class CutRecord:
     names), or marked failed by a view that failed before writing anything (nothing to finish: the next
     refresh plans its batch anew)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, folder: str, storage_options: dict[str, str]) -> None:
+        self.path = join_uri(folder, CUT_FILE)
+        self.storage_options = storage_options
 
     def pending(self) -> dict[str, int] | None:
         """The cut of a batch that began and never finished, if any, and not failed before a view wrote."""
@@ -48,29 +49,25 @@ class CutRecord:
 
     def _read(self) -> dict | None:
         try:
-            with open(self.path, encoding="utf-8") as f:
-                return json.load(f)
-        except (FileNotFoundError, ValueError):
+            return json.loads(read_text(self.path, self.storage_options) or "null")
+        except ValueError:
             return None
 
     def _write(self, record: dict) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        temporary = f"{self.path}.{os.getpid()}"
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump(record, f, sort_keys=True)
-        os.replace(temporary, self.path)  # whole or not at all
+        write_text(self.path, json.dumps(record, sort_keys=True), self.storage_options)  # whole or not at all
 
 
-def pipeline_checkpoint(warehouse: str) -> str:
+def pipeline_checkpoint(warehouse: str) -> str | None:
     """The query's checkpoint: one per warehouse (the query of `--continuous` picks up where the last one
-    stopped, whichever views it covers)."""
-    return os.path.join(pipeline_folder(warehouse), "query")
+    stopped, whichever views it covers). None for a warehouse on an object store: Spark writes checkpoints
+    through Hadoop's filesystems only, and its S3 connector is a 650 MB download; there the query keeps its
+    checkpoint in a temporary local folder for as long as it runs, and a new query starts from the versions
+    the views' snapshot commits record (`mvengine.inputs`), which is where a view's progress lives anyway."""
+    folder = pipeline_folder(warehouse)
+    return local_path(join_uri(folder, "query")) if is_local(folder) else None
 
 
 def pipeline_folder(warehouse: str) -> str:
     """`<warehouse>/_pipeline`: the cut record, the query's checkpoint and the refresh lock (runtime/lock.py)."""
-    folder = join_uri(warehouse, "_pipeline").removeprefix("file:")
-    if "://" in folder:
-        raise MvError(f"the pipeline's files must be on a local or mounted path, not {folder}",
-                      hint="set [project] warehouse to a local path")
-    return folder
+    folder = join_uri(warehouse, "_pipeline")
+    return local_path(folder) if is_local(folder) else folder

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -77,6 +75,7 @@ from mvengine.storage.api import (
     replace_rows,
     write_table,
 )
+from mvengine.storage.objects import list_folders
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import (
     TableRef,
@@ -148,15 +147,24 @@ class Refresher:
 
         plans = self.catalog.views_to_refresh(names)
         self.prepare_sources(create=False)  # a source's mistake is reported before anything is written
-        with refresh_lock(pipeline_folder(self.config.warehouse), [p.name for p in plans], wait=self.wait,
-                          waiting=self.notice):
-            self.prepare_sources()
-            for plan in plans:
-                self.guarded(plan, self.finish_interrupted, plan)
-            pipeline = Pipeline(self, plans, rebuild={p.name for p in plans} if full else set())
-            pipeline.run_once(self.source_cut(plans))
-            if interval_s is not None and not self.stopping():
-                pipeline.run_continuous(interval_s, self.stopping)
+        lost: list[str] = []  # why the lock was taken over while held (lock.Lease): stop after the batch
+        asked_to_stop = self.stopping
+        self.stopping = lambda: asked_to_stop() or bool(lost)
+        try:
+            with refresh_lock(pipeline_folder(self.config.warehouse), [p.name for p in plans], wait=self.wait,
+                              waiting=self.notice, lost=lost.append, storage_options=self.config.storage_options):
+                self.prepare_sources()
+                for plan in plans:
+                    self.guarded(plan, self.finish_interrupted, plan)
+                pipeline = Pipeline(self, plans, rebuild={p.name for p in plans} if full else set())
+                pipeline.run_once(self.source_cut(plans))
+                if interval_s is not None and not self.stopping():
+                    pipeline.run_continuous(interval_s, self.stopping)
+        finally:
+            self.stopping = asked_to_stop
+        if lost:
+            raise MvError(lost[0], hint="this refresh stopped after its last batch; a refresh whose lease runs "
+                                        "out was cut off from the object store, or paused, for over a minute")
 
     def guarded(self, plan: ViewPlan, work: Callable[..., object], *args: object, during: str = "",
                 **kwargs: object) -> None:
@@ -302,7 +310,7 @@ class Refresher:
         mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
         if kind == "bootstrap" and not resuming:
             # A new generation starts from no operator state (the emit revisions of the view's keys stay).
-            for name in _state_tables(tables):
+            for name in _state_tables(tables, self.config.storage_options):
                 if name != EMIT_STATE:
                     _remove_tree(join_uri(tables.state, name), self.config.storage_options)
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
@@ -770,20 +778,11 @@ def _version_before(ref: TableRef, app_id: str, batch_id: int) -> int | None:
 
 
 def _remove_tree(path: str, storage_options: dict[str, str]) -> None:
-    local = path.removeprefix("file:")
-    if "://" in local:
-        if TableRef(path, storage_options).exists():
-            remove_folder(TableRef(path, storage_options))
-        return
-    shutil.rmtree(local, ignore_errors=True)
+    remove_folder(TableRef(path, storage_options))
 
 
-def _state_tables(tables: ViewTables) -> list[str]:
-    local = tables.state.removeprefix("file:")
-    if "://" in local:
-        raise MvError(f"view state must be on a local or mounted path, not {local}",
-                      hint="set [project] warehouse to a local path, or give the view a local 'path'")
-    return sorted(os.listdir(local)) if os.path.isdir(local) else []
+def _state_tables(tables: ViewTables, storage_options: dict[str, str]) -> list[str]:
+    return list_folders(tables.state, storage_options)
 
 
 def _latest_commit_time(refs: dict[str, TableRef], versions: dict[str, int]) -> str:

@@ -36,7 +36,8 @@ from mvengine.names import quote_identifier, validate_name
 from mvengine.project.config import join_uri
 from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.datasource import FORMAT
-from mvengine.storage.files import FileWriter, table_filesystem
+from mvengine.storage.files import FileWriter
+from mvengine.storage.objects import remove_tree
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
 from mvengine.storage.tables import (
     TableRef,
@@ -509,11 +510,7 @@ def _collected(df: "DataFrame | pa.Table") -> pa.Table:
 def remove_folder(ref: TableRef) -> None:
     """Delete a table's whole folder."""
     ref.forget()
-    fs, root = table_filesystem(ref)
-    if root:
-        fs.delete_dir(root)
-    else:
-        fs.delete_dir_contents("", missing_dir_ok=True)
+    remove_tree(ref.uri, ref.storage_options)
 
 
 def _datafusion_identifier(name: str) -> str:
