@@ -48,7 +48,10 @@ def main() -> None:
                         help="numbers of rows changed per round (instead of --changes)")
     parser.add_argument("--groups", nargs="+", default=["1%"], help="group counts: 1000, or 1%% of the rows")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default="local[2]",
+                        help="local[2], or a cluster: spark://127.0.0.1:7177 (benchmarks/standalone_cluster.sh)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting, e.g. spark.executor.memory=5g (repeatable)")
     parser.add_argument("--policy", default="incremental", choices=["incremental", "auto"],
                         help="the view's refresh_policy: 'incremental' times the delta rule at every size (the "
                              "default); 'auto' lets a large batch be recomputed instead ([refresh] recompute_above)")
@@ -57,7 +60,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="after each line, the median time and Spark jobs of every phase of the batches")
     args = parser.parse_args()
-    spark = spark_session(master=args.master)
+    spark = spark_session(master=args.master, conf=dict(c.split("=", 1) for c in args.conf))
     print(f"{'rows':>10} {'groups':>8} {'changed':>9} {'incremental s':>14} {'batch s':>8} {'full s':>7} "
           f"{'full/incr':>10}", flush=True)
     for n in args.rows:

@@ -140,19 +140,15 @@ OBJECT_STORE_DRIVER = textwrap.dedent("""
 
 @pytest.mark.object_store
 def test_the_differential_test_on_a_cluster_with_every_table_on_the_object_store(object_store, tmp_path: Path):
+    from tests.conftest import write_project
     from tests.test_refresh_crash import VIEWS
     from tests.test_refresh_differential import SOURCES
 
-    project = tmp_path / "project"
-    (project / "views").mkdir(parents=True)
-    (project / "views" / "sources.sql").write_text(SOURCES)
-    (project / "views" / "views.sql").write_text(VIEWS)
-    (project / "conf").mkdir()
     with standalone_cluster(tmp_path) as (url, env):
-        (project / "conf" / "mvengine.toml").write_text(
-            object_store.conf(f"{object_store.bucket()}/wh")
-            + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
-            '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n')
+        conf = (object_store.conf(f"{object_store.bucket()}/wh")
+                + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
+                '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n')
+        project = write_project(tmp_path / "project", SOURCES, VIEWS, conf)
         result = subprocess.run([sys.executable, "-c", OBJECT_STORE_DRIVER, str(project)], env=env, cwd=REPO,
                                 capture_output=True, text=True, timeout=900)
         assert result.returncode == 0, result.stderr[-3000:]

@@ -30,6 +30,7 @@ from mvengine.runtime import lock
 from mvengine.runtime.crash_points import COMMITS
 from mvengine.runtime.refresh import Refresher
 from tests.test_refresh_crash import BOUNDARY_VIEWS
+from tests.conftest import write_project
 from tests.test_readme import README, assert_printed, commands, run_readme
 from tests.test_refresh_differential import SOURCES, apply_commit, check_snapshot, check_view
 
@@ -122,12 +123,7 @@ def _ui_pages(project: Path, paths: list[str]) -> list[str]:
 
 def test_a_second_refresh_is_refused_while_one_runs_and_waits_with_wait(object_store, tmp_path: Path):
     bucket = object_store.bucket()
-    project = tmp_path / "p"
-    (project / "views").mkdir(parents=True)
-    (project / "views" / "sources.sql").write_text(SOURCES)
-    (project / "views" / "views.sql").write_text(BOUNDARY_VIEWS)
-    (project / "conf").mkdir()
-    (project / "conf" / "mvengine.toml").write_text(object_store.conf(f"{bucket}/wh"))
+    project = write_project(tmp_path / "p", SOURCES, BOUNDARY_VIEWS, object_store.conf(f"{bucket}/wh"))
     mv(project, "refresh")
     running = subprocess.Popen([MV, "--project", str(project), "refresh", "--continuous"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -166,6 +162,9 @@ def test_a_second_refresh_is_refused_while_one_runs_and_waits_with_wait(object_s
     killed.wait()
     _add_row(f"{bucket}/wh/sources/b", object_store.options)
     assert "[stream]" in mv(project, "refresh", timeout=50).stdout  # at once: well within the lease's minute
+    # A view taken out of views/ leaves its tables on the store, and the next refresh says so.
+    (project / "views" / "views.sql").write_text(BOUNDARY_VIEWS.split("CREATE MATERIALIZED VIEW v_bag")[0])
+    assert "warning: v_bag has tables in the warehouse but is no longer in views/" in mv(project, "refresh").stdout
 
 
 def _add_row(uri: str, options: dict[str, str]) -> None:
@@ -205,13 +204,7 @@ def test_concurrent_commits_to_one_table_on_the_object_store_all_land(object_sto
 
 def test_views_on_an_object_store_survive_sigkill_at_commit_boundaries(spark, object_store, tmp_path: Path):
     bucket = object_store.bucket()
-    project = tmp_path / "p"
-    (project / "views").mkdir(parents=True)
-    (project / "views" / "sources.sql").write_text(SOURCES)
-    (project / "views" / "views.sql").write_text(BOUNDARY_VIEWS)
-    (project / "conf").mkdir()
-    conf = object_store.conf(f"{bucket}/wh")
-    (project / "conf" / "mvengine.toml").write_text(conf)
+    project = write_project(tmp_path / "p", SOURCES, BOUNDARY_VIEWS, object_store.conf(f"{bucket}/wh"))
     config = load_config(project)
     catalog = load_catalog(config)
     options = config.storage_options
@@ -231,3 +224,17 @@ def test_views_on_an_object_store_survive_sigkill_at_commit_boundaries(spark, ob
             check_snapshot(spark, catalog, name, options)
     for name in order:
         check_view(spark, catalog, name, options)
+
+
+def test_a_missing_bucket_or_an_unreachable_store_is_a_clear_error(object_store, tmp_path: Path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    cases = [(object_store.conf("s3://no-such-bucket/wh"), "NoSuchBucket: The specified bucket does not exist"),
+             (object_store.conf(f"{object_store.bucket()}/wh").replace(object_store.endpoint, closed),
+              "Connection refused (os error 111)")]
+    for i, (conf, reason) in enumerate(cases):
+        project = write_project(tmp_path / str(i), SOURCES, BOUNDARY_VIEWS, conf)
+        done = mv(project, "refresh", check=False)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"{reason}\n  hint: check [storage.options]" in done.stderr, done.stderr

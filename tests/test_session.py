@@ -87,3 +87,15 @@ def test_a_spark_without_deltas_jars_reads_through_mvdelta(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {
         "native": False, "mvdelta": True, "v0": [0, 1, 2, 3, 4, 5], "changes": [[6, "insert"], [7, "insert"]]}
+
+
+def test_a_spark_connect_master_is_refused_with_what_to_set_instead(tmp_path: Path):
+    from tests.conftest import write_project
+
+    root = write_project(tmp_path, "CREATE TABLE t (a INT);", "CREATE MATERIALIZED VIEW v AS SELECT a FROM t;",
+                         '[spark]\nmaster = "sc://spark.example.com:15002"\n')
+    done = subprocess.run([str(Path(sys.executable).parent / "mv"), "--project", str(root), "refresh", "--full"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "Spark Connect (sc://spark.example.com:15002) is not supported" in done.stderr
+    assert "spark://host:7077" in done.stderr

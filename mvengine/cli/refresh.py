@@ -12,7 +12,8 @@ from mvengine.cli.console import Console
 from mvengine.cli.stop import stop_on_signal
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
-from mvengine.project.config import Config, parse_duration
+from mvengine.project.config import Config, join_uri, parse_duration
+from mvengine.storage.objects import list_folders
 
 
 def run_refresh(project: Project, console: Console, views: list[str], *, full: bool, continuous: bool,
@@ -135,14 +136,9 @@ class _Status:
 
 
 def _orphans(config: Config, catalog: Catalog) -> list[str]:
-    """Folders of the (local) warehouse that hold a view's snapshot but no longer match a view in views/."""
-    root = config.warehouse.removeprefix("file:")
-    if "://" in root or not os.path.isdir(root):
-        return []
+    """Folders of the warehouse that hold a view's snapshot but no longer match a view in views/."""
+    options = config.storage_options
     known = {p.view.path.rstrip("/") for p in catalog.plans.values()}
-    found = []
-    for name in sorted(os.listdir(root)):
-        folder = os.path.join(root, name)
-        if os.path.isdir(os.path.join(folder, "snapshot", "_delta_log")) and folder.rstrip("/") not in known:
-            found.append(name)
-    return found
+    return [name for name in list_folders(config.warehouse, options)
+            if join_uri(config.warehouse, name) not in known
+            and "_delta_log" in list_folders(join_uri(config.warehouse, name, "snapshot"), options)]

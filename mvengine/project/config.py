@@ -188,6 +188,14 @@ def redact_options(options: dict[str, str]) -> dict[str, str]:
     return {k: ("***" if any(h in k.lower() for h in _SECRET_HINTS) else v) for k, v in options.items()}
 
 
+def redact_text(text: str, options: dict[str, str]) -> str:
+    """`text` with the value of every storage option that may be a secret replaced by '***'."""
+    for key, value in options.items():
+        if value and redact_options({key: value})[key] == "***":
+            text = text.replace(value, "***")
+    return text
+
+
 def _check_keys(data: dict[str, Any], text: str, file: str) -> None:
     for section, value in data.items():
         if section not in _KNOWN:

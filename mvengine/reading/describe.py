@@ -14,6 +14,7 @@ import pyarrow as pa
 from mvengine.plan.types import type_name
 from mvengine.project.layout import source_quarantine, view_tables
 from mvengine.reading.versions import Versions, show_time
+from mvengine.storage.objects import is_local, local_path
 from mvengine.storage.tables import TableRef, commit_history
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -138,7 +139,7 @@ def stale_since(versions: Versions, reflects: dict[str, list[int]]) -> int | Non
 
 def folder_bytes(path: str) -> int | None:
     """Bytes on disk under a local folder (every version of the state tables); None on object stores."""
-    local = path.removeprefix("file:")
-    if "://" in local:
+    if not is_local(path):
         return None
+    local = local_path(path)
     return sum(os.path.getsize(os.path.join(folder, f)) for folder, _, files in os.walk(local) for f in files)

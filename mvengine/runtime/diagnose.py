@@ -15,6 +15,7 @@ from mvengine.errors import DuplicateKeyError, MvError, StorageError
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import Committed
 from mvengine.storage.api import read_arrow
+from mvengine.storage.objects import is_local, local_path
 from mvengine.storage.tables import TableRef
 
 RETENTION = "delta.deletedFileRetentionDuration"
@@ -105,9 +106,9 @@ def vacuumed_input(refresher, plan: ViewPlan, last: Committed | None, cut: dict[
 
 def _missing_file(ref: TableRef, since: int, until: int) -> str | None:
     """A data file of version `since`, or a file of the changes of versions since+1..until, missing from disk."""
-    if "://" in ref.uri and not ref.uri.startswith("file://"):
+    if not is_local(ref.uri):
         return None
-    root = ref.uri.removeprefix("file://")
+    root = local_path(ref.uri)
     try:
         files = ref.open(version=since).file_uris()
     except StorageError:

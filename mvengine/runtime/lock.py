@@ -32,7 +32,7 @@ from typing import Any
 
 from mvengine.errors import MvError
 from mvengine.project.config import join_uri
-from mvengine.storage.objects import is_local
+from mvengine.storage.objects import STORE_HINT, is_local, store_error
 
 LOCK_FILE = "lock"
 LEASE_S = 60.0  # a lease not renewed for this long is free
@@ -119,7 +119,8 @@ class Lease:
         while not self._acquire(views):
             holder = self.holder()
             if holder is None:
-                continue  # released, or run out, between the two reads: try again
+                time.sleep(0.2)  # released, or run out, between the two reads (or another took it): again
+                continue
             if not wait:
                 raise _taken(_describe(holder), f"lease {self.ref.uri}")
             if not said:
@@ -135,7 +136,8 @@ class Lease:
         finally:
             stop.set()
             renewer.join()
-            self._commit({**_record(views), "owner": self.owner, "released": True}, only_if_mine=True)
+            with contextlib.suppress(MvError):  # the store out of reach: the lease runs out by itself
+                self._commit({**_record(views), "owner": self.owner, "released": True}, only_if_mine=True)
 
     def _acquire(self, views: list[str]) -> bool:
         version, record = self._latest()
@@ -144,13 +146,22 @@ class Lease:
         return self._commit_at(version, {**_record(views), "owner": self.owner})
 
     def _renew(self, views: list[str], stop: threading.Event, lost: Callable[[str], None]) -> None:
+        """Renew every RENEW_S seconds until `stop`; tell `lost` when another process took the lease over, or
+        when the store could not be reached for as long as a lease lasts (another may take it over then)."""
         since = _record(views)["since"]
+        renewed = time.monotonic()
         while not stop.wait(RENEW_S):
-            if not self._commit({**_record(views), "since": since, "owner": self.owner}, only_if_mine=True):
-                holder = self.holder()
-                lost("the refresh lock was taken over" + (f": views {_describe(holder)}" if holder else "")
-                     + f" (lease {self.ref.uri}, not renewed for {LEASE_S:.0f} s)")
-                return
+            try:
+                if not self._commit({**_record(views), "since": since, "owner": self.owner}, only_if_mine=True):
+                    holder = self.holder()
+                    lost("the refresh lock was taken over" + (f": views {_describe(holder)}" if holder else "")
+                         + f" (lease {self.ref.uri}, not renewed for {LEASE_S:.0f} s)")
+                    return
+                renewed = time.monotonic()
+            except MvError as e:
+                if time.monotonic() - renewed > LEASE_S:
+                    lost(f"the refresh lock could not be renewed for {LEASE_S:.0f} s: {e}")
+                    return
 
     def _commit(self, record: dict[str, Any], *, only_if_mine: bool) -> bool:
         """Commit `record` after the latest version if this process holds the lease there; False if not."""
@@ -186,9 +197,8 @@ class Lease:
         except Exception as e:  # noqa: BLE001
             if version is None and "already exists" in str(e):  # another process created the table first
                 return False
-            raise MvError(f"cannot take the refresh lock at {self.ref.uri}: {self.ref.redact(str(e))}",
-                          hint="check [storage.options] (endpoint, region, credentials) and that the bucket "
-                               "exists") from None
+            raise MvError(f"cannot take the refresh lock at {self.ref.uri}: {self.ref.redact(store_error(str(e)))}",
+                          hint=STORE_HINT) from None
         return True
 
     def _latest(self) -> tuple[int | None, dict[str, Any] | None]:
@@ -198,9 +208,12 @@ class Lease:
 
         try:
             dt = DeltaTable(self.ref.uri, storage_options=self.ref.storage_options or None)
+            entry = dt.history(1)[0]
         except TableNotFoundError:
             return None, None
-        entry = dt.history(1)[0]
+        except Exception as e:  # noqa: BLE001 - the store out of reach, or refusing the keys
+            raise MvError(f"cannot read the refresh lock at {self.ref.uri}: {self.ref.redact(store_error(str(e)))}",
+                          hint=STORE_HINT) from None
         try:
             record = json.loads(entry.get(RECORD_KEY) or "null")
         except ValueError:

@@ -101,6 +101,13 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
     Precedence: explicit `master`/`conf` arguments, then conf/mvengine.toml, then mvengine's defaults
     (local[*], few shuffle partitions, UI off, UTC session time zone, Arrow on).
     """
+    chosen_master = master or (config.spark_master if config else "local[*]")
+    if chosen_master.startswith("sc://"):
+        # Measured (README, "On an object store and a cluster"): `mvdelta` reads tables and change feeds over
+        # Spark Connect, but a refresh needs the SparkContext and reads its query's checkpoint on the driver.
+        raise MvError(f"Spark Connect ({chosen_master}) is not supported: mvengine runs as the Spark driver",
+                      hint="set [spark] master to the cluster's master URL (spark://host:7077, yarn, k8s://...) "
+                           "and run mv on a machine that reaches it")
     version = java_version()
     if version is None or version < 17:
         found = "no Java was found" if version is None else f"Java {version} was found"
@@ -117,7 +124,6 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
     log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
     settings.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
     _with_delta(settings)
-    chosen_master = master or (config.spark_master if config else "local[*]")
     if chosen_master.startswith("local"):
         settings.setdefault("spark.driver.memory", local_driver_memory())
     builder = SparkSession.builder.master(chosen_master)

@@ -37,7 +37,7 @@ from mvengine.project.config import join_uri
 from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import FileWriter
-from mvengine.storage.objects import remove_tree
+from mvengine.storage.objects import is_local, remove_tree
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
 from mvengine.storage.tables import (
     TableRef,
@@ -263,7 +263,7 @@ def _changes_on_driver(ref: TableRef, first: int, last: int, schema: "StructType
 
 def _local(ref: TableRef) -> bool:
     """Whether the table is on a local or mounted path (Spark reaches object stores only with extra jars)."""
-    return "://" not in ref.uri or ref.uri.startswith("file://")
+    return is_local(ref.uri)
 
 
 def _spark_reads(spark: "SparkSession", ref: TableRef) -> bool:

@@ -4,6 +4,7 @@ or on an object store: one interface, fed with the same delta-rs object-store op
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 
@@ -11,7 +12,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from mvengine.errors import StorageError
-from mvengine.project.config import redact_options
+from mvengine.project.config import redact_text
+
+
+STORE_HINT = ("check [storage.options] (AWS_ENDPOINT_URL, AWS_REGION, the access keys) and that the bucket "
+              "exists")
 
 
 def is_local(uri: str) -> bool:
@@ -105,9 +110,17 @@ def _filesystem(uri: str, storage_options: dict[str, str]) -> tuple[pafs.FileSys
 
 
 def _failed(what: str, uri: str, error: Exception, storage_options: dict[str, str]) -> StorageError:
-    text = str(error)
-    for key, value in storage_options.items():
-        if value and redact_options({key: value})[key] == "***":
-            text = text.replace(value, "***")
-    return StorageError(f"cannot {what} {uri}: {text}",
-                        hint="check [storage.options] (endpoint, region, credentials) and that the bucket exists")
+    return StorageError(f"cannot {what} {uri}: {redact_text(store_error(str(error)), storage_options)}",
+                        hint=STORE_HINT)
+
+
+def store_error(message: str) -> str:
+    """What an object store's error says, out of delta-rs's chain of causes ("Generic S3 error" first): the
+    store's own code and message when it answered, else the innermost cause (connection refused, ...)."""
+    answer = re.search(r"<Code>(.*?)</Code>\s*<Message>(.*?)</Message>", message, re.DOTALL)
+    if answer:
+        return f"{answer.group(1)}: {answer.group(2)}"
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", message)  # delta-rs colours its arrows
+    causes = [re.sub(r"^[^A-Za-z]*", "", line).strip() for line in plain.splitlines()]
+    causes = [c for c in causes if c]
+    return causes[-1] if causes else message

@@ -15,7 +15,8 @@ from deltalake import DeltaTable, Schema
 from deltalake.exceptions import TableNotFoundError
 
 from mvengine.errors import CdfDisabledError, StorageError, UnsupportedError
-from mvengine.project.config import redact_options
+from mvengine.project.config import redact_text
+from mvengine.storage.objects import STORE_HINT, store_error
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 # Reader features that the pyarrow-dataset read path of delta-rs cannot apply.
@@ -38,10 +39,7 @@ class TableRef:
 
     def redact(self, text: str) -> str:
         """`text` with every secret storage-option value replaced by '***'."""
-        for key, value in self.storage_options.items():
-            if value and redact_options({key: value})[key] == "***":
-                text = text.replace(value, "***")
-        return text
+        return redact_text(text, self.storage_options)
 
     def exists(self) -> bool:
         if _LOOKED is not None and self._key() in _LOOKED:
@@ -50,7 +48,11 @@ class TableRef:
         if "://" not in local and os.path.exists(local) and not os.path.isdir(local):
             raise StorageError(f"{self.label}: its path is a file, not a Delta table's folder",
                                hint="point its 'path' at a Delta table's folder (or at a missing one)")
-        return DeltaTable.is_deltatable(self.uri, self.storage_options or None)
+        try:
+            return DeltaTable.is_deltatable(self.uri, self.storage_options or None)
+        except OSError as e:  # an object store that cannot be reached, or refuses: say why, not "Generic S3 error"
+            raise StorageError(f"cannot reach {self.label}: {self.redact(store_error(str(e)))}",
+                               hint=STORE_HINT) from None
 
     def open(self, *, version: int | None = None, timestamp: str | datetime | None = None) -> DeltaTable:
         """The table at its latest version, at `version`, or as of `timestamp` (latest commit at or before).
