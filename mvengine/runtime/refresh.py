@@ -252,7 +252,7 @@ class Refresher:
                 for ref in (tables.snapshot, tables.changelog):
                     if ref.exists():
                         remove_folder(ref)
-                _remove_tree(tables.state, self.config.storage_options)
+                remove_folder(TableRef(tables.state, self.config.storage_options))
                 last = None
             generation = 0 if last is None else last.generation + 1
             batch_id = 0 if last is None else last.batch_id + 1
@@ -310,9 +310,9 @@ class Refresher:
         mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
         if kind == "bootstrap" and not resuming:
             # A new generation starts from no operator state (the emit revisions of the view's keys stay).
-            for name in _state_tables(tables, self.config.storage_options):
+            for name in list_folders(tables.state, self.config.storage_options):
                 if name != EMIT_STATE:
-                    _remove_tree(join_uri(tables.state, name), self.config.storage_options)
+                    remove_folder(TableRef(join_uri(tables.state, name), self.config.storage_options))
         state = StateStore(self.spark, tables.state, self.config.storage_options, application, batch_id,
                            fresh=(kind == "bootstrap"), persistent=frozenset({EMIT_STATE}))
         batch = Batch(self.spark, {}, state)
@@ -775,14 +775,6 @@ def _version_before(ref: TableRef, app_id: str, batch_id: int) -> int | None:
         return None
     version = version_before(ref, app_id, batch_id)
     return version if version >= 0 else None
-
-
-def _remove_tree(path: str, storage_options: dict[str, str]) -> None:
-    remove_folder(TableRef(path, storage_options))
-
-
-def _state_tables(tables: ViewTables, storage_options: dict[str, str]) -> list[str]:
-    return list_folders(tables.state, storage_options)
 
 
 def _latest_commit_time(refs: dict[str, TableRef], versions: dict[str, int]) -> str:
