@@ -154,6 +154,7 @@ class DemoFeed:
         ref = source_table(self.scores, self.options)
         write_deltalake(ref.uri, pa.Table.from_pylist(rows, schema=self.scores.schema), mode="append",
                         storage_options=self.options or None)
+        ref.committed()
 
     def _merge_users(self, rows: list[dict]) -> None:
         """Deletes, updates and inserts of users by name, in one commit."""
@@ -166,6 +167,7 @@ class DemoFeed:
          .when_matched_update({c: v for c, v in values.items() if c != "name"}, predicate="NOT s._delete")
          .when_not_matched_insert(values, predicate="NOT s._delete")
          .execute())
+        ref.committed()
 
 
 def run_demo(config: Config, catalog: Catalog, *, interval: float, duration: float, seed: int | None,

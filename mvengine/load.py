@@ -77,7 +77,10 @@ def load(config: Config, catalog: Catalog, source: str, file: str | None, *, fmt
     if table is not None and declared.key:
         _refuse_repeated_keys(table, rows, declared)
     ref = source_table(declared, config.storage_options)
-    ensure_source_table(ref, declared.schema, declared_at=f"{declared.file}:{declared.line}")
+    ensure_source_table(ref, declared.schema, declared_at=f"{declared.file}:{declared.line}",
+                        path_declared=declared.path_declared)
+    if _needs_spark(ref.open()):
+        return _load_with_spark(config, ref, declared, table, upsert=upsert, delete_where=delete_where)
     if table is not None and declared.key and not upsert:
         _refuse_known_keys(ref, table, declared)
     deleted = 0
@@ -89,11 +92,13 @@ def load(config: Config, catalog: Catalog, source: str, file: str | None, *, fmt
         keys = " AND ".join(f"t.`{k}` = s.`{k}`" for k in declared.key)
         metrics = (ref.open().merge(table, keys, source_alias="s", target_alias="t")
                    .when_matched_update_all().when_not_matched_insert_all().execute())
+        ref.committed()
         return Loaded(source, ref.open().version(), inserted=int(metrics.get("num_target_rows_inserted", 0)),
                       updated=int(metrics.get("num_target_rows_updated", 0)), deleted=deleted)
     from deltalake import write_deltalake
 
     write_deltalake(ref.uri, table, mode="append", storage_options=config.storage_options or None)
+    ref.committed()
     return Loaded(source, ref.open().version(), appended=table.num_rows, deleted=deleted)
 
 
@@ -280,6 +285,68 @@ def _refuse_known_keys(ref, table: pa.Table, source: SourceDef) -> None:
                           hint="mv load --upsert replaces the rows of known keys (a MERGE by the key)")
 
 
+# Table features delta-rs cannot write with (deletion vectors, column mapping): Spark's Delta connector can.
+SPARK_FEATURES = {"deletionVectors", "columnMapping"}
+
+
+def _needs_spark(dt) -> bool:
+    protocol = dt.protocol()
+    return bool((set(protocol.reader_features or []) | set(protocol.writer_features or [])) & SPARK_FEATURES) \
+        or dt.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
+
+
+def _load_with_spark(config: Config, ref, source: SourceDef, table: pa.Table | None, *, upsert: bool,
+                     delete_where: str | None) -> Loaded:
+    """The same load by Spark's Delta connector, for a table with deletion vectors or column mapping (as
+    Spark-written tables often have), which delta-rs cannot write: one commit per step, as with delta-rs."""
+    from delta.tables import DeltaTable
+    from pyspark.errors import PySparkException
+
+    from mvengine.runtime.session import spark_session
+    from mvengine.storage.objects import is_local
+
+    if not is_local(ref.uri):
+        raise MvError(f"{ref.label} has deletion vectors or column mapping, which only Spark's Delta connector "
+                      "writes, and it cannot reach an object store here; nothing was written",
+                      hint="load the rows with the writer that made the table, or rewrite the table without "
+                           "those features (REORG TABLE ... APPLY (PURGE), then disable them)")
+    spark = spark_session(config)
+    delta = DeltaTable.forPath(spark, ref.uri)
+    deleted = inserted = updated = appended = 0
+    if table is not None and source.key and not upsert:
+        keys = list(source.key)
+        held = delta.toDF().select(*[f"`{k}`" for k in keys])
+        found = spark.createDataFrame(table.select(keys)).join(held, keys, "inner")
+        clash = found.limit(1).collect()
+        if clash:
+            raise MvError(f"rows of the file have a key source {source.name} already holds, e.g. "
+                          f"{_show_key(clash[0].asDict())}; nothing was written",
+                          hint="mv load --upsert replaces the rows of known keys (a MERGE by the key)")
+    if delete_where is not None:
+        before = delta.toDF().count()
+        try:
+            delta.delete(delete_where)
+        except PySparkException as e:
+            raise MvError(f"--delete-where {delete_where!r} on source {source.name}: {str(e).splitlines()[0]}; "
+                          "nothing was written", hint="a SQL condition on the source's columns, e.g. "
+                                                      "\"country = 'XX'\"") from None
+        deleted = before - delta.toDF().count()
+    if table is not None:
+        rows = spark.createDataFrame(table)
+        if upsert:
+            on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in source.key)
+            delta.alias("t").merge(rows.alias("s"), on).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+            metrics = delta.history(1).collect()[0]["operationMetrics"]
+            inserted = int(metrics.get("numTargetRowsInserted", 0))
+            updated = int(metrics.get("numTargetRowsUpdated", 0))
+        else:
+            rows.write.format("delta").mode("append").save(ref.uri)
+            appended = table.num_rows
+    ref.committed()
+    return Loaded(source.name, ref.open().version(), appended=appended, inserted=inserted, updated=updated,
+                  deleted=deleted)
+
+
 def _show_key(row: dict) -> str:
     return ", ".join(f"{k} = {v!r}" for k, v in row.items())
 
@@ -287,6 +354,7 @@ def _show_key(row: dict) -> str:
 def _delete(ref, predicate: str, source: str) -> int:
     try:
         metrics = ref.open().delete(predicate)
+        ref.committed()
     except Exception as e:  # noqa: BLE001 (DataFusion's parse and plan errors are not all DeltaErrors)
         message = (str(e).splitlines() or [type(e).__name__])[0].split("error: ")[-1]  # the innermost cause
         raise MvError(f"--delete-where {predicate!r} on source {source}: {message}; nothing was written",

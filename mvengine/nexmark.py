@@ -152,5 +152,7 @@ class NexmarkFeed:
         from deltalake import write_deltalake
 
         source = self.sources.get(name) or self.side_input
-        write_deltalake(source_table(source, self.options).uri, pa.Table.from_pylist(rows, schema=schema),
-                        mode="append", storage_options=self.options or None)
+        ref = source_table(source, self.options)
+        write_deltalake(ref.uri, pa.Table.from_pylist(rows, schema=schema), mode="append",
+                        storage_options=self.options or None)
+        ref.committed()

@@ -140,3 +140,26 @@ def test_mv_load_reads_standard_input_and_reports_mistakes_in_one_line(project):
         done = subprocess.run([str(BIN / "mv"), "--project", str(root), "load", *args], capture_output=True,
                               text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
         assert done.returncode == 1 and error in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_issue_35_item_11_a_table_with_deletion_vectors_is_loaded_by_spark(spark, project, tmp_path):
+    """A source Spark wrote with deletion vectors (which delta-rs cannot write): mv load appends, upserts and
+    deletes through Spark's Delta connector, each a commit, and the rows are as asked (it said "internal
+    error" before)."""
+    _, config, catalog = project
+    path = catalog.sources["orders"].path
+    spark.sql(f"""CREATE TABLE delta.`{path}` (id BIGINT NOT NULL, amount DECIMAL(10, 2), placed TIMESTAMP,
+                  paid BOOLEAN, day DATE, note STRING) USING delta TBLPROPERTIES (
+                  'delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')""")
+    assert "deletionVectors" in set(DeltaTable(path).protocol().reader_features or [])
+    done = load(config, catalog, "orders", str(_write(tmp_path / "a.csv", "id,amount,paid\n1,1.50,true\n2,2,false\n")))
+    assert done.appended == 2
+    with pytest.raises(MvError, match="key source orders already holds, e.g. id = 2"):
+        load(config, catalog, "orders", str(_write(tmp_path / "b.csv", "id,amount\n2,20\n3,3\n")))
+    done = load(config, catalog, "orders", str(tmp_path / "b.csv"), upsert=True)
+    assert (done.inserted, done.updated) == (1, 1)
+    done = load(config, catalog, "orders", None, delete_where="amount >= 3")
+    assert done.deleted == 2
+    held = spark.read.format("delta").load(path).collect()
+    assert [(r.id, r.amount) for r in held] == [(1, Decimal("1.50"))]
+    assert DeltaTable(path).version() == 3  # created (0), appended, merged, deleted

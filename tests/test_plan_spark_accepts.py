@@ -33,7 +33,6 @@ REFUSED_ON_PURPOSE = {
     "e10_self_reference": "a view that reads itself",
     "e11_column_collision": "two columns of one name: a Delta table cannot hold them",
     "e12_column_collision_case": "two columns whose names differ in case only: Delta's names are case-insensitive",
-    "e13_unnamed_expression": "Spark would name the column `(qty * 2)`, which Delta refuses without column mapping",
     "e14_unsupported_statement": "not a CREATE TABLE or CREATE MATERIALIZED VIEW",
     "e15_plain_view": "CREATE VIEW (not materialized): nothing to maintain",
     "e16_not_utf8": "the file is not UTF-8",

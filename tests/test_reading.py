@@ -237,7 +237,9 @@ def test_describe_reports_staleness_until_the_view_is_refreshed(spark, tmp_path)
 def test_describe_a_source(seed):
     info = seed.describe("USER_SCORES")  # names are case-insensitive
     assert info["name"] == "user_scores" and info["kind"] == "source" and info["changelog_path"] is None
-    assert info["path"].endswith("user_scores") and "snapshot_path" not in info  # a source has no snapshot
+    # DESIGN §5: a source's `snapshot_path` is its table (`path`, its alias, kept for scripts that read it)
+    assert info["snapshot_path"] == info["path"] and info["path"].endswith("user_scores")
+    assert info["source_versions"] == {"user_scores": info["version"]}
     assert info["version"] == seed.versions().latest("user_scores")
     assert info["row_count"] == seed.table("user_scores").count()
 
@@ -364,3 +366,38 @@ def test_project_reads_need_no_spark_for_describe_and_history(seed, tmp_path: Pa
     assert fresh.describe("user_totals")["version"] == seed.versions().latest("user_totals")
     assert fresh.history("large_team_totals")
     assert fresh._spark is None
+
+
+# The JSON outputs are a public contract (DESIGN §5): fields are added, never renamed or dropped without an alias.
+# Each output's fields as of this contract; a field missing from a document fails here, whatever else changed.
+CONTRACT = {
+    "describe view": {"name", "kind", "file", "line", "snapshot_path", "changelog_path", "state_path", "key",
+                      "changelog", "strategy", "reason", "inputs_declared", "columns", "refreshed", "version",
+                      "batch_id", "generation", "inputs", "source_versions", "row_count", "changelog_rows", "sizes",
+                      "last_refresh", "late_rows", "last_batch_expectations", "watermark", "stale_since",
+                      "freshness_lag_s", "expectations"},
+    "describe source": {"name", "kind", "file", "line", "snapshot_path", "path", "changelog_path", "key",
+                        "append_only", "watermark", "strategy", "reason", "inputs", "columns", "exists",
+                        "version", "source_versions", "row_count", "sizes", "last_commit", "expectations"},
+    "status": {"name", "kind", "strategy", "version", "behind", "lag_s", "last_time", "age_s", "rows_in",
+               "rows_out", "batch_ms", "engine", "rows", "state_bytes", "problem", "reason"},
+    "plan view": {"name", "file", "line", "inputs", "columns", "key", "changelog", "strategy", "reason", "state",
+                  "bounded_state", "driver", "driver_reason", "emit", "event_time", "notes", "plan",
+                  "refresh_policy", "watermarks", "window"},
+    "plan source": {"name", "path", "key", "append_only", "watermark"},
+}
+
+
+def test_issue_35_item_12_json_outputs_keep_every_contracted_field(seed, capsys):
+    documents = {
+        "describe view": [json.loads(cli(seed, capsys, "describe", "user_totals", "--json"))],
+        "describe source": [json.loads(cli(seed, capsys, "describe", "user_scores", "--json"))],
+        "status": json.loads(cli(seed, capsys, "status", "--json")),
+    }
+    plan = json.loads(cli(seed, capsys, "plan", "--json"))
+    documents["plan view"], documents["plan source"] = plan["views"], plan["sources"]
+    for output, fields in CONTRACT.items():
+        assert documents[output], f"{output}: no document to check"
+        for document in documents[output]:
+            missing = fields - set(document)
+            assert not missing, f"{output} lost the fields {sorted(missing)} of its JSON contract"

@@ -7,6 +7,7 @@ the next `mv` on PATH (e.g. /bin/mv): `mv a.txt b.txt` still moves a file.
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
 import sys
@@ -45,10 +46,24 @@ def _is_python_script(path: str) -> bool:
         return False
 
 
+def near_miss(args: list[str]) -> str | None:
+    """The command a mistyped first word was meant to be (`mv refesh`), when it names no file to move."""
+    first = args[0]
+    if first.startswith("-") or os.path.lexists(first):
+        return None
+    close = difflib.get_close_matches(first.lower(), COMMANDS, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def main() -> int:
     args = sys.argv[1:]
     if is_mvengine_call(args):
         leave(mvengine_main(args, prog="mv"))
+    meant = near_miss(args)
+    if meant is not None:
+        print(f"Error: unknown command {args[0]!r}\n  hint: did you mean mv {meant}? (mv --help lists the commands)",
+              file=sys.stderr)
+        return 2
     target = system_mv()
     if target is None:
         print("Error: no system mv command found on PATH to move files with", file=sys.stderr)

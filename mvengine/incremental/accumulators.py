@@ -10,19 +10,24 @@ is recomputed from the values whose count is positive (`Multiset` below).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from mvengine.incremental import exact_sum
 from mvengine.incremental.driver import extreme
 from mvengine.incremental.driver_expressions import NotOnDriver, cast
 from mvengine.incremental.zset import MTIME
 
 COUNT = "_n"  # a group's row count
+INTEGER_AVERAGE_SUM = "decimal(38,0)"  # AVG of integers: Spark sums doubles and cannot overflow; 38 digits cannot
 Get = Callable[[str], Column]  # an accumulator column of the old state ("o.") or the batch's partial ("d.")
 
 
@@ -68,6 +73,11 @@ class Accumulator:
         return [o(c).alias(c) for c in self.state_names()]
 
     def state_names(self) -> list[str]:
+        return []
+
+    def digit_columns(self) -> list[tuple[str, bool]]:
+        """The state columns that are exact sums (incremental/exact_sum.py) of the argument (of its square, when
+        true): the aggregate rule adds each batch's digits to them, beside the partial."""
         return []
 
     def result(self, c: Get) -> Column:
@@ -150,12 +160,35 @@ class Sum(Count):
     def result(self, c: Get) -> Column:
         return F.when(c(self.count) > 0, c(self.sum)).cast(self.result_type)
 
+    @property
+    def low(self) -> str:  # on the driver, an integer sum's partial in two halves: Σ high 32 bits, Σ low 32 bits
+        return f"_sl{self.index}"
+
     def partial_arrow(self, x, w, schema):
-        return [*super().partial_arrow(x, w, schema), (self.sum, _weighted(x, w, schema.field(self.sum).type), "sum")]
+        sum_type = schema.field(self.sum).type
+        weighted = _weighted(x, w, sum_type)
+        if not pa.types.is_integer(sum_type):
+            return [*super().partial_arrow(x, w, schema), (self.sum, weighted, "sum")]
+        # Arrow's grouped sum wraps around on overflow: halves of 32 bits sum without it, and their total is
+        # checked when merged (an overflow goes to Spark, whose error it is).
+        return [*super().partial_arrow(x, w, schema),
+                (self.sum, pc.shift_right(weighted, pa.scalar(32, pa.int64())), "sum"),
+                (self.low, pc.bit_wise_and(weighted, pa.scalar(2**32 - 1, pa.int64())), "sum")]
 
     def merged_arrow(self, old, partial, schema):
-        return {**super().merged_arrow(old, partial, schema),
-                self.sum: _sum(old.column(self.sum), partial.column(self.sum), schema.field(self.sum).type)}
+        sum_type = schema.field(self.sum).type
+        if not pa.types.is_integer(sum_type):
+            total = _sum(old.column(self.sum), partial.column(self.sum), sum_type)
+        else:
+            wide = pa.decimal128(20, 0)  # every int64, and their products with 2^32 and sums within 38 digits
+            high, low = (pc.cast(pc.fill_null(partial.column(n), 0), wide) for n in (self.sum, self.low))
+            delta = pc.add(pc.multiply(high, pa.scalar(2**32, pa.decimal128(10, 0))), low)
+            total = pc.add(pc.cast(pc.fill_null(old.column(self.sum), 0), wide), delta)
+            try:
+                total = pc.cast(total, sum_type)
+            except pa.ArrowInvalid:
+                raise NotOnDriver("a sum beyond the range of BIGINT") from None
+        return {**super().merged_arrow(old, partial, schema), self.sum: total}
 
     def result_arrow(self, acc, schema):
         total = acc.column(self.sum)
@@ -163,22 +196,139 @@ class Sum(Count):
 
 
 class Avg(Sum):
-    """AVG(x) = s / c when c > 0, else NULL, with s and c as for SUM(x) (a decimal average in Spark's
-    precision)."""
+    """AVG(x) = s / c when c > 0, else NULL, with s and c as for SUM(x). Of decimals, in Spark's precision
+    (decimal_average); of integers, s is exact (in 38 digits: the sum of BIGINTs may pass BIGINT's range, which
+    Spark's AVG, summing doubles, allows) and the average its double rounded once, at least as close to the
+    true average as Spark's, which rounds each value to a double and each partial sum (floating-point values
+    are a FloatSum's)."""
 
     def result(self, c: Get) -> Column:
-        if self.result_type.startswith("decimal"):
-            average = c(self.sum) / c(self.count).cast("decimal(20,0)")
-        else:
+        if self.result_type == "double":
             average = c(self.sum).cast("double") / c(self.count).cast("double")
-        return F.when(c(self.count) > 0, average).cast(self.result_type)
+        else:
+            average = decimal_average(c(self.sum), c(self.count), self.result_type)
+        return F.when(c(self.count) > 0, average)
+
+    def partial_arrow(self, x, w, schema):
+        if self.result_type == "double":
+            x = pc.cast(x, pa.decimal128(38, 0))
+        return super().partial_arrow(x, w, schema)
 
     def result_arrow(self, acc, schema):
-        total = acc.column(self.sum)
-        if pa.types.is_decimal(total.type):
-            raise NotOnDriver("AVG of decimals")
-        average = pc.divide(pc.cast(total, pa.float64(), safe=False), pc.cast(acc.column(self.count), pa.float64()))
-        return pc.if_else(pc.greater(acc.column(self.count), 0), average, pa.scalar(None, pa.float64()))
+        count, total = acc.column(self.count), acc.column(self.sum)
+        if self.result_type == "double":
+            average = pc.divide(pc.cast(total, pa.float64()), pc.cast(count, pa.float64()))
+            return pc.if_else(pc.greater(count, 0), average, pa.scalar(None, pa.float64()))
+        precision, scale = (int(n) for n in self.result_type[len("decimal("):-1].split(","))
+        result = pa.decimal128(precision, scale)
+        quantum = Decimal(1).scaleb(-scale)
+        with localcontext() as exact:
+            exact.prec = 80  # far more digits than a decimal(38) quotient needs: one rounding, at the quantum
+            values = [None if not n or t is None else (t / n).quantize(quantum, ROUND_HALF_UP)
+                      for t, n in zip(total.to_pylist(), count.to_pylist())]
+        try:
+            return pa.array(values, result)
+        except pa.ArrowInvalid as e:  # beyond the result's precision: Spark's error, in Spark's own words
+            raise NotOnDriver(str(e).splitlines()[0]) from None
+
+
+def decimal_average(total: Column, count: Column, result_type: str) -> Column:
+    """total / count rounded half up at the result's scale rs, as Spark's AVG divides (one rounding). Spark's
+    `/` on decimals keeps 38 digits and so at least 6 decimals: with total cast to scale rs (rs >= 6), its
+    quotient has exactly rs decimals; with rs < 6, the quotient of total / (count·10^k), k = 6 - rs, rounded at 6
+    decimals and times 10^k is the quotient rounded at rs. A total too large for scale rs (beyond 10^(38-rs))
+    is divided as it is, its quotient rounded at 6 decimals first (a rare double rounding)."""
+    scale = int(result_type.split(",")[1].rstrip(")"))
+    if scale >= 6:
+        exact = total.cast(f"decimal(38,{scale})") / count.cast("decimal(20,0)")
+        fits = F.abs(total) < F.lit(str(10 ** (38 - scale))).cast("decimal(38,0)")
+        # (each branch cast first: CASE WHEN of two decimal types would round both to the wider's 6 decimals)
+        return F.when(fits, exact.cast(result_type)).otherwise((total / count.cast("decimal(20,0)")).cast(result_type))
+    shift = 10 ** (6 - scale)
+    quotient = total.cast("decimal(38,6)") / (count * F.lit(shift)).cast("decimal(38,0)")
+    return (quotient * F.lit(shift).cast(f"decimal({len(str(shift))},0)")).cast(result_type)
+
+
+class FloatSum(Count):
+    """SUM(x) and AVG(x) of floating-point x: c as for
+    COUNT(x); s, the exact sum of the finite x (incremental/exact_sum.py: a map of digits, so deleting a value
+    takes away exactly what inserting it added, and 1.5 + 1e17 - 1e17 is 1.5); and the counts of NaN, +inf and
+    -inf apart (a NaN, or both infinities, make the sum NaN; one infinity makes it that infinity; a finite sum
+    beyond the double range counts as an infinity of its sign: all as Spark sums). SUM = that value when c > 0, else NULL; AVG = SUM / c. The finite sum is rounded once, from the exact
+    one, so it is at least as close to the true sum as Spark's (which rounds at every row)."""
+
+    def __init__(self, average: bool, *args, **kwargs) -> None:  # AVG, not SUM
+        super().__init__(*args, **kwargs)
+        self.average = average
+
+    @property
+    def special(self) -> list[str]:  # counts of NaN, +inf, -inf
+        return [f"_nan{self.index}", f"_pinf{self.index}", f"_ninf{self.index}"]
+
+    def state_names(self) -> list[str]:
+        return [self.count, self.sum, *self.special]
+
+    def digit_columns(self) -> list[tuple[str, bool]]:
+        return [(self.sum, False)]
+
+    def columns(self) -> list[Column]:
+        return [*super().columns(), F.col(self.sum).cast(exact_sum.MAP_TYPE).alias(self.sum),
+                *[F.col(n).cast("long").alias(n) for n in self.special]]
+
+    def partial(self, x: Column | None, w: Column) -> list[Column]:
+        v = x.cast("double")
+        return [*super().partial(x, w),
+                *[F.sum(F.when(test, w).otherwise(0)).alias(n) for n, test in zip(self.special, _specials(v))]]
+
+    def merged(self, o: Get, d: Get) -> list[Column]:
+        counts = [(F.coalesce(o(n), F.lit(0)) + F.coalesce(d(n), F.lit(0))).alias(n) for n in self.special]
+        return [*super().merged(o, d), exact_sum.merged(o(self.sum), d(self.sum)).alias(self.sum), *counts]
+
+    def result(self, c: Get) -> Column:
+        def combined(finite: Column) -> Column:  # a finite sum past the double range counts as an infinity
+            nan, pinf, ninf = (c(n) for n in self.special)
+            pinf, ninf = pinf + F.when(finite == F.lit(float("inf")), 1).otherwise(0), \
+                ninf + F.when(finite == F.lit(float("-inf")), 1).otherwise(0)
+            return F.when((nan > 0) | ((pinf > 0) & (ninf > 0)), F.lit(float("nan"))) \
+                .when(pinf > 0, F.lit(float("inf"))).when(ninf > 0, F.lit(float("-inf"))).otherwise(finite)
+
+        total = exact_sum.bind(exact_sum.value(c(self.sum))["hi"], combined)
+        if self.average:
+            total = total / c(self.count).cast("double")
+        return F.when(c(self.count) > 0, total).cast(self.result_type)
+
+    def partial_arrow(self, x, w, schema):
+        v = pc.cast(x, pa.float64(), safe=False)
+        zero = pa.scalar(0, pa.int64())
+        return [*super().partial_arrow(x, w, schema),
+                *[(n, pc.if_else(pc.fill_null(test, False), w, zero), "sum")
+                  for n, test in zip(self.special, _specials_arrow(v))]]
+
+    def merged_arrow(self, old, partial, schema):
+        counts = {n: _add_counts(old.column(n), partial.column(n)) for n in self.special}
+        return {**super().merged_arrow(old, partial, schema), **counts,
+                self.sum: exact_sum.merged_np(old.column(self.sum), partial.column(self.sum))}
+
+    def result_arrow(self, acc, schema):
+        nan, pinf, ninf = (acc.column(n).to_numpy(zero_copy_only=False) for n in self.special)
+        total, _ = exact_sum.value_np(acc.column(self.sum))
+        pinf, ninf = pinf + (total == np.inf), ninf + (total == -np.inf)  # a finite sum past the range
+        with np.errstate(invalid="ignore", divide="ignore"):
+            total = np.where((nan > 0) | ((pinf > 0) & (ninf > 0)), np.nan,
+                             np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, total)))
+            count = acc.column(self.count).to_numpy(zero_copy_only=False)
+            if self.average:
+                total = total / count
+        return pa.array(total, pa.float64(), mask=~(count > 0))
+
+
+def _specials(v: Column) -> list[Column]:
+    """Whether a double is NaN, +inf, -inf (Spark)."""
+    return [F.isnan(v), v == F.lit(float("inf")), v == F.lit(float("-inf"))]
+
+
+def _specials_arrow(v: pa.ChunkedArray) -> list[pa.ChunkedArray]:
+    return [pc.is_nan(v), pc.equal(v, pa.scalar(float("inf"))), pc.equal(v, pa.scalar(float("-inf")))]
 
 
 class Extreme(Accumulator):
@@ -206,12 +356,22 @@ class Extreme(Accumulator):
     def result(self, c: Get) -> Column:
         return c(self.value).cast(self.result_type)
 
+    @property
+    def nan(self) -> str:  # a batch's partial: whether a NaN came (Arrow's MAX skips NaN, Spark's is NaN)
+        return f"_nan{self.index}"
+
     def partial_arrow(self, x, w, schema):
-        no_nan(x)
-        return [(self.value, pc.if_else(pc.greater(w, 0), x, pa.scalar(None, x.type)), self.kind)]
+        inserted = pc.if_else(pc.greater(w, 0), x, pa.scalar(None, x.type))
+        partial = [(self.value, inserted, self.kind)]
+        if self.kind == "max" and pa.types.is_floating(x.type):
+            partial.append((self.nan, pc.fill_null(pc.is_nan(inserted), False), "any"))
+        return partial
 
     def merged_arrow(self, old, partial, schema):
-        return {self.value: extreme(self.kind, old.column(self.value), partial.column(self.value))}
+        value = extreme(self.kind, old.column(self.value), partial.column(self.value))
+        if self.nan in partial.column_names:
+            value = pc.if_else(partial.column(self.nan), pa.scalar(float("nan"), value.type), value)
+        return {self.value: value}
 
     def result_arrow(self, acc, schema):
         return acc.column(self.value)
@@ -304,10 +464,14 @@ class Decisive(Count):
 
 
 class Moments(Count):
-    """VAR_POP, VAR_SAMP (VARIANCE), STDDEV_POP, STDDEV_SAMP (STDDEV, STD) of x: c as for COUNT(x), s = Σ w·x and
-    q = Σ w·x² in doubles. With m = q - s²/c (the sum of squared deviations, clamped at 0 against rounding):
-    VAR_POP = m/c (NULL when c = 0), VAR_SAMP = m/(c-1) (NULL when c ≤ 1), STDDEV_* their square roots. Equal to
-    Spark's (which updates the moments one row at a time) up to floating-point rounding."""
+    """VAR_POP, VAR_SAMP (VARIANCE), STDDEV_POP, STDDEV_SAMP (STDDEV, STD) of x: c as for COUNT(x); s = Σ w·x and
+    q = Σ w·x² over the finite x, both exact (incremental/exact_sum.py: deletions take away exactly what inserts
+    added, and squares beyond the double range are still exact); f, the count of NaN and ±inf among x (they
+    make the result NaN, as in Spark). With m = q - s²/c, the sum of squared deviations, computed from the exact
+    sums in integers (exact_sum.moments_result, one Python function for both engines): VAR_POP = m/c (NULL when
+    c = 0), VAR_SAMP = m/(c-1) (NULL when c ≤ 1), STDDEV_* their square roots, each rounded once. So the
+    result is the exact variance of the rows, rounded: Spark's running update rounds at every row, and is no
+    closer."""
 
     def __init__(self, kind: str, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -317,51 +481,57 @@ class Moments(Count):
     def squares(self) -> str:
         return f"_q{self.index}"
 
+    @property
+    def nonfinite(self) -> str:
+        return f"_f{self.index}"
+
     def state_names(self) -> list[str]:
-        return [self.count, self.sum, self.squares]
+        return [self.count, self.sum, self.squares, self.nonfinite]
+
+    def digit_columns(self) -> list[tuple[str, bool]]:
+        return [(self.sum, False), (self.squares, True)]
 
     def columns(self) -> list[Column]:
-        return [*super().columns(), F.col(self.sum).cast("double").alias(self.sum),
-                F.col(self.squares).cast("double").alias(self.squares)]
+        return [*super().columns(), F.col(self.sum).cast(exact_sum.MAP_TYPE).alias(self.sum),
+                F.col(self.squares).cast(exact_sum.MAP_TYPE).alias(self.squares),
+                F.col(self.nonfinite).cast("long").alias(self.nonfinite)]
 
     def partial(self, x: Column | None, w: Column) -> list[Column]:
         v = x.cast("double")
-        return [*super().partial(x, w), F.sum(v * w).alias(self.sum), F.sum(v * v * w).alias(self.squares)]
+        odd = F.isnan(v) | (F.abs(v) == F.lit(float("inf")))
+        return [*super().partial(x, w), F.sum(F.when(odd, w).otherwise(0)).alias(self.nonfinite)]
 
     def merged(self, o: Get, d: Get) -> list[Column]:
-        def add(name: str) -> Column:
-            return (F.coalesce(o(name), F.lit(0.0)) + F.coalesce(d(name), F.lit(0.0))).alias(name)
-        return [*super().merged(o, d), add(self.sum), add(self.squares)]
+        total = F.coalesce(o(self.nonfinite), F.lit(0)) + F.coalesce(d(self.nonfinite), F.lit(0))
+        return [*super().merged(o, d), exact_sum.merged(o(self.sum), d(self.sum)).alias(self.sum),
+                exact_sum.merged(o(self.squares), d(self.squares)).alias(self.squares),
+                total.alias(self.nonfinite)]
 
     def result(self, c: Get) -> Column:
-        n = c(self.count).cast("double")
-        m = F.greatest(c(self.squares) - c(self.sum) * c(self.sum) / n, F.lit(0.0))
-        population = self.kind.endswith("_pop")
-        variance = m / n if population else m / (n - 1)
-        value = F.sqrt(variance) if self.kind.startswith("stddev") else variance
-        return F.when(c(self.count) > (0 if population else 1), value)
+        return _moments_udf()(F.lit(self.kind), c(self.count), c(self.nonfinite), c(self.sum), c(self.squares))
 
     def partial_arrow(self, x, w, schema):
-        v = pc.cast(x, pa.float64())
-        weight = pc.cast(w, pa.float64())
-        return [*super().partial_arrow(x, w, schema), (self.sum, pc.multiply(v, weight), "sum"),
-                (self.squares, pc.multiply(pc.multiply(v, v), weight), "sum")]
+        v = pc.cast(x, pa.float64(), safe=False)
+        odd = pc.fill_null(pc.or_(pc.is_nan(v), pc.is_inf(v)), False)
+        return [*super().partial_arrow(x, w, schema),
+                (self.nonfinite, pc.if_else(odd, w, pa.scalar(0, pa.int64())), "sum")]
 
     def merged_arrow(self, old, partial, schema):
-        def add(name: str) -> pa.ChunkedArray:
-            return pc.add(pc.fill_null(old.column(name), 0.0), pc.fill_null(partial.column(name), 0.0))
-        return {**super().merged_arrow(old, partial, schema), self.sum: add(self.sum),
-                self.squares: add(self.squares)}
+        return {**super().merged_arrow(old, partial, schema),
+                self.sum: exact_sum.merged_np(old.column(self.sum), partial.column(self.sum)),
+                self.squares: exact_sum.merged_np(old.column(self.squares), partial.column(self.squares)),
+                self.nonfinite: _add_counts(old.column(self.nonfinite), partial.column(self.nonfinite))}
 
     def result_arrow(self, acc, schema):
-        n = pc.cast(acc.column(self.count), pa.float64())
-        s, q = acc.column(self.sum), acc.column(self.squares)
-        m = pc.max_element_wise(pc.subtract(q, pc.divide(pc.multiply(s, s), n)), pa.scalar(0.0))
-        population = self.kind.endswith("_pop")
-        variance = pc.divide(m, n) if population else pc.divide(m, pc.subtract(n, 1.0))
-        value = pc.sqrt(variance) if self.kind.startswith("stddev") else variance
-        enough = pc.greater(acc.column(self.count), 0 if population else 1)
-        return pc.if_else(enough, value, pa.scalar(None, pa.float64()))
+        columns = [acc.column(n).to_pylist() for n in (self.count, self.nonfinite, self.sum, self.squares)]
+        return pa.array([exact_sum.moments_result(self.kind, n, f, dict(s or ()), dict(q or ()))
+                         for n, f, s, q in zip(*columns)], pa.float64())
+
+
+@functools.cache
+def _moments_udf():
+    """exact_sum.moments_result as a Spark UDF (Arrow-batched): the driver's very function, in Spark."""
+    return F.udf(exact_sum.moments_result, "double", useArrow=True)
 
 
 class Arrival(Accumulator):
@@ -416,7 +586,7 @@ def accumulator(index: int, call: exp.Expression, result_type: str, append_only:
                 multisets: list[str]) -> Accumulator:
     """The accumulator of aggregate call `index` (plan/operators/aggregate.py lists the kinds); an argument that
     needs a multiset is added to `multisets` (one per distinct argument)."""
-    from mvengine.plan.operators.aggregate import ARRIVAL, MOMENTS, aggregate_call
+    from mvengine.plan.operators.aggregate import ARRIVAL, MOMENTS, aggregate_call, float_sum
     from mvengine.plan.types import aggregate_type, type_name
 
     normalized = aggregate_call(call)
@@ -424,6 +594,8 @@ def accumulator(index: int, call: exp.Expression, result_type: str, append_only:
     argument = None if arg_expr is None else arg_expr.sql("spark")
     sum_type = type_name(aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type)) \
         if kind in ("sum", "avg") else None
+    if kind == "avg" and sum_type == "bigint":  # an average of integers: summed exactly, beyond BIGINT's range
+        sum_type = INTEGER_AVERAGE_SUM
     common = {"index": index, "argument": argument, "result_type": result_type, "expression": arg_expr}
     if normalized.distinct or kind == "list" or (kind in ("min", "max") and not append_only):
         if argument not in multisets:
@@ -439,34 +611,33 @@ def accumulator(index: int, call: exp.Expression, result_type: str, append_only:
         return Moments(kind, **common)
     if kind in ARRIVAL:
         return Arrival(kind, normalized.ignore_nulls, **common)
+    if float_sum(kind, arg_expr.type):
+        return FloatSum(kind == "avg", **common)
     return (Sum if kind == "sum" else Avg)(**common, sum_type=sum_type)
 
 
 # -- Arrow arithmetic, as Spark does it ------------------------------------------------------------------------
 
 def _weighted(x: pa.ChunkedArray, weight: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
-    """x * weight in the type of the running sum (exact, or NotOnDriver: a sum Arrow could overflow)."""
+    """x * weight in the type of the running sum (exact, or NotOnDriver)."""
     if pa.types.is_decimal(sum_type):
         if not pa.types.is_decimal(x.type) or pc.max(pc.abs(weight)).as_py() not in (None, 1):
             raise NotOnDriver("a decimal sum over rows of several copies")
         return pc.if_else(pc.greater(weight, 0), x, pc.negate(x))
-    product = pc.multiply_checked(cast(x, sum_type), cast(weight, sum_type)) if pa.types.is_integer(sum_type) \
-        else pc.multiply(cast(x, sum_type), cast(weight, sum_type))
-    if pa.types.is_integer(sum_type):
-        bound = pc.sum(pc.abs(pc.cast(product, pa.float64()))).as_py() or 0
-        if bound >= 2**62:  # Arrow's grouped sum does not check overflow; Spark's does
-            raise NotOnDriver("a sum near the range of BIGINT")
-    return product
+    try:
+        return pc.multiply_checked(cast(x, sum_type), cast(weight, sum_type))
+    except pa.ArrowInvalid:
+        raise NotOnDriver("a sum beyond the range of BIGINT") from None
 
 
 def _sum(old: pa.ChunkedArray, delta: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
-    zero = pa.scalar(0, sum_type) if not pa.types.is_floating(sum_type) else pa.scalar(0.0, sum_type)
-    total = (pc.add_checked if not pa.types.is_floating(sum_type) else pc.add)(
-        pc.fill_null(cast(old, sum_type), zero), pc.fill_null(cast(delta, sum_type), zero))
-    return cast(total, sum_type)
-
-
-def no_nan(x: pa.ChunkedArray) -> None:
-    """Spark orders NaN above every number; Arrow's MIN/MAX skip it."""
-    if pa.types.is_floating(x.type) and pc.any(pc.is_nan(x)).as_py():
-        raise NotOnDriver("a NaN under MIN/MAX")
+    """old + delta (NULL as 0) in a decimal sum's type: added in 60 digits (Arrow widens a sum of two
+    decimal(38)s past what decimal128 holds), then brought back, or NotOnDriver where it overflows (Spark's
+    error, which a batch in Spark gives)."""
+    wide = pa.decimal256(60, sum_type.scale)
+    zero = pa.scalar(0, wide)
+    total = pc.add(pc.fill_null(pc.cast(old, wide), zero), pc.fill_null(pc.cast(delta, wide), zero))
+    try:
+        return pc.cast(total, sum_type)
+    except pa.ArrowInvalid:
+        raise NotOnDriver(f"a sum beyond the range of {sum_type}") from None

@@ -10,12 +10,14 @@ SUM = NULL).
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from mvengine.incremental.accumulators import COUNT, Accumulator, accumulator, no_nan
+from mvengine.incremental import exact_sum
+from mvengine.incremental.accumulators import COUNT, Accumulator, accumulator
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch, align, concat, group_by, match, normalized, zset
 from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate
@@ -57,6 +59,9 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
         partial_columns.extend(a.partial(x, w))
     grouped = rows.groupBy(*[quote(g) for g in groups]) if groups else rows.groupBy()
     partial = grouped.agg(*partial_columns)
+    exact = [(a, column, square) for a in aggs for column, square in a.digit_columns()]
+    if exact:
+        partial = _with_exact_sums(rows, partial, groups, exact, arg_column)
     if multisets:
         partial = batch.keep_small(partial)
 
@@ -109,6 +114,10 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
                        *[_result(a, "old").alias(name) for a, name in zip(aggs, results)])
     new_row = F.struct(*[F.col(quote(g)).alias(g) for g in groups],
                        *[_result(a, None).alias(name) for a, name in zip(aggs, results)])
+    # The rows are columns of their own before they are compared and emitted: each use of an expression would
+    # otherwise evaluate it again (an exact sum's value, a variance, are not cheap).
+    new = new.select(COUNT, "_old_exists", MTIME, old_row.alias("_old_row"), new_row.alias("_new_row"))
+    old_row, new_row = F.col("_old_row"), F.col("_new_row")
     new_exists = (F.col(COUNT) > 0) if groups else F.lit(True)
     old_exists = F.col("_old_exists")
     changed = ~(old_exists & new_exists & old_row.eqNullSafe(new_row))
@@ -124,6 +133,33 @@ def delta(node: Aggregate, batch: Batch, child_delta) -> DataFrame:
     return (new.select(F.explode(emitted).alias("_e"))
             .select(*[F.col("_e.row").getField(c).alias(c) for c in outputs], F.col(f"_e.{WEIGHT}").alias(WEIGHT),
                     F.col(f"_e.{MTIME}").alias(MTIME)))
+
+
+def _with_exact_sums(rows: DataFrame, partial: DataFrame, groups: list[str], exact: list[tuple],
+                     arg_column: dict[str, str]) -> DataFrame:
+    """The partial with, per group, the batch's exact sums (maps of digits, incremental/exact_sum.py) for each
+    (accumulator, state column, of squares) of `exact`: every row's digits times its weight, summed per slot."""
+    frame, tagged = rows, []
+    for i, (a, column, square) in enumerate(exact):
+        frame = exact_sum.with_digits(frame, arg_column[a.argument], f"_dg{i}", square=square)
+        tagged.append(F.transform(F.col(f"_dg{i}"), _tagged(i)))
+    keys = [quote(g) for g in groups]
+    digits = frame.select(*keys, F.explode(F.concat(*tagged)).alias("_e")) \
+        .select(*keys, "_e.tag", "_e.slot", "_e.digit")
+    sums = digits.groupBy(*keys, "tag", "slot").agg(F.sum("digit").alias("digit")).where(F.col("digit") != 0)
+    maps = sums.groupBy(*keys).agg(*[
+        F.map_from_entries(F.collect_list(F.when(F.col("tag") == i, F.struct("slot", "digit")))).alias(column)
+        for i, (_, column, _) in enumerate(exact)])
+    p, m = partial.alias("p"), maps.alias("m")
+    on = null_safe_equal(p, m, groups) if groups else F.lit(True)
+    return p.join(m, on, "left").select("p.*", *[F.col(f"m.{quote(column)}") for _, column, _ in exact])
+
+
+def _tagged(tag: int):
+    """A digit (slot, digit) as (tag, slot, digit times the row's weight). A function of one parameter: Spark's
+    transform() takes a lambda of two as (element, position)."""
+    return lambda e: F.struct(F.lit(tag).alias("tag"), e["slot"].alias("slot"),
+                              (e["digit"] * F.col(WEIGHT)).alias("digit"))
 
 
 def _arguments(aggs: list[Accumulator]) -> list[str]:
@@ -215,6 +251,15 @@ def driver_delta(node: Aggregate, batch: DriverBatch, child_delta) -> pa.Table:
     grouped = group_by(rows, groups).aggregate(sums)
     partial = pa.table([grouped.column(g) for g in groups] + [grouped.column(f"{s[0]}_{s[1]}") for s in sums],
                        names=[*groups, *[s[0] for s in sums]])
+    exact = [(a, column, square) for a in aggs for column, square in a.digit_columns()]
+    if exact:  # the batch's exact sums, per group: every row's digits times its weight
+        group_of = align(group_values, [partial.column(g) for g in groups]).to_numpy(zero_copy_only=False) \
+            if groups else np.zeros(child.num_rows, np.int64)
+        weights = weight.to_numpy(zero_copy_only=False)
+        for a, column, square in exact:
+            at, slot, digit = (exact_sum.square_digits_np if square else exact_sum.digits_np)(values[a.argument])
+            partial = partial.append_column(column, exact_sum.maps_np(
+                partial.num_rows, group_of[at].astype(np.int64), slot, digit * weights[at]))
 
     # 2. The accumulators before the batch, for the affected groups only.
     if groups:
@@ -271,7 +316,6 @@ def _multiset_values_on_driver(batch: DriverBatch, nid: int, j: int, groups: lis
         raise NotOnDriver(f"state {name} does not exist")
     keys = [*groups, "_value"]
     value = cast(normalized(x), schema.field("_value").type)
-    no_nan(value)
     counted = pa.table([*group_values, value, weight], names=[*keys, COUNT])
     counted = group_by(counted, keys).aggregate([(COUNT, "sum")])
     counted = pa.table([counted.column(k) for k in keys] + [counted.column(f"{COUNT}_sum")], names=[*keys, COUNT])
@@ -288,23 +332,29 @@ def _multiset_values_on_driver(batch: DriverBatch, nid: int, j: int, groups: lis
     batch.state.stage(name, staged.filter(pc.and_(touched, pc.or_(pc.invert(gone), existed))), keys, DELETE)
 
     present = staged.filter(pc.greater(count, 0))
+    present = present.append_column("_nan", pc.is_nan(present.column("_value"))
+                                    if pa.types.is_floating(value.type) else pa.repeat(False, present.num_rows))
     wanted = [a for a in aggs if a.multiset == j]
     if groups:
-        per_group = group_by(present, groups).aggregate([("_value", a.how) for a in wanted])
+        per_group = group_by(present, groups).aggregate([("_value", a.how) for a in wanted] + [("_nan", "any")])
         found = per_group.take(align([partial.column(g) for g in groups], [per_group.column(g) for g in groups]))
         results = [found.column(f"_value_{a.how}") for a in wanted]
+        nan = pc.fill_null(found.column("_nan_any"), False)
     else:
         results = [_whole(present.column("_value"), a.how) for a in wanted]
+        nan = pa.array([pc.any(present.column("_nan")).as_py() or False])
     out = {}
     for a, result in zip(wanted, results):
         if a.how == "count":  # a group without values counts 0
             result = pc.fill_null(result, 0)
+        elif a.how == "max" and pa.types.is_floating(result.type):  # NaN is above every number in Spark
+            result = pc.if_else(nan, pa.scalar(float("nan"), result.type), result)
         out[a.value] = cast(result, acc_schema.field(a.value).type)
     return out
 
 
 def _whole(values: pa.ChunkedArray, how: str) -> pa.Array:
-    """A global aggregate's value over every present value, as a one-row column."""
+    """A global aggregate's value over every present value, as a one-row column (MAX with NaN: see above)."""
     result = {"min": pc.min, "max": pc.max, "count": pc.count, "sum": pc.sum}[how](values)
     return pa.array([result.as_py()], result.type)
 

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import inserts
 from mvengine.plan.nodes import Node, Scan
-from mvengine.storage.types import conform_batch, spark_to_arrow_schema
+from mvengine.storage.types import conform_batch, spark_to_arrow_schema, table_of_batches
 
 # Up to this many rows, a small batch's intermediate results and changelog are collected to the driver (a Spark
 # job costs ~150 ms here whatever its size; a few thousand rows in Python cost milliseconds).
@@ -91,7 +91,7 @@ def collect_small(df: DataFrame, limit: int = DRIVER_ROWS) -> pa.Table | None:
     table = df.limit(limit + 1).toArrow()
     if table.num_rows > limit:
         return None
-    return pa.Table.from_batches([conform_batch(b, schema) for b in table.to_batches()], schema)
+    return table_of_batches([conform_batch(b, schema) for b in table.to_batches()], schema)
 
 
 class _Contents(Mapping[str, DataFrame]):

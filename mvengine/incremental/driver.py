@@ -252,8 +252,13 @@ def latest(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def extreme(kind: str, a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
     """The least (`kind` "min") or greatest of two columns, row by row, skipping NULLs (Spark's least and
-    greatest); Arrow's element-wise kernels have none for zoned timestamps, so those run on their microseconds."""
+    greatest, where NaN is above every number); Arrow's element-wise kernels have none for zoned timestamps,
+    so those run on their microseconds, and skip NaN, so a NaN on either side makes the greatest NaN."""
     pick = pc.min_element_wise if kind == "min" else pc.max_element_wise
     if pa.types.is_timestamp(a.type) and a.type.tz is not None:
         return pick(pc.cast(a, pa.int64()), pc.cast(b, pa.int64())).cast(a.type)
-    return pick(a, b)
+    picked = pick(a, b)
+    if kind == "max" and pa.types.is_floating(a.type):
+        nan = pc.or_(pc.fill_null(pc.is_nan(a), False), pc.fill_null(pc.is_nan(b), False))
+        picked = pc.if_else(nan, pa.scalar(float("nan"), picked.type), picked)
+    return picked

@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from mvengine.errors import SqlError
 from mvengine.names import did_you_mean
+from mvengine.plan.naming import spark_name
 from mvengine.plan.functions import NULLS_OPTIONS, aggregate_function, in_window, spark_aggregates
 from mvengine.plan.nodes import (
     Aggregate,
@@ -175,6 +176,7 @@ class Binder:
             node = self._where(where.this if where is not None else None, first, steps, laterals, scope, ctes)
             node, q = self._group_window(q, node, scope)
         projections = self._expand_stars(q, scope)
+        written = projections  # as written: they name the columns
         group = q.args.get("group")
         has_aggregates = any(_aggregates_in(p) for p in projections) or (
             q.args.get("having") is not None)
@@ -190,7 +192,7 @@ class Binder:
             bound = projections
         else:
             bound = [self.bind(p, scope) for p in projections]
-        fields = self._output_fields(projections, bound, names_required, q)
+        fields = self._output_fields(written, bound, names_required, q)
         node = Project(fields=fields, child=node, projections=tuple(_unalias(b) for b in bound))
         if grouping_sets:
             node = Opaque(fields=tuple(replace(f, nullable=True) for f in fields), inputs=(node,),
@@ -652,15 +654,7 @@ class Binder:
     def _output_fields(self, projections, bound, names_required: bool, q: exp.Select) -> tuple[Field, ...]:
         fields: list[Field] = []
         for i, (p, b) in enumerate(zip(projections, bound)):
-            if isinstance(p, exp.Alias):
-                name = p.alias
-            elif isinstance(p, exp.Column):
-                name = p.name
-            elif names_required:
-                raise self.error(f"column {i + 1} ({show(p)}) has no name", p,
-                                 hint=f"give it one: {show(p)} AS some_name")
-            else:
-                name = f"_c{i}"
+            name = spark_name(p)  # its alias, or the name Spark gives it
             value = _unalias(b)
             column = isinstance(value, exp.Column)
             time_attr = column and bool(value.meta.get("time_attr"))

@@ -129,7 +129,7 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
     return Config(
         project_dir=root,
         warehouse=warehouse,
-        spark_master=str(spark.get("master", "local[*]")),
+        spark_master=_master(spark, str(path), text),
         spark_conf=conf,
         spark_log_level=str(spark.get("log_level", "ERROR")).upper(),
         storage_options=options,
@@ -141,6 +141,21 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         recompute_min_changes=_count(refresh, "recompute_min_changes", 100_000, str(path), text),
         driver_max_changes=_count(refresh, "driver_max_changes", 2_000_000, str(path), text),
     )
+
+
+# What Spark takes as a master URL (sc:// too: session.py refuses it with what to set instead).
+_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]"
+                     r"|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+|sc://\S+")
+
+
+def _master(section: dict, file: str, text: str) -> str:
+    value = section.get("master", "local[*]")
+    if not isinstance(value, str) or not _MASTER.fullmatch(value.strip()):
+        raise ConfigError(f"[spark] master must be a Spark master URL, not {value!r}", file=file,
+                          line=_line_of(text, "master"),
+                          hint='e.g. master = "local[*]" (every core here), "local[4]", or '
+                               '"spark://host:7077" for a standalone cluster (a string, in quotes)')
+    return value.strip()
 
 
 def _count(section: dict, key: str, default: int, file: str, text: str) -> int:

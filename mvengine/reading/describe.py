@@ -88,8 +88,9 @@ def _describe_source(versions: Versions, name: str) -> dict[str, Any]:
     source = versions.catalog.sources[name]
     ref = versions.table(name)
     info: dict[str, Any] = {
-        "name": name, "kind": "source", "file": source.file, "line": source.line, "path": ref.uri,
-        "changelog_path": None, "key": None if source.key is None else list(source.key),
+        # DESIGN §5: `snapshot_path` (a source's table, as a view's snapshot), with `path` kept as its alias.
+        "name": name, "kind": "source", "file": source.file, "line": source.line, "snapshot_path": ref.uri,
+        "path": ref.uri, "changelog_path": None, "key": None if source.key is None else list(source.key),
         "append_only": source.append_only,
         "watermark": f"{source.watermark.column} AS {source.watermark.expression}" if source.watermark else None,
         "strategy": None, "reason": None, "inputs": None,
@@ -99,11 +100,11 @@ def _describe_source(versions: Versions, name: str) -> dict[str, Any]:
                                                                versions.config.storage_options)),
     }
     if not ref.exists():
-        return info | {"exists": False, "version": None}
+        return info | {"exists": False, "version": None, "source_versions": None}
     rows, size = table_size(ref)
     last = versions.commits(name)[-1]
-    return info | {"exists": True, "version": last.version, "row_count": rows, "sizes": {"table_bytes": size},
-                   "last_commit": show_time(last.timestamp_ms)}
+    return info | {"exists": True, "version": last.version, "source_versions": {name: last.version},
+                   "row_count": rows, "sizes": {"table_bytes": size}, "last_commit": show_time(last.timestamp_ms)}
 
 
 def _expectations(expectations, quarantine: TableRef) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from mvengine.plan.view_plan import ViewPlan, event_time_windows
 from mvengine.project.catalog import Catalog, source_relation
 from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
-from mvengine.storage.tables import TableRef, commit_metadata
+from mvengine.storage.tables import TableRef, arrow_dataset, commit_metadata
 
 WATERMARK = "mvengine.watermark"
 PENDING = "emit_pending"
@@ -61,7 +61,7 @@ def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | No
     actions = pa.table(dt.get_add_actions(flatten=True))
     if actions.num_rows == 0:
         return None
-    dataset = dt.to_pyarrow_dataset()
+    dataset = arrow_dataset(dt)
     relation = source_relation(source)
     kept = relation.kept
     read = [column] if kept is None else [f.name for f in source.schema

@@ -127,6 +127,7 @@ def replay(config: Config, catalog: Catalog, name: str, spark: Callable[[], obje
                 write_table(fixed, target, txn=(app, version))
     kept = rows.filter(pa.array([i in failing for i in range(rows.num_rows)]))
     write_deltalake(ref.uri, kept, mode="overwrite", storage_options=config.storage_options or None)
+    ref.committed()
     return Replayed(name, len(passing) if kind == "view" else _distinct(rows, passing), kept.num_rows)
 
 

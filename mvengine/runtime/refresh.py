@@ -133,6 +133,7 @@ class Refresher:
     _sources_ready: bool = field(default=False, init=False)
     _driver_reasons: dict[str, str | None] = field(default_factory=dict, init=False)  # see _driver_capable
     _checks: Checks | None = field(default=None, init=False)  # expectations: one GX context per refresher
+    _batch_ms: dict[str, int] = field(default_factory=dict, init=False)  # as the snapshot commit records it
 
     # -- what to refresh ------------------------------------------------------------------------------------
 
@@ -195,7 +196,8 @@ class Refresher:
             return
         for source in self.catalog.sources.values():
             ensure_source_table(source_table(source, self.config.storage_options), source.schema,
-                                declared_at=f"{source.file}:{source.line}", create=create)
+                                declared_at=f"{source.file}:{source.line}", create=create,
+                                path_declared=source.path_declared)
         self._sources_ready = create
 
     def input_refs(self, plan: ViewPlan) -> dict[str, TableRef]:
@@ -355,7 +357,7 @@ class Refresher:
         finally:
             batch.release()
         self.report(BatchReport(plan.name, batch_id, kind, versions, None, rows_out,
-                                self._millis_since(started), note, profile.phases, expectations=outcomes))
+                                self._recorded_ms(plan, started), note, profile.phases, expectations=outcomes))
 
     def _compute(self, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]) -> DataFrame:
         """The view's query run by Spark over its inputs at the given versions (a source without the rows its
@@ -432,13 +434,18 @@ class Refresher:
         changes.outputs[plan.name] = ViewOutput(version_before, version_before + 1, output)
         note = "; ".join(n for n in (note, *profile.notes) if n)
         self.report(BatchReport(plan.name, batch_id, "stream", targets, rows_in, out.rows,
-                                self._millis_since(started), note, profile.phases,
+                                self._recorded_ms(plan, started), note, profile.phases,
                                 engine, expectations=outcomes))
 
     def _start_spark(self) -> None:
         """Spark's functions need a running session: start it (if it waits for its first use) before them."""
         if isinstance(self.spark, SparkOnDemand):
             self.spark.session()
+
+    def _recorded_ms(self, plan: ViewPlan, started: float) -> int:
+        """The batch's time as its snapshot commit records it (`mv status`'s ms): from its start until the new
+        version is committed, readable; the changelog's commit comes after."""
+        return self._batch_ms.pop(plan.name, None) or self._millis_since(started)
 
     def _millis_since(self, started: float) -> int:
         """A batch's time, without Spark's start when the batch was the one that started it (a line of its own,
@@ -710,7 +717,8 @@ class Refresher:
         if outcomes:
             metadata[EXPECTATIONS] = json.dumps([o.to_json() for o in outcomes])
         txn = (app_id, batch_id)
-        metadata["mvengine.batch_ms"] = str(self._millis_since(started))
+        self._batch_ms[plan.name] = self._millis_since(started)
+        metadata["mvengine.batch_ms"] = str(self._batch_ms[plan.name])
         on_driver = state.on_driver and changes.rows <= DRIVER_ROWS
         with self._commit_phase(plan, "snapshot", profile, spark):
             if changes.upserts is not None and tables.snapshot.exists():

@@ -9,6 +9,7 @@ place in the file, so the line and column sqlglot records on identifiers are the
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +20,13 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from mvengine.errors import SqlError
+from mvengine.names import did_you_mean
 from mvengine.sql.expectations import Expectation, cut_expectations
 from mvengine.sql.time_syntax import Emit, cut_emit, rewrite_event_time
 
 DIALECT = "spark"
+# sqlglot logs a warning for each statement it reads as an opaque command; mvengine says what is wrong instead.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 MAX_FILE_BYTES = 1 << 20  # far above any real view file; a larger one is a mistake (or data), not SQL
 
 
@@ -94,12 +98,64 @@ def split_statements(text: str, file: str) -> list[Statement]:
         try:
             tree = sqlglot.parse_one(padding + body, read=DIALECT)
         except ParseError as e:
-            err = e.errors[0] if e.errors else {}
-            line = int(err.get("line", first_line))
-            raise SqlError(f"syntax error: {parse_error_text(err.get('description', str(e)))}", file=file,
-                           line=line, col=err.get("col"), snippet=snippet(text, line)) from None
+            raise _located(e, text, file, first_line) from None
+        if isinstance(tree, exp.Command):  # sqlglot gave up on the statement: find where in its query
+            _check_view_query(chunk, text, file, first_line)
         statements.append(Statement(file, first_line, text[start:end], tree, watermark, emit, tuple(expectations)))
     return statements
+
+
+def _located(e: ParseError, text: str, file: str, first_line: int) -> SqlError:
+    """A syntax error at its line and column of the file, the line shown with a caret under the column."""
+    err = e.errors[0] if e.errors else {}
+    line = int(err.get("line", first_line))
+    col, token = err.get("col"), (err.get("highlight") or "").strip()
+    what = parse_error_text(err.get("description", str(e)))
+    hint = None
+    if token and what.startswith("Invalid expression / Unexpected token") and col:
+        col = max(int(col) - len(token) + 1, 1)  # under the token's first character, not its last
+        what = f"unexpected {token!r}"
+        hint = "a comma may be missing before it"
+        # A misspelled keyword is the token itself (FORM t), or the word before it, read as an alias (GRUOP BY).
+        for word, at in [(token, col), *_word_before(text.splitlines()[line - 1], col)]:
+            close = did_you_mean(word.upper(), list(_KEYWORDS), "keywords")
+            if word.upper() not in _KEYWORDS and close.startswith("did you mean"):
+                what, hint, col = f"unexpected {word!r}", close, at
+                break
+    return SqlError(f"syntax error: {what}", file=file, line=line, col=col, hint=hint,
+                    snippet=snippet(text, line, int(col) if col else None))
+
+
+def _word_before(line: str, col: int) -> list[tuple[str, int]]:
+    """The word before column `col` of `line` and the column it starts at (none when there is none)."""
+    m = re.search(r"(\w+)\s*$", line[:col - 1])
+    return [(m.group(1), m.start(1) + 1)] if m else []
+
+
+# The keywords a misspelling is compared with.
+_KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "HAVING", "ORDER", "JOIN", "LEFT", "RIGHT", "FULL",
+             "INNER", "OUTER", "ON", "USING", "UNION", "DISTINCT", "LIMIT", "WINDOW", "QUALIFY", "OVER",
+             "PARTITION", "AS", "CASE", "WHEN", "THEN", "ELSE", "END", "EXISTS", "BETWEEN")
+
+
+def _check_view_query(chunk: list[Token], text: str, file: str, first_line: int) -> None:
+    """sqlglot reads a CREATE MATERIALIZED VIEW whose SELECT has a mistake (`FORM t`, `GRUOP BY`, a missing
+    comma) as an opaque command, with no position: parse its query alone, at its place in the file, so that
+    the error names the line and column where the query goes wrong."""
+    words = [t.text.upper() for t in chunk[:3]]
+    if words[:1] != ["CREATE"] or "VIEW" not in words and "MATERIALIZED" not in words:
+        return
+    depth = 0
+    for i, tok in enumerate(chunk):
+        depth += (tok.token_type == TokenType.L_PAREN) - (tok.token_type == TokenType.R_PAREN)
+        if depth == 0 and tok.token_type == TokenType.ALIAS and i + 1 < len(chunk):
+            start = chunk[i + 1].start
+            padding = "\n" * (chunk[i + 1].line - 1) + " " * (start - (text.rfind("\n", 0, start) + 1))
+            try:
+                sqlglot.parse_one(padding + text[start:chunk[-1].end + 1], read=DIALECT)
+            except ParseError as e:
+                raise _located(e, text, file, first_line) from None
+            return
 
 
 def _cut_watermark(body: str, chunk: list[Token], offset: int, file: str) -> tuple[str, Watermark | None]:

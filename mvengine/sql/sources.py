@@ -36,6 +36,9 @@ class SourceDef:
     append_only: bool
     watermark: Watermark | None
     expectations: tuple[Expectation, ...] = ()  # CONSTRAINT ... EXPECT (sql/expectations.py)
+    # WITH ('path' = ...): the table is the user's, found there, never created by a refresh (a typo in the path
+    # would otherwise give views over a new empty table); without it, the project's own under the warehouse.
+    path_declared: bool = False
 
 
 def is_source(statement: Statement) -> bool:
@@ -95,7 +98,7 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     path = config.table_path(options["path"], where) if "path" in options else join_uri(config.sources_dir(), name)
     expectations = check_columns(statement.expectations, columns, statement.file, f"source {name}")
     return SourceDef(name, statement.file, statement.line, pa.schema(fields), tuple(sql_types), path, key,
-                     append_only == "true", watermark, expectations)
+                     append_only == "true", watermark, expectations, path_declared="path" in options)
 
 
 def _watermark_delay(watermark: Watermark, column: str, fields: list[pa.Field], where: dict) -> int:

@@ -41,6 +41,7 @@ from mvengine.storage.objects import is_local, remove_tree
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
 from mvengine.storage.tables import (
     TableRef,
+    arrow_dataset,
     commit_history,
     in_plain_files,
     is_committed,
@@ -49,7 +50,7 @@ from mvengine.storage.tables import (
     require_readable,
     require_version_range,
 )
-from mvengine.storage.types import conform_batch, delta_to_spark_schema, spark_to_arrow_schema
+from mvengine.storage.types import conform_batch, delta_to_spark_schema, spark_to_arrow_schema, table_of_batches
 from mvengine.storage.writer import WriteOptions, check_compatible, commit_files
 
 if TYPE_CHECKING:
@@ -123,13 +124,13 @@ def read_arrow(ref: TableRef, *, version: int | None = None,
     filesystem = pafs.SubTreeFileSystem(ref.uri.removeprefix("file://"), pafs.LocalFileSystem()) \
         if _local(ref) else None
     if where is None or pa.types.is_floating(target.field(where[0]).type):
-        return dt.to_pyarrow_dataset(schema=target, filesystem=filesystem).to_table(
+        return arrow_dataset(dt, schema=target, filesystem=filesystem).to_table(
             columns=list(columns) if where is None and columns else None)
     column, values = where
     try:
         wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # values of a wider type: no narrowing
-        return dt.to_pyarrow_dataset(schema=target, filesystem=filesystem).to_table()
+        return arrow_dataset(dt, schema=target, filesystem=filesystem).to_table()
     if not len(wanted) and not values.null_count:
         return target.empty_table()
     # Files whose statistics exclude the values' range are skipped by delta-rs, row groups by Arrow (except
@@ -137,8 +138,10 @@ def read_arrow(ref: TableRef, *, version: int | None = None,
     low, high = pc.min_max(wanted).values() if len(wanted) else (None, None)
     files = None
     if not values.null_count and isinstance(low.as_py(), (int, str, bool, datetime, date)):
-        files = [(column, ">=", low.as_py()), (column, "<=", high.as_py())]
-    dataset = dt.to_pyarrow_dataset(schema=target, filesystem=filesystem, file_pruning_predicate=files)
+        # delta-rs reads '' in a pruning predicate as NULL (an empty partition value), which skips every file:
+        # the empty string bounds nothing (issue 44: the state of a group keyed '' was not found).
+        files = [(column, op, v) for op, v in ((">=", low.as_py()), ("<=", high.as_py())) if v != ""] or None
+    dataset = arrow_dataset(dt, schema=target, filesystem=filesystem, file_pruning_predicate=files)
     condition = None
     if files is not None and not pa.types.is_string(target.field(column).type):
         condition = (pc.field(column) >= low) & (pc.field(column) <= high)
@@ -258,7 +261,7 @@ def _changes_on_driver(ref: TableRef, first: int, last: int, schema: "StructType
         if rows > most:
             return None
         batches.append(conform_batch(batch, arrow_schema))
-    return pa.Table.from_batches(batches, arrow_schema)
+    return table_of_batches(batches, arrow_schema)
 
 
 def _local(ref: TableRef) -> bool:
@@ -471,14 +474,21 @@ def _merge(df: "DataFrame", ref: TableRef, dt: Any, keys: Sequence[str], clauses
                            *[f"(t.{q(k)} IS NOT DISTINCT FROM s.{q(k)})" if nulls[k] else f"t.{q(k)} = s.{q(k)}"
                              for k in keys]])
         options = WriteOptions(metadata=tuple(sorted((metadata or {}).items())), txn=txn)
+        version = dt.version()
         merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=not (on_driver and keys),
                           commit_properties=options.commit_properties())
         ref.committed()
         try:
-            return clauses(merger).execute()
+            metrics = clauses(merger).execute()
         except Exception as e:
             raise StorageError(f"cannot merge into {ref.label}: {ref.redact(str(e))}",
                                hint="a common cause is a key that appears more than once in the merged data") from None
+        ref.committed()
+        if ref.open().version() == version:
+            # delta-rs commits nothing for a MERGE that changes nothing; the write still commits, with its
+            # metadata and transaction: a batch is a version, which the views downstream read (issue 43).
+            commit_files(ref, pa.schema(ref.open().schema().to_arrow()), [], [], options)
+        return metrics
     finally:
         if not on_driver:
             remove_folder(staging)
@@ -504,7 +514,7 @@ def _collected(df: "DataFrame | pa.Table") -> pa.Table:
     if isinstance(df, pa.Table):
         return df
     schema = spark_to_arrow_schema(df.schema)
-    return pa.Table.from_batches([conform_batch(b, schema) for b in df.toArrow().to_batches()], schema)
+    return table_of_batches([conform_batch(b, schema) for b in df.toArrow().to_batches()], schema)
 
 
 def remove_folder(ref: TableRef) -> None:

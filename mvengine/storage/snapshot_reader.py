@@ -14,7 +14,7 @@ from pyspark.sql.types import StructType
 
 from mvengine.storage.files import FileGroup, group_dataset, group_files
 from mvengine.storage.filters import Predicate, pruning_filters, row_filter, to_predicate
-from mvengine.storage.tables import TableRef
+from mvengine.storage.tables import TableRef, arrow_dataset
 from mvengine.storage.types import conform_batch, spark_compatible_type, spark_to_arrow_schema
 
 DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024
@@ -34,7 +34,7 @@ class ScanPlan:
     def dataset(self, dt: DeltaTable | None = None) -> pads.FileSystemDataset:
         """The files left after pruning, as a pyarrow dataset."""
         dt = dt or self.ref.open(version=self.version)
-        return dt.to_pyarrow_dataset(file_pruning_predicate=list(self.pruning) or None)
+        return arrow_dataset(dt, file_pruning_predicate=list(self.pruning) or None)
 
     def file_groups(self, *, target_bytes: int, min_groups: int) -> list[FileGroup]:
         dt = self.ref.open(version=self.version)

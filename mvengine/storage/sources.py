@@ -11,11 +11,19 @@ from mvengine.storage.tables import TableRef, create_table, require_cdf
 from mvengine.storage.types import spark_compatible_schema
 
 
-def ensure_source_table(ref: TableRef, schema: pa.Schema, *, declared_at: str = "", create: bool = True) -> bool:
+def ensure_source_table(ref: TableRef, schema: pa.Schema, *, declared_at: str = "", create: bool = True,
+                        path_declared: bool = False) -> bool:
     """Create the table when missing (returns True; with `create` false, only check that it can be: nothing
-    but an empty folder at its path); otherwise check its CDF and columns (returns False). `declared_at`
-    (file:line of its CREATE TABLE) locates the errors."""
+    but an empty folder at its path); otherwise check its CDF and columns (returns False). A table at a path
+    the user declared (`path_declared`) is never created here: a missing one is an error that names the
+    nearest folder there is (`mv sources --create` creates it on purpose). `declared_at` (file:line of its
+    CREATE TABLE) locates the errors."""
     if not ref.exists():
+        if path_declared:
+            raise StorageError(f"{declared_at + ': ' if declared_at else ''}{ref.label}: there is no Delta table at "
+                               f"the declared 'path'{_nearest_folder(ref.uri)}; nothing was written",
+                               hint="correct the source's 'path', or create an empty table there on purpose with "
+                                    "mv sources --create")
         local = ref.uri.removeprefix("file://")
         if "://" not in local and os.path.isdir(local) and os.listdir(local):
             raise StorageError(f"{declared_at + ': ' if declared_at else ''}{ref.label}: the folder holds files but "
@@ -42,3 +50,16 @@ def ensure_source_table(ref: TableRef, schema: pa.Schema, *, declared_at: str = 
                  "for a retyped or dropped column, recompute the views over it with mv refresh --full), or "
                  "restore the table's columns")
     return False
+
+
+def _nearest_folder(uri: str) -> str:
+    """', the nearest existing folder is X (holding a, b, ...)' for a local path; '' elsewhere."""
+    local = uri.removeprefix("file://")
+    if "://" in local:
+        return ""
+    folder = os.path.dirname(os.path.abspath(local))
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    entries = sorted(e for e in os.listdir(folder) if not e.startswith("."))
+    shown = ", ".join(entries[:8]) + (", ..." if len(entries) > 8 else "")
+    return f"; the nearest existing folder is {folder}" + (f", which holds: {shown}" if entries else ", empty")

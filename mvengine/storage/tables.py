@@ -296,3 +296,43 @@ def table_rows(ref: TableRef, version: int) -> int:
     dt = ref.open(version=version)
     counts = pa.table(dt.get_add_actions(flatten=True)).column("num_records")
     return int(pc.sum(counts).as_py() or 0)
+
+
+def arrow_dataset(dt: DeltaTable, *, schema: pa.Schema | None = None, filesystem: Any = None,
+                  file_pruning_predicate: list[tuple] | None = None) -> Any:
+    """delta-rs's pyarrow dataset of the table at its version, with fragments that promise only their
+    partition values.
+
+    delta-rs also makes each file's min/max statistics part of its fragment's guarantee, and writes `c >= null`
+    where a statistic is missing (booleans and decimals in files some writers make, columns past the first 32):
+    Arrow then proves any filter on `c` false for the whole file and drops rows that match it (a group's state
+    not found on the driver, issue 44). Timestamps' statistics may be truncated to milliseconds, too. Without
+    those guarantees, files are still skipped by `file_pruning_predicate` (delta-rs) and row groups by their
+    Parquet statistics (Arrow)."""
+    import pyarrow.dataset as pads
+    from urllib.parse import unquote
+
+    dataset = dt.to_pyarrow_dataset(schema=schema, filesystem=filesystem,
+                                    file_pruning_predicate=file_pruning_predicate)
+    partition_columns = dt.metadata().partition_columns
+    promises: dict[str, Any] = {}
+    if partition_columns:
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        for i, path in enumerate(actions.column("path").to_pylist()):
+            promise = None
+            for c in partition_columns:
+                value = actions.column(f"partition.{c}")[i]
+                field = pads.field(c)
+                equal = field.is_null() if not value.is_valid \
+                    else field == value.cast(dataset.schema.field(c).type)
+                promise = equal if promise is None else promise & equal
+            promises[unquote(unquote(path))] = promise
+    fragments = []
+    for fragment in dataset.get_fragments():
+        key = unquote(fragment.path)
+        if partition_columns and key not in promises:
+            raise StorageError(f"table at {dt.table_uri}: file {fragment.path} is not among its files' "
+                               "partition values")
+        fragments.append(dataset.format.make_fragment(fragment.path, filesystem=dataset.filesystem,
+                                                      partition_expression=promises.get(key)))
+    return pads.FileSystemDataset(fragments, dataset.schema, dataset.format, dataset.filesystem)

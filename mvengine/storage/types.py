@@ -74,6 +74,12 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=target)
 
 
+def table_of_batches(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    """The batches as one table, with at least one chunk per column: PySpark's createDataFrame cannot take a
+    nested column of no chunks ("cannot construct ChunkedArray from empty vector", issue 35)."""
+    return pa.Table.from_batches(batches, schema) if any(b.num_rows for b in batches) else schema.empty_table()
+
+
 def spark_to_arrow_schema(schema: "StructType") -> pa.Schema:
     """The Arrow schema of batches that Spark accepts for a Spark schema (timestamps as UTC microseconds)."""
     from pyspark.sql.pandas.types import to_arrow_schema

@@ -89,7 +89,6 @@ def commit_files(ref: TableRef, schema: pa.Schema, files: list[WrittenFile], par
     """One Delta commit adding `files` (and, for an overwrite, removing every current file)."""
     now = int(time.time() * 1000)
     adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
-    ref.committed()
     try:
         if ref.exists():
             ref.open().create_write_transaction(adds, "overwrite" if options.overwrite else "append", schema,
@@ -106,6 +105,10 @@ def commit_files(ref: TableRef, schema: pa.Schema, files: list[WrittenFile], par
     except Exception as e:
         delete_files(ref, [f.path for f in files])
         raise StorageError(f"cannot commit the write to {ref.label}: {ref.redact(str(e))}") from None
+    finally:
+        # After the commit: the open table it went through stays at the version before, and an open inside a
+        # `logs_read_once` scope before this point would be taken as up to date (issue 43).
+        ref.committed()
 
 
 def check_compatible(ref: TableRef, schema: pa.Schema, partition_by: list[str]) -> None:

@@ -15,6 +15,7 @@ from mvengine.project.catalog import Catalog
 from mvengine.project.layout import Committed
 from mvengine.reading.status import status
 from mvengine.reading.versions import Versions, show_time
+from mvengine.storage.tables import arrow_dataset
 
 BATCHES = 50  # the batches a view's plots cover
 TAIL = 20  # changelog rows in the tail
@@ -64,7 +65,7 @@ def _tail(versions: Versions, view: str) -> dict[str, Any]:
     ref = versions.changelog(view)
     if not ref.exists():
         return {"columns": [], "rows": []}
-    dataset = ref.open().to_pyarrow_dataset()
+    dataset = arrow_dataset(ref.open())
     latest = versions.latest(view)
     rows = dataset.to_table(filter=ds.field("_version") >= max(latest - 5, 0))
     if rows.num_rows:

@@ -104,6 +104,13 @@ def aggregate_reasons(node: Aggregate) -> list[str]:
     return reasons
 
 
+def float_sum(kind: str, argument_type: exp.DataType | None) -> bool:
+    """Whether a SUM or AVG is of floating-point values: its state is then an exact sum and counts of NaN and
+    ±inf (incremental/accumulators.py, FloatSum)."""
+    return kind in ("sum", "avg") and argument_type is not None and argument_type.this in (
+        exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
+
+
 def windowed(node: Node) -> WindowAssign | None:
     """The fixed-size window (tumbling or hopping) an aggregate groups by, directly over it; None otherwise."""
     if type(node) is Aggregate and isinstance(node.child, WindowAssign) and node.child.spec.kind != "session":
@@ -125,12 +132,16 @@ def state(node: Aggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
             bounded = False
         elif call.kind == "count":
             new = [] if call.argument is None else [f"count({value})"]
+        elif call.kind in ("sum", "avg") and float_sum(call.kind, call.argument.type):
+            new = [f"exact sum({value})", f"count({value})", f"counts of NaN, +inf, -inf in {value}"]
+        elif call.kind == "avg" and call.argument.type.this != exp.DataType.Type.DECIMAL:  # of integers
+            new = [f"exact sum({value})", f"count({value})"]
         elif call.kind in ("sum", "avg"):
             new = [f"sum({value})", f"count({value})"]
         elif call.kind in ("bool_and", "bool_or"):
             new = [f"count({value})", f"count({value} = {'false' if call.kind == 'bool_and' else 'true'})"]
         elif call.kind in MOMENTS:
-            new = [f"count({value})", f"sum({value})", f"sum({value}²)"]
+            new = [f"count({value})", f"exact sum({value})", f"exact sum({value}²)", f"count of NaN, ±inf in {value}"]
         elif call.kind in ARRIVAL:
             new = [f"{call.kind}({value})"]
         elif call.kind == "list":

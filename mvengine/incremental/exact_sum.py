@@ -1,0 +1,378 @@
+"""Exact sums of doubles that survive retraction: SUM and AVG over floating-point values, and the moments of the
+variances, on the driver (numpy over Arrow) and in Spark (Columns), by one algorithm.
+
+A running sum of doubles in a double forgets: add 1e17 to 1.5, take 1e17 away, and 0.0 is left where the rows
+say 1.5 (issue 35); a compensated pair (hi, lo) forgets the third of three far-apart magnitudes. So a sum is
+kept exactly, as a superaccumulator: every finite double x is, exactly, a sum of at most three digits
+d·2^(32·s) (s a slot, d an integer of magnitude below 2^33):
+
+    p = the exponent of x (2^p <= |x| < 2^(p+1)),  s = floor(p / 32),  y = x·2^(-32·s)  (1 <= |y| < 2^32)
+    d_s = trunc(y),  d_(s-1) = trunc(frac(y)·2^32),  d_(s-2) = trunc(frac(frac(y)·2^32)·2^32)
+
+(each step exact: scaling by powers of two, and taking the integer part off). A sum is a map slot → BIGINT,
+the slot-wise sum of its values' digits times their weights, so inserting and deleting a value add and subtract
+the same integers: exact, in any order. After each merge a digit at or beyond 2^32 in magnitude carries its
+excess into the slot above (truncating toward zero, so digits keep their sign and the map does not grow), which
+keeps digits below 2^33 and the batch sums far from BIGINT's range. The value is rounded to a double from the
+top slot down in double-double arithmetic (exact for the top three slots, within a few units of 2^-100 of the
+sum below them); sums beyond ±1.8e308 are ±inf, as Spark's are.
+
+x² is kept exactly too (`square_digits`): with x = y·2^(32·s), y² = p + e exactly (Dekker's product; y < 2^32,
+so nothing overflows), and the digits of p and e are taken at slot offset 2·s, so squares beyond the double
+range (x = 1e200) are still exact sums. NaN and ±inf are not digits: the accumulators count them apart.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+SLOT_BITS = 32
+BASE = float(2**SLOT_BITS)
+DIGITS_TYPE = "array<struct<slot:int,digit:bigint>>"
+MAP_TYPE = "map<int,bigint>"
+ARROW_MAP = pa.map_(pa.int32(), pa.int64())
+TOP_SLOT = 30  # digits above this slot are added shifted down: 2^(32·31) is near the top of the double range
+_SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's splitter of a double into two 26-bit halves
+
+
+# -- Spark ------------------------------------------------------------------------------------------------------
+
+
+def _power_of_two(k: Column) -> Column:
+    return F.pow(F.lit(2.0), k)
+
+
+def scaled(x: Column, k: Column) -> Column:
+    """x·2^k, exactly, for |k| up to 2200 (two steps, so that no power of two overflows)."""
+    half = F.floor(k / 2)
+    return x * _power_of_two(half) * _power_of_two(k - half)
+
+
+def _finite(x: Column) -> Column:
+    return x.isNotNull() & ~F.isnan(x) & (F.abs(x) < F.lit(float("inf")))
+
+
+def with_digits(df: DataFrame, column: str, into: str, *, square: bool = False) -> DataFrame:
+    """`df` with a column `into`: the digits of double column `column` (of its square, with `square`) as an
+    array of (slot, digit), zeros left out (empty for 0, NULL, NaN and ±inf). Computed in steps of named columns:
+    written as one expression, each step would repeat the ones before it."""
+    names = df.columns
+    tmp = f"_{into}"
+
+    def step(frame: DataFrame, **columns: Column) -> DataFrame:
+        return frame.select("*", *[c.alias(f"{tmp}_{n}") for n, c in columns.items()])
+
+    def c(n: str) -> Column:
+        return F.col(f"{tmp}_{n}")
+
+    x = F.col(column).cast("double")
+    frame = step(df, x=F.when(_finite(x) & (x != 0), x).otherwise(F.lit(1.0)), keep=_finite(x) & (x != 0))
+    frame = step(frame, g=F.floor(F.log2(F.abs(c("x")))).cast("int"))
+    frame = step(frame, lo=F.when(_power_of_two(c("g")) > F.abs(c("x")), c("g") - 1).otherwise(c("g")))
+    frame = step(frame, slot=F.floor(F.when(_power_of_two(c("lo") + 1) <= F.abs(c("x")), c("lo") + 1)
+                                     .otherwise(c("lo")) / SLOT_BITS).cast("int"))
+    frame = step(frame, y=scaled(c("x"), -c("slot") * SLOT_BITS))
+    if not square:
+        frame = _digit_steps(frame, step, c, "y", c("slot"), "d")
+        result = c("d")
+    else:
+        frame = step(frame, p=c("y") * c("y"), split=c("y") * F.lit(_SPLIT))
+        frame = step(frame, high=c("split") - (c("split") - c("y")))
+        frame = step(frame, low=c("y") - c("high"))
+        frame = step(frame, e=((c("high") * c("high") - c("p")) + F.lit(2.0) * c("high") * c("low"))
+                     + c("low") * c("low"))
+        parts = []
+        for part in ("p", "e"):  # each a double of its own exponent, at slots offset by 2·slot
+            frame = step(frame, **{f"{part}a": F.abs(c(part))})
+            frame = step(frame, **{f"{part}g": F.floor(F.log2(F.when(c(f"{part}a") > 0, c(f"{part}a"))
+                                                              .otherwise(F.lit(1.0)))).cast("int")})
+            frame = step(frame, **{f"{part}lo": F.when(_power_of_two(c(f"{part}g")) > c(f"{part}a"),
+                                                       c(f"{part}g") - 1).otherwise(c(f"{part}g"))})
+            frame = step(frame, **{f"{part}s": F.floor(
+                F.when(_power_of_two(c(f"{part}lo") + 1) <= c(f"{part}a"), c(f"{part}lo") + 1)
+                .otherwise(c(f"{part}lo")) / SLOT_BITS).cast("int")})
+            frame = step(frame, **{f"{part}y": scaled(c(part), -c(f"{part}s") * SLOT_BITS)})
+            frame = _digit_steps(frame, step, c, f"{part}y", c(f"{part}s") + 2 * c("slot"), f"{part}d")
+            parts.append(F.when(c(f"{part}a") > 0, c(f"{part}d")).otherwise(F.array().cast(DIGITS_TYPE)))
+        result = F.concat(*parts)
+    nonzero = F.filter(result, lambda e: e["digit"] != 0)
+    return frame.select(*[F.col(n) for n in names],
+                        F.when(c("keep"), nonzero).otherwise(F.array().cast(DIGITS_TYPE)).alias(into))
+
+
+def _digit_steps(frame: DataFrame, step, c, y: str, slot: Column, into: str) -> DataFrame:
+    """The digits of column `y` (|y| < 2^33) at slots slot, slot-1, slot-2, as an array of (slot, digit)."""
+    frame = step(frame, **{f"{into}0": c(y).cast("long")})
+    frame = step(frame, **{f"{into}r1": (c(y) - c(f"{into}0")) * F.lit(BASE)})
+    frame = step(frame, **{f"{into}1": c(f"{into}r1").cast("long")})
+    frame = step(frame, **{f"{into}2": ((c(f"{into}r1") - c(f"{into}1")) * F.lit(BASE)).cast("long")})
+    digits = [F.struct((slot - i).cast("int").alias("slot"), c(f"{into}{i}").alias("digit")) for i in range(3)]
+    return step(frame, **{into: F.array(*digits)})
+
+
+def bind(value, body):
+    """body(value), with `value` computed once: for a Column, bound to a lambda variable (Spark would otherwise
+    evaluate, and the plan hold, a copy of it for every use in the body); for anything else, as is."""
+    if isinstance(value, Column):
+        return F.element_at(F.transform(F.array(value), body), 1)
+    return body(value)
+
+
+def merged(a: Column, b: Column) -> Column:
+    """The sum of two digit maps (NULL as empty), normalized."""
+    empty = F.create_map().cast(MAP_TYPE)
+    total = F.map_zip_with(F.coalesce(a, empty), F.coalesce(b, empty),
+                           lambda k, u, v: F.coalesce(u, F.lit(0).cast("long")) + F.coalesce(v, F.lit(0).cast("long")))
+    return bind(total, normalized)
+
+
+def normalized(m: Column) -> Column:
+    """Digits at or beyond 2^32 carry their excess (truncated toward zero) into the slot above; zeros go."""
+    def carry(v: Column) -> Column:
+        return F.when(v >= 0, F.shiftright(v, SLOT_BITS)).otherwise(-F.shiftright(-v, SLOT_BITS))
+
+    kept = F.transform_values(m, lambda k, v: v - F.shiftleft(carry(v), SLOT_BITS))
+    carried = F.transform_keys(F.map_filter(F.transform_values(m, lambda k, v: carry(v)), lambda k, v: v != 0),
+                               lambda k, v: k + 1)
+    total = F.map_zip_with(kept, carried, lambda k, u, v: F.coalesce(u, F.lit(0).cast("long"))
+                           + F.coalesce(v, F.lit(0).cast("long")))
+    return F.map_filter(total, lambda k, v: v != 0)
+
+
+def two_sum(a: Column, b: Column) -> tuple[Column, Column]:
+    """a + b = s + e exactly (Knuth)."""
+    s = a + b
+    v = s - a
+    return s, (a - (s - v)) + (b - v)
+
+
+def value(m: Column) -> Column:
+    """The map's sum rounded to a double (0.0 for an empty or NULL map): as a struct (hi, lo), a double-double
+    whose hi is the rounded value (±inf beyond the double range)."""
+    entries = F.sort_array(F.map_entries(F.coalesce(m, F.create_map().cast(MAP_TYPE))), asc=False)
+    # Digits near the top of the double range are added shifted down (a top digit of 1 beside a negative one
+    # below it would overflow on its own), and the sum shifted back up at the end.
+    top = F.get(entries, 0)  # NULL for an empty map (entries[0] would be an error)
+    shift = F.greatest(F.coalesce(top["key"], F.lit(0)) - F.lit(TOP_SLOT), F.lit(0))
+
+    def add(acc: Column, entry: Column) -> Column:
+        term = scaled(entry["value"].cast("double"), (entry["key"] - shift) * SLOT_BITS)
+        s, e = two_sum(acc["hi"], term)
+        lo = acc["lo"] + e
+        hi = s + lo
+        return F.struct(hi.alias("hi"), (lo - (hi - s)).alias("lo"))
+
+    def finish(acc: Column) -> Column:  # NaN only from an overflow: then ±inf, the top digit's sign
+        infinity = F.signum(top["value"].cast("double")) * F.lit(float("inf"))
+        hi = scaled(acc["hi"], shift * SLOT_BITS)
+        return F.when(F.isnan(hi), F.struct(infinity.alias("hi"), F.lit(0.0).alias("lo"))) \
+            .otherwise(F.struct(hi.alias("hi"), scaled(acc["lo"], shift * SLOT_BITS).alias("lo")))
+
+    zero = F.struct(F.lit(0.0).alias("hi"), F.lit(0.0).alias("lo"))
+    return F.aggregate(entries, zero, add, finish)
+
+
+# -- on the driver (numpy over Arrow) ---------------------------------------------------------------------------
+
+
+def _exponent_np(a: np.ndarray) -> np.ndarray:
+    _, e = np.frexp(a)
+    return (e - 1).astype(np.int64)
+
+
+def scaled_np(x: np.ndarray, k: np.ndarray) -> np.ndarray:
+    half = np.floor_divide(k, 2)
+    return np.ldexp(np.ldexp(x, half.astype(np.int32)), (k - half).astype(np.int32))
+
+
+def _digits_of_np(y: np.ndarray, slot: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    d0 = np.trunc(y)
+    r1 = (y - d0) * BASE
+    d1 = np.trunc(r1)
+    d2 = np.trunc((r1 - d1) * BASE)
+    return [(slot, d0.astype(np.int64)), (slot - 1, d1.astype(np.int64)), (slot - 2, d2.astype(np.int64))]
+
+
+def _finite_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """x as doubles (NULL as 0) and where it is finite and non-zero."""
+    values = pc.fill_null(pc.cast(x, pa.float64(), safe=False), 0.0).to_numpy() if len(x) else np.zeros(0)
+    values = np.asarray(values, dtype=np.float64)
+    return values, np.isfinite(values) & (values != 0)
+
+
+def digits_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The digits of doubles as three arrays (row, slot, digit), zeros left out."""
+    values, keep = _finite_np(x)
+    rows = np.nonzero(keep)[0]
+    v = values[rows]
+    slot = np.floor_divide(_exponent_np(np.abs(v)), SLOT_BITS)
+    return _flatten(rows, _digits_of_np(scaled_np(v, -slot * SLOT_BITS), slot))
+
+
+def square_digits_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    values, keep = _finite_np(x)
+    rows = np.nonzero(keep)[0]
+    v = values[rows]
+    slot = np.floor_divide(_exponent_np(np.abs(v)), SLOT_BITS)
+    y = scaled_np(v, -slot * SLOT_BITS)
+    p = y * y
+    c = y * _SPLIT
+    high = c - (c - y)
+    low = y - high
+    e = ((high * high - p) + 2.0 * high * low) + low * low
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    for part in (p, e):
+        a = np.abs(part)
+        own = np.floor_divide(_exponent_np(np.where(a > 0, a, 1.0)), SLOT_BITS)
+        for s, d in _digits_of_np(scaled_np(part, -own * SLOT_BITS), own + 2 * slot):
+            parts.append((s, np.where(a > 0, d, 0)))
+    return _flatten(rows, parts)
+
+
+def _flatten(rows: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]]):
+    row = np.concatenate([rows] * len(parts)) if parts else np.zeros(0, np.int64)
+    slot = np.concatenate([s for s, _ in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+    digit = np.concatenate([d for _, d in parts]) if parts else np.zeros(0, np.int64)
+    keep = digit != 0
+    return row[keep], slot[keep], digit[keep]
+
+
+def maps_np(groups: int, row_group: np.ndarray, slot: np.ndarray, digit: np.ndarray) -> pa.MapArray:
+    """Digit maps, one per group 0..groups-1, from (group, slot, digit) triples (summed, normalized)."""
+    return _build(groups, *_normalized_np(*_summed(row_group, slot, digit)))
+
+
+def merged_np(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> pa.MapArray:
+    """Row by row, the sum of two columns of digit maps (NULL as empty), normalized."""
+    ga, sa, da = _entries(a)
+    gb, sb, db = _entries(b)
+    return _build(len(a), *_normalized_np(*_summed(np.concatenate([ga, gb]), np.concatenate([sa, sb]),
+                                                   np.concatenate([da, db]))))
+
+
+def _entries(m: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries of a column of digit maps as (row, slot, digit) arrays (a NULL map has none)."""
+    if isinstance(m, pa.ChunkedArray):
+        m = m.combine_chunks() if m.num_chunks else pa.array([], ARROW_MAP)
+    m = m.cast(ARROW_MAP)
+    offsets = m.offsets.to_numpy()
+    lengths = np.where(m.is_null().to_numpy(zero_copy_only=False), 0, np.diff(offsets)) if len(m) else \
+        np.zeros(0, np.int64)
+    group = np.repeat(np.arange(len(m)), lengths)
+    first = np.repeat(np.cumsum(lengths) - lengths, lengths)  # each entry's place within its map
+    index = np.repeat(offsets[:-1], lengths) + (np.arange(len(group)) - first)
+    keys = m.keys.to_numpy(zero_copy_only=False).astype(np.int64)[index]
+    items = m.items.to_numpy(zero_copy_only=False).astype(np.int64)[index]
+    return group, keys, items
+
+
+def _summed(group: np.ndarray, slot: np.ndarray, digit: np.ndarray):
+    if not len(group):
+        return group, slot, digit
+    order = np.lexsort((slot, group))
+    g, s, d = group[order], slot[order], digit[order]
+    starts = np.concatenate([[True], (g[1:] != g[:-1]) | (s[1:] != s[:-1])])
+    at = np.nonzero(starts)[0]
+    return g[at], s[at], np.add.reduceat(d, at)
+
+
+def _normalized_np(group: np.ndarray, slot: np.ndarray, digit: np.ndarray):
+    carry = np.where(digit >= 0, digit >> SLOT_BITS, -((-digit) >> SLOT_BITS))
+    kept = digit - (carry << SLOT_BITS)
+    moved = carry != 0
+    g, s, d = _summed(np.concatenate([group, group[moved]]), np.concatenate([slot, slot[moved] + 1]),
+                      np.concatenate([kept, carry[moved]]))
+    nonzero = d != 0
+    return g[nonzero], s[nonzero], d[nonzero]
+
+
+def _build(groups: int, group: np.ndarray, slot: np.ndarray, digit: np.ndarray) -> pa.MapArray:
+    counts = np.bincount(group, minlength=groups) if len(group) else np.zeros(groups, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    return pa.MapArray.from_arrays(pa.array(offsets), pa.array(slot, pa.int32()), pa.array(digit, pa.int64()))
+
+
+def value_np(m: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Row by row, each map's sum rounded to a double (hi) and the rest (lo), by the same steps as `value` in
+    Spark."""
+    group, slot, digit = _entries(m)
+    n = len(m)
+    hi, lo = np.zeros(n), np.zeros(n)
+    if not len(group):
+        return hi, lo
+    order = np.lexsort((-slot, group))  # per group, top slot first
+    group, slot, digit = group[order], slot[order], digit[order]
+    rank = np.arange(len(group)) - np.searchsorted(group, group)
+    shift = np.zeros(n, np.int64)  # as in Spark: digits near the top of the range are added shifted down
+    shift[group[rank == 0]] = np.maximum(slot[rank == 0] - TOP_SLOT, 0)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflows to ±inf and NaN: dealt with after
+        for r in range(int(rank.max()) + 1):
+            at = rank == r
+            g = group[at]
+            term = scaled_np(digit[at].astype(np.float64), (slot[at] - shift[g]) * SLOT_BITS)
+            a = hi[g]
+            s = a + term
+            v = s - a
+            e = (a - (s - v)) + (term - v)
+            low = lo[g] + e
+            high = s + low
+            hi[g], lo[g] = high, low - (high - s)
+        hi, lo = scaled_np(hi, shift * SLOT_BITS), scaled_np(lo, shift * SLOT_BITS)
+    overflow = np.isnan(hi)  # NaN only from an overflow: then ±inf, the top digit's sign
+    top = np.zeros(n)
+    top[group[rank == 0]] = np.sign(digit[rank == 0])
+    hi[overflow], lo[overflow] = top[overflow] * np.inf, 0.0
+    return hi, lo
+
+
+# -- moments, exactly ------------------------------------------------------------------------------------------
+
+
+def moments_result(kind: str, count: int | None, nonfinite: int | None, sums: dict[int, int] | None,
+                   squares: dict[int, int] | None) -> float | None:
+    """VAR_POP, VAR_SAMP, STDDEV_POP or STDDEV_SAMP (`kind`) of a group from its count, its count of NaN and
+    ±inf, and the exact sums s = Σx and q = Σx² (digit maps): m = (c·q - s²) / c computed in integers, so
+    exactly whatever the cancellation (values of 2^53 a unit apart), then divided and rounded once (the square
+    root of the exact quotient, for STDDEV). Python's integers: one function for the driver and, as a UDF, for
+    Spark, so both give the same double."""
+    population = kind.endswith("_pop")
+    if not count or count <= (0 if population else 1):
+        return None
+    if nonfinite:
+        return math.nan
+    a, a_scale = _integer(sums or {})  # s = a·2^a_scale
+    b, b_scale = _integer(squares or {})  # q = b·2^b_scale
+    low = min(b_scale, 2 * a_scale)  # c·q - s² = deviations·2^low
+    deviations = count * b * 2 ** (b_scale - low) - a * a * 2 ** (2 * a_scale - low)
+    if deviations <= 0:
+        return 0.0
+    variance = Fraction(deviations, count * (count if population else count - 1)) * Fraction(2) ** low
+    try:
+        if kind.startswith("stddev"):
+            return _square_root(variance)
+        return float(variance)
+    except OverflowError:
+        return math.inf
+
+
+def _integer(digits: dict[int, int]) -> tuple[int, int]:
+    """A digit map as an integer and a power of two: Σ d·2^(32·slot) = value·2^scale."""
+    if not digits:
+        return 0, 0
+    lowest = min(digits)
+    return sum(d << (SLOT_BITS * (slot - lowest)) for slot, d in digits.items()), SLOT_BITS * lowest
+
+
+def _square_root(x: Fraction) -> float:
+    """The square root of a positive fraction, to more bits than a double holds, then rounded once."""
+    shift = max(0, 2 * 64 - (x.numerator.bit_length() - x.denominator.bit_length()))
+    shift += shift % 2
+    root = math.isqrt((x.numerator << shift) // x.denominator)
+    return float(Fraction(root, 1 << (shift // 2)))

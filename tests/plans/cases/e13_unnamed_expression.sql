@@ -1,1 +1,0 @@
-CREATE MATERIALIZED VIEW v AS SELECT id, qty * 2 FROM orders;
