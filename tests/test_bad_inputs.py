@@ -1,7 +1,9 @@
 """Hostile inputs (issue 18), table-driven: SQL files, configuration, names, paths, source data and the command
-line. Each one, run as a user runs `mv` (a real process), ends in exit code 1 and one `Error:` line that says
-where the problem is (file and line, or the object and path), no traceback, and nothing written: no file of
-the project's folder is added or changed.
+line. Each one, run as `mv` runs it (the CLI's `main`, in this process: a process per case cost a Python and
+often a Spark start each; tests/test_cli.py runs the real `mv` for exit codes and signals), ends in exit code 1
+and one `Error:` line that says where the problem is (file and line, or the object and path), no traceback
+(Python's or Java's, on either file descriptor), and nothing written: no file of the project's folder is added
+or changed.
 
 Not errors, and tested as such: a source whose timestamps carry another time zone (Delta stores instants: the
 view reads the same instants)."""
@@ -18,6 +20,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from mvengine.cli.main import main
 from tests.test_cli import BIN
 
 SOURCES = "CREATE TABLE scores (name STRING NOT NULL, team STRING, score INT, at TIMESTAMP);\n"
@@ -119,6 +122,17 @@ CASES = [
         ");", ", PRIMARY KEY (nam) NOT ENFORCED);")), ["refresh"], "views/sources.sql:1"),
     ("source append_only neither true nor false", _write("views/sources.sql", SOURCES.replace(
         ");", ") WITH ('append_only' = 'maybe');")), ["refresh"], "views/sources.sql:1"),
+    # issue 35, item 8: a typo in a declared path is not a new, empty table
+    ("issue 35 item 8 source path with a typo", _both(_write("views/sources.sql", SOURCES.replace(
+        ");", ") WITH ('path' = 'data/scorse');")), _source_table(SCORES, [], path="data/scores")), ["refresh"],
+     "the nearest existing folder is"),
+    # issue 35, item 9: a mistake in a view's SELECT, at its line and column, with the word meant
+    ("issue 35 item 9 FORM for FROM", _view("CREATE MATERIALIZED VIEW totals AS\nSELECT team FORM scores;"),
+     ["plan"], "views/totals.sql:2:13: syntax error: unexpected 'FORM'"),
+    ("issue 35 item 9 GRUOP BY", _view("CREATE MATERIALIZED VIEW totals AS\nSELECT team, SUM(score) AS s FROM "
+                                       "scores GRUOP BY team;"), ["plan"], "did you mean GROUP?"),
+    ("issue 35 item 9 a missing comma", _view("CREATE MATERIALIZED VIEW totals AS\nSELECT team SUM(score) AS s "
+                                              "FROM scores GROUP BY team;"), ["plan"], "views/totals.sql:2:"),
     # -- configuration
     ("config not TOML", _conf("[refresh\ninterval = 1s"), ["refresh"], "conf/mvengine.toml"),
     ("config unknown key", _conf("[refresh]\nintervall = '1s'\n"), ["refresh"], "conf/mvengine.toml:2"),
@@ -130,6 +144,9 @@ CASES = [
      "MV_SURELY_UNSET"),
     ("config wrong type", _conf("[plan]\nrequire_bounded_state = 'yes'\n"), ["refresh"], "conf/mvengine.toml:2"),
     ("config NUL byte", _conf("[refresh]\ninterval = '1s'\0\n"), ["refresh"], "conf/mvengine.toml"),
+    # issue 35, item 10: refused when read, not by Spark later
+    ("issue 35 item 10 master = 4", _conf("[spark]\nmaster = 4\n"), ["query", "SELECT * FROM totals"],
+     "conf/mvengine.toml:2: [spark] master must be a Spark master URL"),
     # -- paths
     ("no such project", lambda root: None, ["--project", "/nonexistent/project", "refresh"], "/nonexistent/project"),
     ("project is a file", _write("afile", "x"), ["--project", "{root}/afile", "refresh"], "afile"),
@@ -161,7 +178,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("setup, args, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_a_hostile_input_is_one_located_error_and_writes_nothing(tmp_path, setup, args, expected):
+def test_a_hostile_input_is_one_located_error_and_writes_nothing(spark, tmp_path, capfd, setup, args, expected):
     root = tmp_path / "project"
     (root / "views").mkdir(parents=True)
     (root / "views" / "sources.sql").write_text(SOURCES)
@@ -169,14 +186,14 @@ def test_a_hostile_input_is_one_located_error_and_writes_nothing(tmp_path, setup
     setup(root)
     before = _tree(tmp_path)
     args = [a.replace("{root}", str(root)) for a in args]
-    command = [str(BIN / "mv"), *([] if args[0] == "--project" else ["--project", str(root)]), *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False,
-                            env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"))
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output
-    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    capfd.readouterr()
+    code = main([*([] if args[0] == "--project" else ["--project", str(root)]), *args], prog="mv")
+    out, err = capfd.readouterr()
+    output = out + err
+    assert code == 1, output
+    errors = [line for line in err.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1, output
-    assert expected in result.stderr, output
+    assert expected in err, output
     assert "Traceback" not in output and "internal error" not in output and "\tat " not in output, output
     assert _tree(tmp_path) == before, "the command wrote files"
 

@@ -85,3 +85,17 @@ def test_the_mv_shim_knows_every_word_of_the_parser():
     (subparsers,) = [a for a in parser._actions if a.choices and a.dest == "command"]
     assert set(subparsers.choices) == set(COMMANDS)
     assert set(parser._option_string_actions) == set(OWN_OPTIONS)
+
+
+def test_issue_35_item_13_a_near_miss_of_a_command_is_named_not_handed_to_the_system_mv(tmp_path):
+    """`mv refesh` is not a file to move (no such file): the command meant is suggested, exit 2; a real file
+    still moves."""
+    result = subprocess.run([str(BIN / "mv"), "refesh"], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                            check=False)
+    assert result.returncode == 2, result.stderr
+    assert "unknown command 'refesh'" in result.stderr and "did you mean mv refresh?" in result.stderr
+    assert "missing destination" not in result.stderr
+    (tmp_path / "refesh").write_text("a file of that name")
+    moved = subprocess.run([str(BIN / "mv"), "refesh", "moved"], capture_output=True, text=True, cwd=tmp_path,
+                           timeout=60, check=False)
+    assert moved.returncode == 0 and (tmp_path / "moved").exists(), moved.stderr

@@ -108,3 +108,65 @@ def test_aggregates_equal_sparks_after_random_changes_on_the_driver(spark, tmp_p
 def test_aggregates_equal_sparks_in_spark(spark, tmp_path, steps):
     engines = refresh_steps(spark, project(tmp_path, "driver_max_changes = 0\n"), steps, check=check)
     assert all(engines[n] == {"bootstrap/spark", "stream/spark"} for n in engines), engines
+
+
+ITEM_6_SOURCES = """
+CREATE TABLE c (g STRING, v INT) WITH ('append_only' = 'true');
+CREATE TABLE orders (o_orderkey BIGINT NOT NULL, o_priority STRING, PRIMARY KEY (o_orderkey) NOT ENFORCED);
+CREATE TABLE lineitem (l_orderkey BIGINT, l_line INT, l_commitdate DATE, l_receiptdate DATE);
+"""
+ITEM_6_VIEWS = """
+CREATE MATERIALIZED VIEW listed AS SELECT g, COLLECT_LIST(v) AS vs FROM c WHERE v > 0 GROUP BY g;
+CREATE MATERIALIZED VIEW late_orders AS
+SELECT o_priority, COUNT(*) FROM orders
+WHERE EXISTS (SELECT * FROM lineitem WHERE l_orderkey = o_orderkey AND l_commitdate < l_receiptdate)
+GROUP BY o_priority;
+"""
+
+
+@pytest.mark.parametrize("engine", ["driver", "spark"])
+def test_issue_35_item_6_a_batch_whose_rows_all_fail_the_where(spark, tmp_path, engine):
+    """A batch of an append-only source whose new rows all fail the WHERE, under COLLECT_LIST; and orders with
+    their lines inserted and deleted under a correlated EXISTS: the refresh ends, and the views equal their SQL
+    ("cannot construct ChunkedArray from empty vector and omitted type" stopped it)."""
+    import datetime as dt
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from mvengine.runtime.refresh import Refresher
+    from tests.test_refresh_differential import check_view
+
+    root = make_project(tmp_path, ITEM_6_VIEWS)
+    (root / "views" / "sources.sql").write_text(ITEM_6_SOURCES)
+    if engine == "spark":
+        (root / "conf").mkdir()
+        (root / "conf" / "mvengine.toml").write_text("[refresh]\ndriver_max_changes = 0\n")
+    config = load_config(root)
+    catalog = load_catalog(config)
+    refresher = Refresher(spark, config, catalog)
+    refresher.prepare_sources()
+    day = dt.date(2026, 11, 25)
+
+    write_deltalake(TableRef(catalog.sources["c"].path).uri,
+                    pa.table({"g": ["a", "b"], "v": pa.array([1, 2], pa.int32())}), mode="append")
+    write_deltalake(TableRef(catalog.sources["orders"].path).uri,
+                    pa.table({"o_orderkey": pa.array([1, 2], pa.int64()), "o_priority": ["1-URGENT", "2-HIGH"]}),
+                    mode="append")
+    write_deltalake(TableRef(catalog.sources["lineitem"].path).uri, pa.table({
+        "l_orderkey": pa.array([1, 2], pa.int64()), "l_line": pa.array([1, 1], pa.int32()),
+        "l_commitdate": [day, day], "l_receiptdate": [day + dt.timedelta(days=1), day]}), mode="append")
+    refresher.refresh()
+    write_deltalake(TableRef(catalog.sources["c"].path).uri,
+                    pa.table({"g": ["a", "c"], "v": pa.array([0, -5], pa.int32())}), mode="append")
+    DeltaTable(TableRef(catalog.sources["orders"].path).uri).delete("o_orderkey = 1")
+    DeltaTable(TableRef(catalog.sources["lineitem"].path).uri).delete("l_orderkey = 1")
+    write_deltalake(TableRef(catalog.sources["orders"].path).uri,
+                    pa.table({"o_orderkey": pa.array([3], pa.int64()), "o_priority": ["1-URGENT"]}), mode="append")
+    write_deltalake(TableRef(catalog.sources["lineitem"].path).uri, pa.table({
+        "l_orderkey": pa.array([3], pa.int64()), "l_line": pa.array([1], pa.int32()),
+        "l_commitdate": [day], "l_receiptdate": [day + dt.timedelta(days=2)]}), mode="append")
+    refresher.refresh()
+    for name in catalog.plans:
+        check_view(spark, catalog, name)
+    assert [c.name for c in catalog.plans["late_orders"].columns] == ["o_priority", "count(1)"]  # item 7

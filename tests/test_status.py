@@ -56,9 +56,11 @@ def test_status_follows_versions_lag_batches_and_trouble(tmp_path, spark):
     assert behind["totals"].lag_s > 0 and behind["ranked"].behind == 1  # through totals
     assert behind["scores"].version == 1 and behind["scores"].rows == 2
 
-    project.refresh()
+    reports = {r.view: r for r in project.refresh()}
     after = by_name(project)
     totals = after["totals"]
+    # issue 35, item 13: the ms column is the batch line's number (both the time until the snapshot commit)
+    assert totals.batch_ms == reports["totals"].millis and f"{totals.batch_ms} ms" in reports["totals"].line()
     assert (totals.version, totals.behind, totals.lag_s, totals.stale) == (1, 0, 0.0, False)
     assert (totals.rows_in, totals.rows_out, totals.rows, totals.engine) == (2, 2, 2, "driver")
     assert totals.batch_ms >= 0 and totals.state_bytes > 0 and totals.problem is None

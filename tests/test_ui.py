@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -25,6 +26,11 @@ CREATE TABLE scores (team STRING, score INT) WITH ('append_only' = 'true');
 VIEWS = """
 CREATE MATERIALIZED VIEW totals AS SELECT team, SUM(score) AS total, COUNT(*) AS n FROM scores GROUP BY team;
 CREATE MATERIALIZED VIEW big_teams AS SELECT team, total FROM totals WHERE total > 10;
+"""
+# A name longer than its box, and an edge that skips a layer (scores, layer 0, to a view of layer 2).
+LONG = """
+CREATE MATERIALIZED VIEW teams_with_scores_and_their_totals_side_by_side AS
+SELECT s.team, s.score, t.total FROM scores AS s JOIN big_teams AS t ON s.team = t.team;
 """
 
 
@@ -55,7 +61,7 @@ def append(project: Project, rows: list[tuple[str, int]]) -> None:
 
 @pytest.fixture
 def served(tmp_path, spark):
-    root = write_project(tmp_path / "project", SOURCES, VIEWS)
+    root = write_project(tmp_path / "project", SOURCES, VIEWS + LONG)
     project = Project.open(root, spark=spark)
     project.refresh()
     append(project, [("red", 5), ("blue", 20)])
@@ -68,8 +74,9 @@ def served(tmp_path, spark):
         assert line.startswith(f"mv ui: http://127.0.0.1:{port}/"), line + server.stdout.read()
         yield project, f"http://127.0.0.1:{port}/"
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.send_signal(signal.SIGINT)  # Ctrl-C, its documented stop (issue 35, item 13: it was an error)
+        said = server.communicate(timeout=30)[0]
+    assert server.returncode == 0 and "mv ui stopped" in said and "Error" not in said, said
 
 
 def test_the_page_shows_the_dag_and_follows_a_refresh_without_a_reload(served, tmp_path):
@@ -86,8 +93,11 @@ def test_the_page_shows_the_dag_and_follows_a_refresh_without_a_reload(served, t
         totals = page.locator('.node[data-name="totals"]')
         expect(totals).to_have_attribute("data-version", "1")
         names = page.locator(".node").evaluate_all("nodes => nodes.map(n => n.dataset.name)")
-        assert sorted(names) == ["big_teams", "scores", "totals"]
-        assert page.locator(".edge").count() == 2
+        assert sorted(names) == ["big_teams", "scores", "teams_with_scores_and_their_totals_side_by_side", "totals"]
+        assert page.locator(".edge").count() == 4
+        # issue 35, item 13: every name fits its box, and no edge runs behind a box it does not join
+        assert page.evaluate(FITS) == [], "names wider than their boxes"
+        assert page.evaluate(CROSSINGS) == [], "edges behind another view's box"
         expect(totals).to_have_attribute("data-state", "fresh")
         expect(page.locator('.node[data-name="big_teams"]')).to_have_attribute("data-state", "fresh")
         expect(totals.locator(".lag")).to_have_text("lag 0s")
@@ -115,6 +125,31 @@ def test_the_page_shows_the_dag_and_follows_a_refresh_without_a_reload(served, t
         expect(page.locator("#plan")).to_contain_text("strategy   incremental")
         page.screenshot(path=os.environ.get("MV_UI_SCREENSHOT") or str(tmp_path / "ui.png"), full_page=True)
         browser.close()
+
+
+# Names whose drawn text is wider than the box around it.
+FITS = """() => [...document.querySelectorAll('.node')].filter(n =>
+  n.querySelector('text.name').getBBox().width > n.querySelector('rect').getBBox().width - 8
+).map(n => n.dataset.name)"""
+# (edge, box) pairs where a point along the edge falls inside a box that is neither of its ends.
+CROSSINGS = """() => {
+  const boxes = [...document.querySelectorAll('.node')].map(n => {
+    const r = n.getBoundingClientRect(); return {name: n.dataset.name, r};
+  });
+  const svg = document.getElementById('dag'), found = [];
+  for (const e of document.querySelectorAll('.edge')) {
+    const m = e.getScreenCTM(), length = e.getTotalLength();
+    for (let d = 0; d <= length; d += 4) {
+      const p = e.getPointAtLength(d), x = m.a * p.x + m.e, y = m.d * p.y + m.f;
+      for (const b of boxes) {
+        if (b.name === e.dataset.from || b.name === e.dataset.to) continue;
+        if (x > b.r.left + 1 && x < b.r.right - 1 && y > b.r.top + 1 && y < b.r.bottom - 1)
+          found.push(`${e.dataset.from}->${e.dataset.to} behind ${b.name}`);
+      }
+    }
+  }
+  return [...new Set(found)];
+}"""
 
 
 def test_ui_refuses_a_port_in_use(tmp_path):
