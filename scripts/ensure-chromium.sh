@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A Chromium for the browser tests of `mv ui` (tests/test_ui.py, Playwright): the system's, Playwright's own
+# A Chromium for the browser tests of `mv ui` (tests/system/test_ui.py, Playwright): the system's, Playwright's own
 # download when its CDN is reachable, or Debian's `chromium` package installed with apt-get.
 set -euo pipefail
 venv_python="${1:-.venv/bin/python}"
@@ -14,4 +14,4 @@ if bash "$(dirname "$0")/apt-install.sh" "a browser for the tests of mv ui" chro
   exit 0
 fi
 echo "No Chromium for the browser tests of mv ui: install one (Debian/Ubuntu: apt-get install chromium)," \
-     "or set MV_CHROMIUM to its path; tests/test_ui.py skips its browser test until then." >&2
+     "or set MV_CHROMIUM to its path; tests/system/test_ui.py skips its browser test until then." >&2

@@ -1,13 +1,23 @@
 """One local Spark session for the whole run (local[2], 2 shuffle partitions, UI off), real Delta tables in
-temporary folders."""
+temporary folders.
+
+Tiers by folder (tests/README.md): tests/unit (no Spark, no process: `make test-fast`), tests/spark (in this
+process, on the one session), tests/system (real processes: the CLI, signals, crashes, cluster, object store,
+browser, README). Each test gets its folder's marker. Every run writes where its time went, per test (seconds
+of set-up, call and tear-down, and Spark jobs run in this process), to test-profile.tsv.
+
+Hypothesis: the `ci` profile (the default) runs the examples each test asks for; `nightly`
+(HYPOTHESIS_PROFILE=nightly, `make test-nightly`) ten times as many (`examples(n)`)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from mvengine.storage.tables import TableRef
 
@@ -15,6 +25,58 @@ from mvengine.storage.tables import TableRef
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite the expected files of golden tests (tests/plans/expected) from current output")
+
+
+TIERS = ("unit", "spark", "system")
+PROFILE = Path(__file__).parent.parent / "test-profile.tsv"
+
+settings.register_profile("ci", deadline=None, print_blob=True)  # timings on a loaded 2-core machine vary
+settings.register_profile("nightly", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(n: int) -> int:
+    """A test's number of generated examples: `n` in the ci profile, ten times as many in `nightly`."""
+    return n * 10 if os.environ.get("HYPOTHESIS_PROFILE") == "nightly" else n
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = Path(str(item.fspath)).parent.name
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+_SPENT: dict[str, list[float]] = {}  # test id → [set-up, call, tear-down seconds, Spark jobs]
+
+
+def _spark_jobs() -> int:
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    return int(active.sparkContext._jsc.sc().dagScheduler().nextJobId()) if active is not None else 0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    jobs = _spark_jobs()
+    yield
+    _SPENT.setdefault(item.nodeid, [0.0, 0.0, 0.0, 0])[3] = _spark_jobs() - jobs
+
+
+def pytest_runtest_logreport(report):
+    spent = _SPENT.setdefault(report.nodeid, [0.0, 0.0, 0.0, 0])
+    spent[("setup", "call", "teardown").index(report.when)] += report.duration
+
+
+def pytest_sessionfinish(session):
+    if not _SPENT:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    path = PROFILE.with_suffix(f".{worker}.tsv") if worker else PROFILE
+    rows = sorted(_SPENT.items(), key=lambda kv: -sum(kv[1][:3]))
+    path.write_text("seconds\tsetup\tcall\tteardown\tspark_jobs\ttest\n" + "".join(
+        f"{sum(v[:3]):.2f}\t{v[0]:.2f}\t{v[1]:.2f}\t{v[2]:.2f}\t{v[3]}\t{k}\n" for k, v in rows))
 
 
 @pytest.fixture(scope="session")

@@ -250,12 +250,12 @@ def decimal_average(total: Column, count: Column, result_type: str) -> Column:
 
 
 class FloatSum(Count):
-    """SUM(x) and AVG(x) of floating-point x: c as for
-    COUNT(x); s, the exact sum of the finite x (incremental/exact_sum.py: a map of digits, so deleting a value
-    takes away exactly what inserting it added, and 1.5 + 1e17 - 1e17 is 1.5); and the counts of NaN, +inf and
-    -inf apart (a NaN, or both infinities, make the sum NaN; one infinity makes it that infinity; a finite sum
-    beyond the double range counts as an infinity of its sign: all as Spark sums). SUM = that value when c > 0, else NULL; AVG = SUM / c. The finite sum is rounded once, from the exact
-    one, so it is at least as close to the true sum as Spark's (which rounds at every row)."""
+    """SUM(x) and AVG(x) of floating-point x: c as for COUNT(x); s, the exact sum of the finite x
+    (incremental/exact_sum.py: a map of digits, so deleting a value takes away exactly what inserting it added,
+    and 1.5 + 1e17 - 1e17 is 1.5); and the counts of NaN, +inf and -inf apart (a NaN, or both infinities, make
+    the sum NaN; one infinity makes it that infinity; a finite sum beyond the double range counts as an
+    infinity of its sign: all as Spark sums). SUM = s rounded (within an ulp) when c > 0, else NULL;
+    AVG = SUM / c. Spark's own sum rounds at every row, in the order it reads them, and is no closer."""
 
     def __init__(self, average: bool, *args, **kwargs) -> None:  # AVG, not SUM
         super().__init__(*args, **kwargs)

@@ -14,8 +14,8 @@ the slot-wise sum of its values' digits times their weights, so inserting and de
 the same integers: exact, in any order. After each merge a digit at or beyond 2^32 in magnitude carries its
 excess into the slot above (truncating toward zero, so digits keep their sign and the map does not grow), which
 keeps digits below 2^33 and the batch sums far from BIGINT's range. The value is rounded to a double from the
-top slot down in double-double arithmetic (exact for the top three slots, within a few units of 2^-100 of the
-sum below them); sums beyond ±1.8e308 are ±inf, as Spark's are.
+top slot down in double-double arithmetic: within a unit in the last place of the exact sum (Spark's own sum
+rounds at every row); sums beyond ±1.8e308 are ±inf, as Spark's are.
 
 x² is kept exactly too (`square_digits`): with x = y·2^(32·s), y² = p + e exactly (Dekker's product; y < 2^32,
 so nothing overflows), and the digits of p and e are taken at slot offset 2·s, so squares beyond the double

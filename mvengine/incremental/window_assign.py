@@ -4,7 +4,7 @@ in, so the delta of the windowed rows is the windowed delta, with no state.
 A tumbling window of size s (offset o) holding time t starts at t - ((t - o) mod s); a hopping window of size s
 every d holds t in the ceil(s / d) windows starting at t - ((t - o) mod d) - k·d (k = 0, 1, ...) that still end
 after t. A row whose time is NULL is in no window. These are Spark's `window()` semantics, which the Spark rule
-calls and the driver rule reproduces (tests/test_refresh_windows.py checks both against Spark's batch SQL).
+calls and the driver rule reproduces (tests/spark/test_refresh_windows.py checks both against Spark's batch SQL).
 Session windows are not linear (a row can merge two sessions): their views are recomputed (plan/analysis.py).
 """
 

@@ -1,7 +1,7 @@
 """The name Spark gives a SELECT column written without AS: its expression in Spark's "pretty" SQL
 (`sum(l_quantity)`, `count(1)`, `(price * 2)`, `CAST(k AS INT)`), so that a view's columns are named as the same
 SELECT's are in Spark (issue 35). Columns print unqualified, string literals without quotes, every operator in
-parentheses, function names in lower case; tests/test_plan_spark_accepts.py compares these names with Spark's
+parentheses, function names in lower case; tests/spark/test_plan_spark_accepts.py compares these names with Spark's
 own over the planner's corpus."""
 
 from __future__ import annotations

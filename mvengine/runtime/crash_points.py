@@ -1,4 +1,4 @@
-"""Crash points, for the crash-matrix test (tests/test_refresh_crash.py): with MVENGINE_CRASH_AT set to
+"""Crash points, for the crash-matrix test (tests/system/test_refresh_crash.py): with MVENGINE_CRASH_AT set to
 `<view>:<commit>:<before|after>` (commit: state, snapshot, key revisions or changelog), the process kills itself
 with SIGKILL (no `finally`, no flush: as a power cut would) at that boundary of the first batch of the view
 that reaches it. Unset, a boundary costs one comparison."""

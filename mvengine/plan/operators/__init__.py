@@ -7,7 +7,7 @@ planner must know to maintain it incrementally, in one place:
 - `full_reasons(node)`: why it cannot be maintained incrementally (empty: it can).
 
 plan/analysis.py asks these for every node of a plan; incremental/compiler.py and driver_support.py find the
-rules here. A node type without an operator is a planning error (tests/test_operators.py checks each has one).
+rules here. A node type without an operator is a planning error (tests/unit/test_operators.py checks each has one).
 """
 
 from __future__ import annotations

@@ -1,0 +1,89 @@
+"""Which engine computes a batch (incremental/driver.py): small batches of views the driver computes run on the
+driver without a Spark job; a batch whose values the driver cannot compute exactly as Spark (a NaN in a
+comparison), a view outside its subset, or a batch above `[refresh] driver_max_changes` go to Spark; the batch
+line says which, and every snapshot still equals its SQL."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from mvengine.project.catalog import load_catalog
+from mvengine.project.config import load_config
+from mvengine.runtime.refresh import Refresher
+from tests.spark.test_refresh_differential import check_view
+
+SQL = """
+CREATE TABLE m (k INT NOT NULL, x DOUBLE, s STRING, PRIMARY KEY (k) NOT ENFORCED);
+CREATE MATERIALIZED VIEW positive AS SELECT k, x FROM m WHERE x > 0;
+CREATE MATERIALIZED VIEW per_s AS SELECT s, COUNT(*) AS n, SUM(x) AS total FROM m GROUP BY s;
+CREATE MATERIALIZED VIEW prefixes AS SELECT substring(s, 1, 1) AS p, COUNT(*) AS n FROM m GROUP BY substring(s, 1, 1);
+"""
+SCHEMA = pa.schema([pa.field("k", pa.int32(), False), ("x", pa.float64()), ("s", pa.string())])
+
+
+def project(root: Path, conf: str = "") -> tuple:
+    (root / "views").mkdir(parents=True)
+    (root / "views" / "all.sql").write_text(SQL)
+    if conf:
+        (root / "conf").mkdir()
+        (root / "conf" / "mvengine.toml").write_text(conf)
+    config = load_config(root)
+    return config, load_catalog(config)
+
+
+def commit(catalog, rows: list[tuple]) -> None:
+    write_deltalake(catalog.sources["m"].path, pa.Table.from_pylist(
+        [dict(zip(SCHEMA.names, r)) for r in rows], schema=SCHEMA), mode="append")
+
+
+def refresh(spark, config, catalog) -> dict:
+    reports = []
+    Refresher(spark, config, catalog, report=reports.append).refresh()
+    return {r.view: r for r in reports}
+
+
+def test_small_batches_run_on_the_driver_and_others_in_spark(spark, tmp_path):
+    config, catalog = project(tmp_path)
+    Refresher(spark, config, catalog).refresh()
+    commit(catalog, [(1, 2.5, "ab"), (2, -1.0, "b"), (3, None, None)])
+    batches = refresh(spark, config, catalog)
+    for view in ("positive", "per_s"):
+        assert batches[view].engine == "driver", batches[view].line()
+        assert batches[view].line().endswith("on the driver")
+        assert all(p.jobs == 0 for p in batches[view].phases), batches[view].profile()
+    # substring() is outside what the driver evaluates: `mv plan` says so, and Spark computes every batch.
+    assert batches["prefixes"].engine == "spark" and "on the driver" not in batches["prefixes"].line()
+    for view in catalog.plans:
+        check_view(spark, catalog, view)
+
+
+def test_a_batch_the_driver_would_compute_differently_goes_to_spark(spark, tmp_path):
+    """Spark orders NaN above every number (NaN > 0 is true) where Arrow's comparison is false: the batch goes to
+    Spark, the line says why, and the snapshots follow Spark's semantics."""
+    config, catalog = project(tmp_path)
+    Refresher(spark, config, catalog).refresh()
+    commit(catalog, [(1, math.nan, "a"), (2, 1.0, "a")])
+    batches = refresh(spark, config, catalog)
+    assert batches["positive"].engine == "spark"
+    assert "computed by Spark: a NaN in a comparison" in batches["positive"].line()
+    for view in catalog.plans:
+        check_view(spark, catalog, view)
+    commit(catalog, [(3, 4.0, "c")])  # the next batch has no NaN: the driver again
+    assert refresh(spark, config, catalog)["positive"].engine == "driver"
+    check_view(spark, catalog, "positive")
+
+
+def test_a_batch_above_driver_max_changes_goes_to_spark(spark, tmp_path):
+    config, catalog = project(tmp_path, "[refresh]\ndriver_max_changes = 2\n")
+    Refresher(spark, config, catalog).refresh()
+    commit(catalog, [(1, 1.0, "a"), (2, 2.0, "b"), (3, 3.0, "c")])
+    batches = refresh(spark, config, catalog)
+    assert {v: b.engine for v, b in batches.items()} == {"positive": "spark", "per_s": "spark", "prefixes": "spark"}
+    commit(catalog, [(4, 1.0, "a")])
+    assert refresh(spark, config, catalog)["per_s"].engine == "driver"
+    for view in catalog.plans:
+        check_view(spark, catalog, view)

@@ -1,0 +1,92 @@
+"""`mv refresh` as a user runs it (real processes): the batch lines, an up-to-date second run, a batch's phases
+(`--profile`), a rebuild when the SQL changes, and `--continuous` stopping cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from mvengine.project.catalog import load_catalog
+from mvengine.project.config import load_config
+from tests.system.test_cli import BIN, run
+
+SOURCES = "CREATE TABLE scores (name STRING NOT NULL, team STRING, score INT);\n"
+VIEW = "CREATE MATERIALIZED VIEW totals AS SELECT team, SUM(score) AS total FROM scores GROUP BY team;\n"
+
+
+def project(root: Path) -> Path:
+    (root / "views").mkdir(parents=True)
+    (root / "views" / "sources.sql").write_text(SOURCES)
+    (root / "views" / "totals.sql").write_text(VIEW)
+    return root
+
+
+def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_path):
+    root = project(tmp_path)
+    first = run("--project", str(root), "refresh")
+    assert first.returncode == 0, first.stderr
+    spark_line, line = first.stdout.splitlines()[:2]
+    assert re.fullmatch(r"Spark started in \d+\.\d s", spark_line)  # on its own line, not in a batch's time
+    assert line.startswith("totals: batch 0 [bootstrap] inputs scores@0: recomputed, 0 changelog rows out")
+    assert "(new view)" in first.stdout
+    assert "default log4j profile" not in first.stderr and "Setting default log level" not in first.stderr  # quiet
+    assert "incubator" not in first.stderr + first.stdout  # the JVM's start-up warning is filtered out
+    again = run("--project", str(root), "refresh")
+    # Nothing moved: answered from the Delta logs, without starting Spark (no "Spark started" line).
+    assert again.returncode == 0 and again.stdout.strip() == "every view is up to date"
+    scores = load_catalog(load_config(root)).sources["scores"].path
+    schema = pa.schema([pa.field("name", pa.string(), False), ("team", pa.string()), ("score", pa.int32())])
+    write_deltalake(scores, pa.table({"name": ["ann"], "team": ["red"], "score": [3]}, schema), mode="append")
+    profiled = run("--project", str(root), "refresh", "--profile")
+    assert profiled.returncode == 0, profiled.stderr
+    # A one-shot refresh runs its one batch without a streaming query (only --continuous starts one), and a
+    # batch computed on the driver needs no Spark at all: Spark is not even started.
+    line, phases = profiled.stdout.splitlines()[:2]
+    assert "pipeline query" not in profiled.stdout and "Spark started" not in profiled.stdout
+    assert line.startswith("totals: batch 1 [stream] inputs scores@1: 1 changes in, 1 changelog rows out")
+    # One row's change is read by delta-rs and computed on the driver, and every write comes from there: no
+    # Spark job in the whole batch.
+    assert line.endswith(" ms on the driver"), line
+    assert re.fullmatch(r"  phases: read changes \d+ ms \(0 jobs\), delta rule \d+ ms \(0 jobs\), "
+                        r"compute changes \d+ ms \(0 jobs\), commit state \d+ ms \(0 jobs\), commit snapshot "
+                        r"\d+ ms \(0 jobs\), commit key revisions \d+ ms \(0 jobs\), commit changelog \d+ ms "
+                        r"\(0 jobs\)", phases), phases
+    (root / "views" / "totals.sql").write_text(VIEW.replace("SUM(score) AS total", "SUM(score) AS total, "
+                                                                                  "COUNT(*) AS n"))
+    changed = run("--project", str(root), "refresh", "totals")
+    assert changed.returncode == 0, changed.stderr
+    assert "SQL changed: rebuilt from the inputs; its columns changed, so its snapshot and changelog start over" \
+        in changed.stdout
+
+
+def test_refresh_mistakes_are_one_line(tmp_path):
+    root = project(tmp_path)
+    result = run("--project", str(root), "refresh", "--interval", "1s")
+    assert result.returncode == 1 and "--interval only applies with --continuous" in result.stderr
+    result = run("--project", str(root), "refresh", "total")
+    assert result.returncode == 1 and "no source or view named 'total'" in result.stderr
+    assert "did you mean totals?" in result.stderr
+
+
+def test_continuous_refresh_stops_cleanly_on_sigterm(tmp_path):
+    root = project(tmp_path)
+    child = subprocess.Popen([str(BIN / "mv"), "--project", str(root), "refresh", "--continuous", "--interval",
+                              "300ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().startswith("Spark started in "), child.stderr.read()
+        line = child.stdout.readline()  # the first batch line: the loop is running
+        assert line.startswith("totals: batch 0 [bootstrap]"), line + child.stderr.read()
+        time.sleep(1)
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    assert "stopping after the current batch" in out

@@ -1,0 +1,176 @@
+"""The README cannot rot: every command in its ```console blocks runs, in order, against a copy of the example
+project (views/, conf/), and prints what the README says it prints.
+
+A block's `$ ` lines are commands (a quoted argument may continue on the next lines); the lines after a command
+are its output. A command ending in `&` runs in the background. A command whose output shows `^C` runs until
+the background commands have finished and every view reflects every source commit, then gets Ctrl-C (SIGINT);
+the lines after `^C` are what it prints as it stops. Outputs are compared line by line with every number masked
+(times, versions and totals vary from run to run) and runs of spaces collapsed: each line the README shows must
+be among the lines the command printed. `...` stands for lines left out, and `/path/to/mvengine` for the
+project's folder.
+
+The Python API example (the ```python block of its section) runs last, in the same project.
+
+The set-up commands (`make run`, `make test`) and the Nexmark example's minute-long run, in ```bash blocks, are
+not run here: CI runs `make test` itself, the project starts as `make run` leaves it (`mv refresh` is run first),
+and tests/spark/test_nexmark.py refreshes the Nexmark views over the same event stream.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.system.test_cli import BIN
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+README = ROOT / "README.md"
+TIMEOUT_S = 600
+CLONE = "/path/to/mvengine"  # how the README writes the folder of the user's clone
+
+
+@dataclass
+class Command:
+    line: str
+    expected: list[str] = field(default_factory=list)
+
+    @property
+    def background(self) -> bool:
+        return self.line.rstrip().endswith("&")
+
+    @property
+    def interrupted(self) -> bool:
+        return "^C" in self.expected
+
+
+def commands(text: str, fence: str = "console") -> list[Command]:
+    """The README's console commands with the output it shows for each, in order: those of the blocks opened by
+    ```console (the example project on a local disk), or by another `fence` (```console object-store)."""
+    found: list[Command] = []
+    for block in re.findall(rf"^```{fence}\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
+        lines = block.splitlines()
+        i = 0
+        while i < len(lines):
+            if not lines[i].startswith("$ "):
+                found[-1].expected.append(lines[i])
+                i += 1
+                continue
+            command = lines[i][2:]
+            while not _complete(command):
+                i += 1
+                command += "\n" + lines[i]
+            found.append(Command(command))
+            i += 1
+    return found
+
+
+def _complete(command: str) -> bool:
+    try:
+        shlex.split(command)
+    except ValueError:  # an open quote: the command goes on on the next line
+        return False
+    return True
+
+
+def mask(line: str) -> str:
+    return " ".join(re.sub(r"\d+", "#", line).split())
+
+
+def run_readme(project: Path, found: list[Command] | None = None) -> list[tuple[Command, str]]:
+    """Run every command of the README (or those `found`) in `project`; returns each with what it printed."""
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("CI", None)
+    background: list[subprocess.Popen] = []
+    results = []
+    try:
+        for command in found if found is not None else commands(README.read_text(encoding="utf-8")):
+            if command.background:
+                background.append(subprocess.Popen(command.line.rstrip().removesuffix("&"), shell=True, cwd=project,
+                                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                continue
+            if command.interrupted:
+                results.append((command, _until_fresh(command.line, project, env, background)))
+                continue
+            done = subprocess.run(command.line, shell=True, cwd=project, env=env, capture_output=True, text=True,
+                                  check=False, timeout=TIMEOUT_S)
+            assert done.returncode == 0, f"$ {command.line}\n{done.stdout}{done.stderr}"
+            results.append((command, (done.stdout + done.stderr).replace(str(project), CLONE)))
+    finally:
+        for process in background:
+            process.kill()
+            process.wait()
+    return results
+
+
+def _until_fresh(line: str, project: Path, env: dict, background: list[subprocess.Popen]) -> str:
+    """Run a long-running command until the background commands are done and every view reflects every source
+    commit, then press Ctrl-C (SIGINT to its process group, as a terminal does)."""
+    out = project / ".readme_out"
+    with out.open("w") as sink:
+        process = subprocess.Popen([str(BIN / "mv"), *shlex.split(line)[1:]], cwd=project, env=env, stdout=sink,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline and process.poll() is None:
+            time.sleep(1)
+            if all(p.poll() is not None for p in background) and _all_fresh(project):
+                break
+        os.killpg(process.pid, signal.SIGINT)
+        code = process.wait(timeout=300)
+    text = out.read_text().replace(str(project), CLONE)
+    assert code == 0, f"$ {line}\nexit {code}\n{text}"
+    return text
+
+
+def _all_fresh(project: Path) -> bool:
+    from mvengine import Project
+
+    readme_project = Project.open(project)
+    views = [v.get("stale_since", "never") for v in map(readme_project.describe, readme_project.catalog.plans)]
+    return all(stale is None for stale in views)
+
+
+def test_readme_console_blocks_are_well_formed():
+    found = commands(README.read_text(encoding="utf-8"))
+    assert len(found) >= 10
+    assert all(c.line.startswith("mv ") for c in found), [c.line for c in found if not c.line.startswith("mv ")]
+
+
+@pytest.mark.readme
+def test_every_readme_command_prints_what_the_readme_shows(tmp_path):
+    project = tmp_path / "example"
+    project.mkdir()
+    for folder in ("views", "conf", "examples/nexmark/views", "examples/nexmark/conf", "examples/quickstart"):
+        shutil.copytree(ROOT / folder, project / folder)
+    first = subprocess.run([str(BIN / "mv"), "--project", str(project), "refresh"], capture_output=True, check=False,
+                           text=True, timeout=TIMEOUT_S)
+    assert first.returncode == 0, first.stderr
+    assert_printed(run_readme(project))
+    api = subprocess.run([sys.executable, "-c", python_example(README.read_text(encoding="utf-8"))], cwd=project,
+                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert api.returncode == 0, f"the Python API example failed:\n{api.stderr}"
+
+
+def assert_printed(results: list[tuple[Command, str]]) -> None:
+    """Each command printed every line the README shows for it (numbers masked)."""
+    for command, printed in results:
+        have = {mask(line) for line in printed.splitlines()}
+        missing = [line for line in command.expected
+                   if line.strip() not in ("", "^C", "...") and mask(line) not in have]
+        assert not missing, f"$ {command.line}\nREADME shows, but it did not print:\n" + "\n".join(missing) + \
+            "\nit printed:\n" + printed
+
+
+def python_example(text: str) -> str:
+    """The README's Python API example (the ```python block of its section)."""
+    section = text[text.index("### Python API"):]
+    return re.search(r"^```python\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE).group(1)
