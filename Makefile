@@ -10,7 +10,7 @@ JARS   := jars/.fetched
 BROWSER := $(VENV)/.browser
 
 help:  ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@bash scripts/ensure-java.sh
@@ -35,13 +35,34 @@ setup: $(STAMP) $(JARS) $(BROWSER)  ## Create .venv, install mvengine with its t
 run: $(STAMP) $(JARS)  ## Run the main job on the example project (views/, conf/)
 	$(VENV)/bin/mv --project . refresh
 
-test: $(STAMP) $(JARS) $(BROWSER)  ## Run the test suite (a real local Spark and real Delta tables)
-	$(VENV)/bin/python -m pytest -q --durations=10
+# The tiers (tests/README.md): tests/unit (no Spark), tests/spark (one in-process session per worker),
+# tests/system (real processes). Two workers: most of a test's time is Spark and subprocesses waiting.
+PYTEST := $(VENV)/bin/python -m pytest
+WORKERS ?= 2
+
+test: lint $(JARS) $(BROWSER)  ## Lint, types, layers, then every tier with coverage (CI runs this)
+	$(PYTEST) -q -n $(WORKERS) --dist loadfile --durations=20 \
+	  --cov=mvengine --cov-branch --cov-report=term:skip-covered --cov-report=xml:coverage.xml
+
+test-fast: $(STAMP)  ## The unit tier only: plans, goldens, operators, driver rules, errors (no Spark; < 1 min)
+	$(PYTEST) -q -n 0 tests/unit
+
+lint: $(STAMP)  ## ruff (lint and format), mypy, the layer and cycle contracts (import-linter)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test-nightly: $(STAMP) $(JARS) $(BROWSER)  ## Every tier with ten times the generated examples (hypothesis profile nightly)
+	HYPOTHESIS_PROFILE=nightly $(PYTEST) -q -n $(WORKERS) --dist loadfile --durations=20
+
+test-long: $(STAMP) $(JARS)  ## The long variants: 200 boundary kills and MV_CRASH_KILLS random kills (crash_long)
+	$(PYTEST) -q -n 0 -m crash_long
 
 bench: $(STAMP) $(JARS)  ## Measure read/write throughput of the Delta data source (1M rows, local[2])
 	$(VENV)/bin/python benchmarks/storage_throughput.py --rows 1000000
 
 clean:  ## Remove the example warehouse and caches (keeps .venv)
-	rm -rf warehouse .pytest_cache .hypothesis
+	rm -rf warehouse .pytest_cache .hypothesis .mypy_cache .ruff_cache coverage.xml test-profile*.tsv
 
-.PHONY: help jars setup run test bench clean
+.PHONY: help jars setup run test test-fast lint test-nightly test-long bench clean

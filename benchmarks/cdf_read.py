@@ -2,8 +2,8 @@
 the driver and handed to Spark as Arrow (what refresh does for feeds of at most 50k rows), `read_changes`
 (Delta's own connector when the session has it, with mvengine's commit times), Delta's connector alone
 (`readChangeFeed`, when its jars are loaded: `make jars`), mvengine's `mvdelta` Python data source (delta-rs in
-Spark's Python workers), and delta-rs alone on the driver (`load_cdf`, to Arrow). The table gets --rows inserted rows, then
-as many updated (a MERGE), so the feed of the two commits holds --rows inserts and 2 × --rows update images.
+Spark's Python workers), and delta-rs alone on the driver (`load_cdf`, to Arrow). The table gets --rows inserted
+rows, then as many updated (a MERGE), so the feed of the two commits holds --rows inserts and 2 × --rows update images.
 
 Each reader counts the change rows of the two commits and collects their sum of ids (so every row is read);
 medians of --repeat rounds (each round runs every reader once, in turn) after one warm-up run of each, all in
@@ -28,7 +28,9 @@ from mvengine.storage.tables import TableRef
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
@@ -48,21 +50,34 @@ def main() -> None:
         return feed.rows.selectExpr("count(*)", "sum(id)").collect()[0][0]
 
     def mvdelta() -> int:
-        df = (spark.read.format(FORMAT).option("readChangeFeed", "true").option("startingVersion", first)
-              .option("endingVersion", last).load(ref.uri))
+        df = (
+            spark.read.format(FORMAT)
+            .option("readChangeFeed", "true")
+            .option("startingVersion", first)
+            .option("endingVersion", last)
+            .load(ref.uri)
+        )
         return df.selectExpr("count(*)", "sum(id)").collect()[0][0]
 
     def native() -> int:
-        df = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
-              .option("endingVersion", last).load(ref.uri))
+        df = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", first)
+            .option("endingVersion", last)
+            .load(ref.uri)
+        )
         return df.selectExpr("count(*)", "sum(id)").collect()[0][0]
 
     def delta_rs() -> int:
         return DeltaTable(ref.uri).load_cdf(starting_version=first, ending_version=last).read_all().num_rows
 
-    readers = {"read_change_feed, on the driver": on_driver, "read_changes (connector)": api,
-               "mvdelta data source (Spark)": mvdelta,
-               "delta-rs load_cdf (driver)": delta_rs}
+    readers = {
+        "read_change_feed, on the driver": on_driver,
+        "read_changes (connector)": api,
+        "mvdelta data source (Spark)": mvdelta,
+        "delta-rs load_cdf (driver)": delta_rs,
+    }
     if has_native_delta(spark):
         readers["Delta connector readChangeFeed"] = native
     for read in readers.values():  # warm the JVM up for all, so the first reader timed is not penalised
@@ -78,6 +93,7 @@ def main() -> None:
     print(f"{'reader':34} {'change rows':>12} {'median s':>9}")
     for label in readers:
         print(f"{label:34} {rows[label]:>12} {statistics.median(times[label]):>9.3f}", flush=True)
+
 
 if __name__ == "__main__":
     main()

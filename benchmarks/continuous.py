@@ -23,8 +23,12 @@ def refreshing(root: Path, log: str | None) -> Iterator[None]:
     mv = Path(sys.executable).parent / "mv"
     command = [str(mv), "--project", str(root), "refresh", "--continuous", "--interval", "0.1s"]
     out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (open while the child runs)
-    child = subprocess.Popen(command + (["--profile"] if log else []), stdout=out, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
+    child = subprocess.Popen(
+        command + (["--profile"] if log else []),
+        stdout=out,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         yield
     finally:
@@ -32,8 +36,9 @@ def refreshing(root: Path, log: str | None) -> Iterator[None]:
         child.wait(timeout=60)
 
 
-def reflected_at(config, catalog, view: str, source: str, version: int, timeout: float,
-                 poll_s: float = 0.05) -> int:
+def reflected_at(
+    config, catalog, view: str, source: str, version: int, timeout: float, poll_s: float = 0.05
+) -> int:
     """The commit time (ms) of the first version of `view` that reflects `version` of `source` (through the
     views it reads), waiting for it at most `timeout` seconds."""
     deadline = time.monotonic() + timeout

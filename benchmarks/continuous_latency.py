@@ -37,13 +37,17 @@ LAST_VIEW = "per_region"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=100_000, help="fact rows (dimension rows: 1%%)")
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--changed", type=int, default=10, help="fact rows updated per commit")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for one commit")
-    parser.add_argument("--log", help="write the refresh's output there, with the phases of every batch "
-                                      "(mv refresh --profile)")
+    parser.add_argument(
+        "--log",
+        help="write the refresh's output there, with the phases of every batch (mv refresh --profile)",
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="mvlatency"))
     (root / "views").mkdir()
@@ -56,36 +60,57 @@ def main() -> None:
         ensure_source_table(ref, catalog.sources[source].schema)
     n, dim_rows = args.rows, max(args.rows // 100, 1)
     for first in range(0, n, 1_000_000):  # files of at most 1M rows, as a refresh's writes have them
-        write_deltalake(facts.uri, _facts(catalog, range(first, min(first + 1_000_000, n)), 0, dim_rows),
-                        mode="append")
-    write_deltalake(dims.uri, pa.Table.from_pylist(
-        [{"d": d, "name": f"dim {d}", "region": d % REGIONS} for d in range(dim_rows)],
-        schema=catalog.sources["dims"].schema), mode="append")
+        write_deltalake(
+            facts.uri, _facts(catalog, range(first, min(first + 1_000_000, n)), 0, dim_rows), mode="append"
+        )
+    write_deltalake(
+        dims.uri,
+        pa.Table.from_pylist(
+            [{"d": d, "name": f"dim {d}", "region": d % REGIONS} for d in range(dim_rows)],
+            schema=catalog.sources["dims"].schema,
+        ),
+        mode="append",
+    )
 
     with refreshing(root, args.log):
-        reflected_at(config, catalog, LAST_VIEW, "facts", facts.open().version(), args.timeout)  # the bootstrap
+        reflected_at(
+            config, catalog, LAST_VIEW, "facts", facts.open().version(), args.timeout
+        )  # the bootstrap
         latencies = []
         for i in range(args.commits):
             first = (i * 7919) % max(n - args.changed, 1)
             ref = facts.open()
-            (ref.merge(_facts(catalog, range(first, first + args.changed), i + 1, dim_rows), "t.id = s.id",
-                       source_alias="s", target_alias="t")
-             .when_matched_update_all().when_not_matched_insert_all().execute())
+            (
+                ref.merge(
+                    _facts(catalog, range(first, first + args.changed), i + 1, dim_rows),
+                    "t.id = s.id",
+                    source_alias="s",
+                    target_alias="t",
+                )
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
             version = facts.open().version()
             committed = int(commit_metadata(facts.open(), version)["timestamp"])
             reflected = reflected_at(config, catalog, LAST_VIEW, "facts", version, args.timeout)
             latencies.append((reflected - committed) / 1000)
-            print(f"commit {i + 1:>3}: facts@{version} in {LAST_VIEW} after {latencies[-1]:.2f} s", flush=True)
+            print(
+                f"commit {i + 1:>3}: facts@{version} in {LAST_VIEW} after {latencies[-1]:.2f} s", flush=True
+            )
     p95 = statistics.quantiles(latencies, n=20)[-1] if len(latencies) > 1 else latencies[0]
-    print(f"\n{len(latencies)} commits of {args.changed} rows, {n} fact rows: "
-          f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, max {max(latencies):.2f} s")
+    print(
+        f"\n{len(latencies)} commits of {args.changed} rows, {n} fact rows: "
+        f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, max {max(latencies):.2f} s"
+    )
 
 
 def _facts(catalog, ids: range, revision: int, dim_rows: int) -> pa.Table:
     id_ = pa.array(np.arange(ids.start, ids.stop, dtype=np.int64))
     shifted = np.arange(ids.start, ids.stop, dtype=np.int64) + revision
-    return pa.Table.from_arrays([id_, pa.array(shifted % dim_rows), pa.array(shifted % 89)],
-                                schema=catalog.sources["facts"].schema)
+    return pa.Table.from_arrays(
+        [id_, pa.array(shifted % dim_rows), pa.array(shifted % 89)], schema=catalog.sources["facts"].schema
+    )
 
 
 if __name__ == "__main__":

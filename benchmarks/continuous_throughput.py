@@ -40,7 +40,9 @@ VIEW = "per_group"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=10_000_000, help="fact rows before the run")
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--rate", type=int, default=50_000, help="rows appended per second")
@@ -57,8 +59,9 @@ def main() -> None:
     ensure_source_table(facts, catalog.sources["facts"].schema)
     schema = catalog.sources["facts"].schema
     for first in range(0, args.rows, 1_000_000):
-        write_deltalake(facts.uri, _facts(schema, first, min(first + 1_000_000, args.rows), args.groups),
-                        mode="append")
+        write_deltalake(
+            facts.uri, _facts(schema, first, min(first + 1_000_000, args.rows), args.groups), mode="append"
+        )
 
     with refreshing(root, args.log):
         reflected_at(config, catalog, VIEW, "facts", facts.open().version(), 600, poll_s=0.2)  # the bootstrap
@@ -66,7 +69,9 @@ def main() -> None:
         commits: list[tuple[int, int]] = []  # (facts version, its commit time in ms)
         next_id, started = args.rows, time.monotonic()
         while time.monotonic() - started < args.duration:
-            write_deltalake(facts.uri, _facts(schema, next_id, next_id + per_commit, args.groups), mode="append")
+            write_deltalake(
+                facts.uri, _facts(schema, next_id, next_id + per_commit, args.groups), mode="append"
+            )
             next_id += per_commit
             version = facts.open().version()
             commits.append((version, int(commit_metadata(facts.open(), version)["timestamp"])))
@@ -78,11 +83,15 @@ def main() -> None:
     first, last = statistics.median(lags[:third]), statistics.median(lags[-third:])
     span_s = (max(reflected.values()) - commits[0][1]) / 1000
     rows = per_commit * len(commits)
-    print(f"{len(commits)} commits of {per_commit} rows in {written_s:.1f} s ({rows / written_s:,.0f} rows/s "
-          f"offered) into {args.rows} rows, {args.groups} groups")
+    print(
+        f"{len(commits)} commits of {per_commit} rows in {written_s:.1f} s ({rows / written_s:,.0f} rows/s "
+        f"offered) into {args.rows} rows, {args.groups} groups"
+    )
     print(f"every commit reflected {span_s:.1f} s after the first: {rows / span_s:,.0f} rows/s processed")
-    print(f"freshness lag: p50 {statistics.median(lags):.2f} s, max {max(lags):.2f} s; median of the first "
-          f"third {first:.2f} s, of the last third {last:.2f} s ({'bounded' if last <= first * 1.5 + 0.5 else 'growing'})")
+    print(
+        f"freshness lag: p50 {statistics.median(lags):.2f} s, max {max(lags):.2f} s; median of the first "
+        f"third {first:.2f} s, of the last third {last:.2f} s ({'bounded' if last <= first * 1.5 + 0.5 else 'growing'})"
+    )
 
 
 def _facts(schema: pa.Schema, first: int, stop: int, groups: int) -> pa.Table:

@@ -14,13 +14,12 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from bench_project import bench_refresher  # benchmarks/bench_project.py
 from pyspark.sql import functions as F
 
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
-
-from bench_project import bench_refresher  # benchmarks/bench_project.py
 
 SQL = """
 CREATE TABLE plain (id BIGINT NOT NULL, g BIGINT, v BIGINT, s STRING, PRIMARY KEY (id) NOT ENFORCED);
@@ -34,7 +33,9 @@ CREATE MATERIALIZED VIEW checked_groups AS SELECT g, COUNT(*) AS n, SUM(v) AS to
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--changed-rows", type=int, nargs="+", default=[10_000])
     parser.add_argument("--groups", type=int, default=1000)
@@ -47,14 +48,20 @@ def main() -> None:
 
     def rows(start: int, end: int, salt: int):
         return spark.range(start, end).select(
-            F.col("id"), (F.col("id") % args.groups).alias("g"), ((F.col("id") + salt) % 997).alias("v"),
-            F.when((F.col("id") + salt) % 200 == 0, "d").otherwise("a").alias("s"))  # 1 in 200: quarantined
+            F.col("id"),
+            (F.col("id") % args.groups).alias("g"),
+            ((F.col("id") + salt) % 997).alias("v"),
+            F.when((F.col("id") + salt) % 200 == 0, "d").otherwise("a").alias("s"),
+        )  # 1 in 200: quarantined
 
     for table in tables:
         write_table(rows(0, args.rows, 0), table)
     refresher.refresh()  # the views' first computation
-    print(f"{'rows':>9} {'changed':>8} {'plain batch s':>14} {'checked batch s':>16} {'added s':>8} "
-          f"{'expectations phase s':>21}", flush=True)
+    print(
+        f"{'rows':>9} {'changed':>8} {'plain batch s':>14} {'checked batch s':>16} {'added s':>8} "
+        f"{'expectations phase s':>21}",
+        flush=True,
+    )
     for changed in args.changed_rows:
         plain, checked, phase = [], [], []
         for r in range(args.repeat + 1):
@@ -68,10 +75,14 @@ def main() -> None:
             by_view = {b.view: b for b in batches}
             plain.append(by_view["plain_groups"].millis / 1000)
             checked.append(by_view["checked_groups"].millis / 1000)
-            phase.append(sum(p.millis for p in by_view["checked_groups"].phases if p.name == "expectations") / 1000)
+            phase.append(
+                sum(p.millis for p in by_view["checked_groups"].phases if p.name == "expectations") / 1000
+            )
         p, c = statistics.median(plain), statistics.median(checked)
-        print(f"{args.rows:>9} {changed:>8} {p:>14.3f} {c:>16.3f} {c - p:>8.3f} {statistics.median(phase):>21.3f}",
-              flush=True)
+        print(
+            f"{args.rows:>9} {changed:>8} {p:>14.3f} {c:>16.3f} {c - p:>8.3f} {statistics.median(phase):>21.3f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

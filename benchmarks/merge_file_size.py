@@ -21,7 +21,9 @@ from deltalake import DeltaTable, write_deltalake
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--file-rows", type=int, nargs="+", default=[1_000_000, 100_000])
     parser.add_argument("--keys", type=int, default=10, help="contiguous keys merged per round")
@@ -36,13 +38,26 @@ def main() -> None:
         for r in range(args.repeat):
             start = (r * 7919 * 17) % (args.rows - args.keys)
             started = time.perf_counter()
-            metrics = (DeltaTable(path).merge(_rows(start, start + args.keys, r + 1), "t.id = s.id", source_alias="s",
-                                              target_alias="t", streamed_exec=False)
-                       .when_matched_update_all().when_not_matched_insert_all().execute())
+            metrics = (
+                DeltaTable(path)
+                .merge(
+                    _rows(start, start + args.keys, r + 1),
+                    "t.id = s.id",
+                    source_alias="s",
+                    target_alias="t",
+                    streamed_exec=False,
+                )
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
             times.append(time.perf_counter() - started)
             rewritten.append(metrics["num_target_files_removed"])
-        print(f"{args.rows:>10} {per_file:>10} {args.keys:>6} {statistics.median(times):>8.3f} "
-              f"{statistics.median(rewritten):>16.0f}", flush=True)
+        print(
+            f"{args.rows:>10} {per_file:>10} {args.keys:>6} {statistics.median(times):>8.3f} "
+            f"{statistics.median(rewritten):>16.0f}",
+            flush=True,
+        )
 
 
 def _rows(first: int, stop: int, revision: int) -> pa.Table:

@@ -24,13 +24,15 @@ import time
 
 from delta.tables import DeltaTable as SparkDeltaTable
 
-from mvengine.runtime.session import has_native_delta, spark_session
-from mvengine.storage.api import merge_into, write_table
+from mvengine.runtime.session import spark_session
+from mvengine.storage.api import has_native_delta, merge_into, write_table
 from mvengine.storage.tables import TableRef
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--changed", type=int, nargs="+", default=[10, 100_000])
     parser.add_argument("--repeat", type=int, default=3)
@@ -47,7 +49,9 @@ def main() -> None:
         step = max(args.rows // max(changed // 2, 1), 1)
         return spark.range(changed).selectExpr(
             f"CASE WHEN id % 2 = 0 THEN (id DIV 2) * {step} ELSE {args.rows} + {run} * {changed} + id END AS id",
-            f"{run} AS g", "id AS v")
+            f"{run} AS g",
+            "id AS v",
+        )
 
     def timed(work) -> float:
         times = []
@@ -63,15 +67,23 @@ def main() -> None:
 
     def native_merge(changed):
         def merge(run):
-            (SparkDeltaTable.forPath(spark, ref.uri).alias("t").merge(source(changed, 100 + run).alias("s"),
-                                                                       "t.id = s.id")
-             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+            (
+                SparkDeltaTable.forPath(spark, ref.uri)
+                .alias("t")
+                .merge(source(changed, 100 + run).alias("s"), "t.id = s.id")
+                .whenMatchedUpdateAll()
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+
         return merge
 
     print(f"{'work':24} {'delta-rs s':>11} {'connector s':>12}", flush=True)
     for changed in args.changed:
-        print(f"{'merge ' + str(changed):24} {timed(rs_merge(changed)):>11.3f} {timed(native_merge(changed)):>12.3f}",
-              flush=True)
+        print(
+            f"{'merge ' + str(changed):24} {timed(rs_merge(changed)):>11.3f} {timed(native_merge(changed)):>12.3f}",
+            flush=True,
+        )
     log = TableRef(tempfile.mkdtemp(prefix="mvappend") + "/t")
     write_table(spark.range(1).selectExpr("id", "id AS g", "id AS v"), log)
     for changed in args.changed:

@@ -86,35 +86,56 @@ def measure(spark, name: str, path: Path, args) -> dict:
             full.append(time.perf_counter() - started)
             recomputed = read_table(spark, view_tables(plan, {}).snapshot).collect()
             equal = equal and sorted(map(tuple, ours), key=repr) == sorted(map(tuple, recomputed), key=repr)
-    if plan.by_arrival:  # a recomputation cannot know when rows arrived (q12's PROCTIME()): nothing to compare
+    if (
+        plan.by_arrival
+    ):  # a recomputation cannot know when rows arrived (q12's PROCTIME()): nothing to compare
         equal = "n/a"
     shutil.rmtree(root, ignore_errors=True)
-    return {"query": name, "strategy": plan.strategy, "events": batches * per_batch,
-            "batch_s": statistics.median(incremental), "incremental_eps": per_batch / statistics.median(incremental),
-            "full_s": statistics.median(full), "full_eps": per_batch / statistics.median(full), "equal": equal}
+    return {
+        "query": name,
+        "strategy": plan.strategy,
+        "events": batches * per_batch,
+        "batch_s": statistics.median(incremental),
+        "incremental_eps": per_batch / statistics.median(incremental),
+        "full_s": statistics.median(full),
+        "full_eps": per_batch / statistics.median(full),
+        "equal": equal,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--queries", nargs="*", help="the queries to run (default: all)")
     parser.add_argument("--rate", type=int, default=1000, help="events per second of event time")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds of events per batch")
-    parser.add_argument("--seconds", type=float, default=60.0, help="seconds of events measured (at least 60)")
+    parser.add_argument(
+        "--seconds", type=float, default=60.0, help="seconds of events measured (at least 60)"
+    )
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds of events before the view starts")
-    parser.add_argument("--full-runs", type=int, default=2, help="recomputations measured, after the last batches")
+    parser.add_argument(
+        "--full-runs", type=int, default=2, help="recomputations measured, after the last batches"
+    )
     args = parser.parse_args()
     files = query_files()
     names = args.queries or sorted(files, key=lambda q: int(q[1:]))
     spark = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
-    print(f"rate {args.rate} events/s, batches of {args.interval:g} s ({round(args.rate * args.interval)} events), "
-          f"{args.seconds:g} s of events after {args.warmup:g} s of warm-up, local[2]")
-    print(f"{'query':6} {'strategy':12} {'events':>7} {'batch s':>8} {'incr ev/s':>10} {'full s':>7} "
-          f"{'full ev/s':>10} {'full/incr':>9}  equal")
+    print(
+        f"rate {args.rate} events/s, batches of {args.interval:g} s ({round(args.rate * args.interval)} events), "
+        f"{args.seconds:g} s of events after {args.warmup:g} s of warm-up, local[2]"
+    )
+    print(
+        f"{'query':6} {'strategy':12} {'events':>7} {'batch s':>8} {'incr ev/s':>10} {'full s':>7} "
+        f"{'full ev/s':>10} {'full/incr':>9}  equal"
+    )
     for name in names:
         r = measure(spark, name, files[name], args)
-        print(f"{r['query']:6} {r['strategy']:12} {r['events']:7d} {r['batch_s']:8.2f} {r['incremental_eps']:10.0f} "
-              f"{r['full_s']:7.2f} {r['full_eps']:10.0f} {r['full_s'] / r['batch_s']:8.1f}x  {r['equal']}",
-              flush=True)
+        print(
+            f"{r['query']:6} {r['strategy']:12} {r['events']:7d} {r['batch_s']:8.2f} {r['incremental_eps']:10.0f} "
+            f"{r['full_s']:7.2f} {r['full_eps']:10.0f} {r['full_s'] / r['batch_s']:8.1f}x  {r['equal']}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

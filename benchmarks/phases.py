@@ -19,6 +19,8 @@ def median_phases(rounds: list[list[BatchReport]]) -> str:
                 jobs[report.view, phase.name].append(phase.jobs)
     lines = [f"    {'view':14} {'phase':22} {'median ms':>10} {'jobs':>5}"]
     for (view, name), values in millis.items():
-        lines.append(f"    {view:14} {name:22} {statistics.median(values):>10.0f} "
-                     f"{statistics.median(jobs[view, name]):>5.0f}")
+        lines.append(
+            f"    {view:14} {name:22} {statistics.median(values):>10.0f} "
+            f"{statistics.median(jobs[view, name]):>5.0f}"
+        )
     return "\n".join(lines)

@@ -30,7 +30,9 @@ from mvengine.storage.tables import TableRef
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--changed", type=int, nargs="+", default=[10, 10_000, 200_000])
     parser.add_argument("--repeat", type=int, default=5)
@@ -69,15 +71,23 @@ def main() -> None:
             return spark.read.format(FORMAT).option("versionAsOf", version).load(ref.uri)
 
         def changes(fmt):
-            return lambda: (spark.read.format(fmt).option("readChangeFeed", "true").option("startingVersion", last)
-                            .option("endingVersion", last).load(ref.uri))
+            return lambda: (
+                spark.read.format(fmt)
+                .option("readChangeFeed", "true")
+                .option("startingVersion", last)
+                .option("endingVersion", last)
+                .load(ref.uri)
+            )
 
         for label, version in (("read at latest", last), ("read at older", last - 1)):
             cells = [timed(lambda read=read: read(version)) for read in (files, delta, mvdelta)]
             print(f"{changed:>8} {label:24} {cells[0]:>15.3f} {cells[1]:>8.3f} {cells[2]:>10.3f}", flush=True)
         on_driver = timed(lambda: read_change_feed(spark, ref, last, last, driver_rows=10 * changed).rows)
-        print(f"{changed:>8} {'changes of one commit':24} {on_driver:>15.3f} {timed(changes('delta')):>8.3f} "
-              f"{timed(changes(FORMAT)):>10.3f}", flush=True)
+        print(
+            f"{changed:>8} {'changes of one commit':24} {on_driver:>15.3f} {timed(changes('delta')):>8.3f} "
+            f"{timed(changes(FORMAT)):>10.3f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

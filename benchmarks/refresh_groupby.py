@@ -18,13 +18,13 @@ import argparse
 import statistics
 import time
 
+from bench_project import bench_refresher  # benchmarks/bench_project.py
+from phases import median_phases  # benchmarks/phases.py
 from pyspark.sql import functions as F
 
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
-from bench_project import bench_refresher  # benchmarks/bench_project.py
-from phases import median_phases  # benchmarks/phases.py
 
 SQL = """
 CREATE TABLE facts (id BIGINT NOT NULL, g BIGINT, v BIGINT, PRIMARY KEY (id) NOT ENFORCED);
@@ -40,29 +40,58 @@ def group_count(spec: str, rows: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--changes", type=float, nargs="+", default=[0.001, 0.01, 0.1],
-                        help="shares of the rows changed per round")
-    parser.add_argument("--changed-rows", type=int, nargs="+",
-                        help="numbers of rows changed per round (instead of --changes)")
+    parser.add_argument(
+        "--changes",
+        type=float,
+        nargs="+",
+        default=[0.001, 0.01, 0.1],
+        help="shares of the rows changed per round",
+    )
+    parser.add_argument(
+        "--changed-rows", type=int, nargs="+", help="numbers of rows changed per round (instead of --changes)"
+    )
     parser.add_argument("--groups", nargs="+", default=["1%"], help="group counts: 1000, or 1%% of the rows")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--master", default="local[2]",
-                        help="local[2], or a cluster: spark://127.0.0.1:7177 (benchmarks/standalone_cluster.sh)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting, e.g. spark.executor.memory=5g (repeatable)")
-    parser.add_argument("--policy", default="incremental", choices=["incremental", "auto"],
-                        help="the view's refresh_policy: 'incremental' times the delta rule at every size (the "
-                             "default); 'auto' lets a large batch be recomputed instead ([refresh] recompute_above)")
-    parser.add_argument("--driver-max-changes", type=int,
-                        help="[refresh] driver_max_changes of the benchmark's project (default: mvengine's)")
-    parser.add_argument("--profile", action="store_true",
-                        help="after each line, the median time and Spark jobs of every phase of the batches")
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="local[2], or a cluster: spark://127.0.0.1:7177 (benchmarks/standalone_cluster.sh)",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.executor.memory=5g (repeatable)",
+    )
+    parser.add_argument(
+        "--policy",
+        default="incremental",
+        choices=["incremental", "auto"],
+        help="the view's refresh_policy: 'incremental' times the delta rule at every size (the "
+        "default); 'auto' lets a large batch be recomputed instead ([refresh] recompute_above)",
+    )
+    parser.add_argument(
+        "--driver-max-changes",
+        type=int,
+        help="[refresh] driver_max_changes of the benchmark's project (default: mvengine's)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after each line, the median time and Spark jobs of every phase of the batches",
+    )
     args = parser.parse_args()
     spark = spark_session(master=args.master, conf=dict(c.split("=", 1) for c in args.conf))
-    print(f"{'rows':>10} {'groups':>8} {'changed':>9} {'incremental s':>14} {'batch s':>8} {'full s':>7} "
-          f"{'full/incr':>10}", flush=True)
+    print(
+        f"{'rows':>10} {'groups':>8} {'changed':>9} {'incremental s':>14} {'batch s':>8} {'full s':>7} "
+        f"{'full/incr':>10}",
+        flush=True,
+    )
     for n in args.rows:
         for spec in args.groups:
             groups = group_count(spec, n)
@@ -70,29 +99,46 @@ def main() -> None:
             _run(spark, n, groups, sizes, args.repeat, args.profile, args.policy, args.driver_max_changes)
 
 
-def _run(spark, n: int, groups: int, sizes: list[int], repeat: int, profile: bool, policy: str,
-         driver_max_changes: int | None) -> None:
+def _run(
+    spark,
+    n: int,
+    groups: int,
+    sizes: list[int],
+    repeat: int,
+    profile: bool,
+    policy: str,
+    driver_max_changes: int | None,
+) -> None:
     conf = None if driver_max_changes is None else f"[refresh]\ndriver_max_changes = {driver_max_changes}\n"
     catalog, refresher, batches = bench_refresher(spark, SQL.format(policy=policy), conf)
     facts = TableRef(catalog.sources["facts"].path)
-    write_table(spark.range(n).select(F.col("id"), (F.col("id") % groups).alias("g"),
-                                      (F.col("id") % 97).alias("v")), facts)
+    write_table(
+        spark.range(n).select(F.col("id"), (F.col("id") % groups).alias("g"), (F.col("id") % 97).alias("v")),
+        facts,
+    )
     refresher.refresh()  # bootstrap
     for changed in sizes:
         incremental, batch, full, rounds = [], [], [], []
         for r in range(repeat):
             start = (r * 7919) % max(n - changed, 1)
-            merge_into(spark.range(start, start + changed).select(
-                F.col("id"), (F.col("id") % groups).alias("g"), ((F.col("id") + r + 1) % 89).alias("v")),
-                facts, ["id"])
+            merge_into(
+                spark.range(start, start + changed).select(
+                    F.col("id"), (F.col("id") % groups).alias("g"), ((F.col("id") + r + 1) % 89).alias("v")
+                ),
+                facts,
+                ["id"],
+            )
             batches.clear()
             incremental.append(_timed(lambda: refresher.refresh()))
             batch.append(sum(b.millis for b in batches if b.kind == "stream") / 1000)
             rounds.append([b for b in batches if b.kind == "stream"])
             full.append(_timed(lambda: refresher.refresh(full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
-        print(f"{n:>10} {groups:>8} {changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} {ful:>7.1f} "
-              f"{ful / inc:>9.1f}x", flush=True)
+        print(
+            f"{n:>10} {groups:>8} {changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} {ful:>7.1f} "
+            f"{ful / inc:>9.1f}x",
+            flush=True,
+        )
         if profile:
             print(median_phases(rounds), flush=True)
 

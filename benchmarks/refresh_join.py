@@ -21,13 +21,13 @@ import argparse
 import statistics
 import time
 
+from bench_project import bench_refresher  # benchmarks/bench_project.py
+from phases import median_phases  # benchmarks/phases.py
 from pyspark.sql import functions as F
 
 from mvengine.runtime.session import spark_session
 from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
-from bench_project import bench_refresher  # benchmarks/bench_project.py
-from phases import median_phases  # benchmarks/phases.py
 
 SQL = """
 CREATE TABLE facts (id BIGINT NOT NULL, d BIGINT, v BIGINT, PRIMARY KEY (id) NOT ENFORCED);
@@ -44,33 +44,61 @@ REGIONS = 50
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--view", nargs="+", choices=sorted(TARGETS), default=["join", "chain"])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--changes", type=float, nargs="+", default=[0.001, 0.01, 0.1],
-                        help="shares of the fact rows changed per round")
-    parser.add_argument("--dim-changes", type=float, default=0.0,
-                        help="share of the dimension rows renamed per round (default: none)")
+    parser.add_argument(
+        "--changes",
+        type=float,
+        nargs="+",
+        default=[0.001, 0.01, 0.1],
+        help="shares of the fact rows changed per round",
+    )
+    parser.add_argument(
+        "--dim-changes",
+        type=float,
+        default=0.0,
+        help="share of the dimension rows renamed per round (default: none)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--profile", action="store_true",
-                        help="after each line, the median time and Spark jobs of every phase of the batches")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after each line, the median time and Spark jobs of every phase of the batches",
+    )
     args = parser.parse_args()
     spark = spark_session(master=args.master)
-    print(f"{'view':>6} {'rows':>10} {'changed':>9} {'dims chg':>9} {'incremental s':>14} {'batch s':>8} "
-          f"{'full s':>7} {'full/incr':>10}", flush=True)
+    print(
+        f"{'view':>6} {'rows':>10} {'changed':>9} {'dims chg':>9} {'incremental s':>14} {'batch s':>8} "
+        f"{'full s':>7} {'full/incr':>10}",
+        flush=True,
+    )
     for n in args.rows:
         for view in args.view:
-            _run(spark, view, n, [max(int(n * share), 1) for share in args.changes], args.dim_changes,
-                 args.repeat, args.profile)
+            _run(
+                spark,
+                view,
+                n,
+                [max(int(n * share), 1) for share in args.changes],
+                args.dim_changes,
+                args.repeat,
+                args.profile,
+            )
 
 
 def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: int, profile: bool) -> None:
     catalog, refresher, batches = bench_refresher(spark, SQL)
     facts, dims = TableRef(catalog.sources["facts"].path), TableRef(catalog.sources["dims"].path)
     dim_rows = max(n // 100, 1)
-    write_table(spark.range(n).select(F.col("id"), (F.col("id") % dim_rows).alias("d"),
-                                      (F.col("id") % 97).alias("v")), facts)
+    write_table(
+        spark.range(n).select(
+            F.col("id"), (F.col("id") % dim_rows).alias("d"), (F.col("id") % 97).alias("v")
+        ),
+        facts,
+    )
     write_table(_dims(spark, 0, dim_rows, 0), dims)
     target = [TARGETS[view]]
     refresher.refresh(target)  # bootstrap
@@ -79,9 +107,15 @@ def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: i
         incremental, batch, full, rounds = [], [], [], []
         for r in range(repeat):
             start = (r * 7919) % max(n - changed, 1)
-            merge_into(spark.range(start, start + changed).select(
-                F.col("id"), ((F.col("id") + r + 1) % dim_rows).alias("d"), ((F.col("id") + r + 1) % 89).alias("v")),
-                facts, ["id"])
+            merge_into(
+                spark.range(start, start + changed).select(
+                    F.col("id"),
+                    ((F.col("id") + r + 1) % dim_rows).alias("d"),
+                    ((F.col("id") + r + 1) % 89).alias("v"),
+                ),
+                facts,
+                ["id"],
+            )
             if dim_changed:
                 first = (r * 131) % max(dim_rows - dim_changed, 1)
                 merge_into(_dims(spark, first, first + dim_changed, r + 1), dims, ["d"])
@@ -91,16 +125,21 @@ def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: i
             rounds.append([b for b in batches if b.kind == "stream"])
             full.append(_timed(lambda: refresher.refresh(target, full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
-        print(f"{view:>6} {n:>10} {changed:>9} {dim_changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} "
-              f"{ful:>7.1f} {ful / inc:>9.1f}x", flush=True)
+        print(
+            f"{view:>6} {n:>10} {changed:>9} {dim_changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} "
+            f"{ful:>7.1f} {ful / inc:>9.1f}x",
+            flush=True,
+        )
         if profile:
             print(median_phases(rounds), flush=True)
 
 
 def _dims(spark, first: int, last: int, revision: int):
     return spark.range(first, last).select(
-        F.col("id").alias("d"), F.concat(F.lit("dim "), F.col("id"), F.lit(f" r{revision}")).alias("name"),
-        (F.col("id") % REGIONS).alias("region"))
+        F.col("id").alias("d"),
+        F.concat(F.lit("dim "), F.col("id"), F.lit(f" r{revision}")).alias("name"),
+        (F.col("id") % REGIONS).alias("region"),
+    )
 
 
 def _timed(work) -> float:

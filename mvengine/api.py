@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import cached_property
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog, load_catalog
@@ -70,10 +70,17 @@ class Project:
 
     # -- refresh --------------------------------------------------------------------------------------------
 
-    def refresh(self, views: list[str] | None = None, *, full: bool = False,
-                on_batch: Callable[[BatchReport], None] | None = None,
-                stopping: Callable[[], bool] | None = None, interval_s: float | None = None,
-                on_notice: Callable[[str], None] | None = None, wait: bool = False) -> list[BatchReport]:
+    def refresh(
+        self,
+        views: list[str] | None = None,
+        *,
+        full: bool = False,
+        on_batch: Callable[[BatchReport], None] | None = None,
+        stopping: Callable[[], bool] | None = None,
+        interval_s: float | None = None,
+        on_notice: Callable[[str], None] | None = None,
+        wait: bool = False,
+    ) -> list[BatchReport]:
         """Bring `views` (default: all) and the views they read up to date with every input commit that exists
         now; returns one report per committed view batch (`on_batch` also gets each as it commits). With
         `interval_s`, keep them fresh after that until `stopping()` is true (`mv refresh --continuous`).
@@ -94,10 +101,25 @@ class Project:
                 on_batch(r)
 
         notice = on_notice or (lambda line: None)
-        spark = self._spark if self._spark is not None else SparkOnDemand(
-            lambda: self.spark, lambda seconds: notice(f"Spark started in {seconds:.1f} s"))
-        refresher = Refresher(spark, self.config, self.catalog, report=report,
-                              stopping=stopping or (lambda: False), notice=notice, wait=wait)
+        spark = (
+            self._spark
+            if self._spark is not None
+            else cast(  # it stands in for the session, and starts it when a batch first needs Spark
+                "SparkSession",
+                SparkOnDemand(
+                    lambda: self.spark, lambda seconds: notice(f"Spark started in {seconds:.1f} s")
+                ),
+            )
+        )
+        refresher = Refresher(
+            spark,
+            self.config,
+            self.catalog,
+            report=report,
+            stopping=stopping or (lambda: False),
+            notice=notice,
+            wait=wait,
+        )
         refresher.refresh(views or None, full=full, interval_s=interval_s)
         return reports
 
@@ -110,8 +132,9 @@ class Project:
 
     # -- reading --------------------------------------------------------------------------------------------
 
-    def table(self, name: str, version: int | None = None,
-              timestamp: str | datetime | None = None) -> DataFrame:
+    def table(
+        self, name: str, version: int | None = None, timestamp: str | datetime | None = None
+    ) -> DataFrame:
         """A source or a view's snapshot: the latest version, `version`, or the last version committed at or
         before `timestamp` (naive times are UTC)."""
         if version is not None and timestamp is not None:
@@ -130,8 +153,9 @@ class Project:
         """Spark SQL over sources and view snapshots by name, with time travel (see `mv query --help`)."""
         return self.query_reads(sql, as_of_source=as_of_source)[0]
 
-    def query_reads(self, sql: str, *, as_of_source: dict[str, int] | None = None
-                    ) -> tuple[DataFrame, list[tuple[str, int]]]:
+    def query_reads(
+        self, sql: str, *, as_of_source: dict[str, int] | None = None
+    ) -> tuple[DataFrame, list[tuple[str, int]]]:
         """`query`, and which version of which table it read."""
         from mvengine.reading.time_travel import pin_versions
 
@@ -142,8 +166,15 @@ class Project:
             self._read(versions, read.name, read.version).createOrReplaceTempView(read.temp_view)
         return self._spark_sql(pinned.sql), [(r.name, r.version) for r in pinned.reads]
 
-    def changes(self, name: str, from_version: int | None = None, to_version: int | None = None, *,
-                since: str | datetime | None = None, upsert: bool = False) -> DataFrame:
+    def changes(
+        self,
+        name: str,
+        from_version: int | None = None,
+        to_version: int | None = None,
+        *,
+        since: str | datetime | None = None,
+        upsert: bool = False,
+    ) -> DataFrame:
         """The view's changelog rows of snapshot versions `from_version..to_version` (both included; or from
         the first version committed at or after `since`), in retract form or, with `upsert`, in upsert form;
         in emission order."""
@@ -152,16 +183,25 @@ class Project:
         first, last = _version_range(versions, view, from_version, to_version, since)
         return self._changes(view, first, last, upsert)
 
-    def follow_changes(self, name: str, from_version: int | None = None, *, since: str | datetime | None = None,
-                       upsert: bool = False, interval: float = 1.0,
-                       stopping: Callable[[], bool] = lambda: False) -> Iterator[DataFrame]:
+    def follow_changes(
+        self,
+        name: str,
+        from_version: int | None = None,
+        *,
+        since: str | datetime | None = None,
+        upsert: bool = False,
+        interval: float = 1.0,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> Iterator[DataFrame]:
         """The changes from `from_version` or `since` (default: all), then those of every batch that lands,
         as it lands (looked for every `interval` seconds), until `stopping()` is true."""
         versions = self.versions()
         view = versions.view(name)
         first, _ = _version_range(versions, view, from_version, None, since)
         if upsert:
-            self._changes(view, first, first, upsert)  # a view without a key fails now, not at its first batch
+            self._changes(
+                view, first, first, upsert
+            )  # a view without a key fails now, not at its first batch
         while not stopping():
             through = self._changelog_through(view)
             if through >= first:
@@ -221,13 +261,17 @@ class Project:
         for name, version in as_of_source.items():
             source = versions.name(name)
             if versions.is_view(source):
-                raise MvError(f"--as-of-source names view {source}; it takes sources (SOURCE=VERSION)",
-                              hint="pin a view with FROM view VERSION AS OF n in the query")
+                raise MvError(
+                    f"--as-of-source names view {source}; it takes sources (SOURCE=VERSION)",
+                    hint="pin a view with FROM view VERSION AS OF n in the query",
+                )
             cut[source] = versions.check_version(source, version)
         return cut
 
     def _evaluate_time(self, expression: str) -> datetime:
-        micros = self._spark_sql(f"SELECT unix_micros(CAST(({expression}) AS TIMESTAMP)) AS t").collect()[0]["t"]
+        micros = self._spark_sql(f"SELECT unix_micros(CAST(({expression}) AS TIMESTAMP)) AS t").collect()[0][
+            "t"
+        ]
         if micros is None:
             raise MvError(f"the time travel expression {expression} is NULL")
         return datetime.fromtimestamp(micros / 1_000_000, tz=UTC)
@@ -240,12 +284,19 @@ class Project:
         except (AnalysisException, ParseException) as e:
             # Positions ("line 1 pos 7") are in the rewritten query, not the one given: left out.
             message = TEMP_VIEW.sub(r"\1", str(e).split("\n")[0].split("; line ")[0]).strip()
-            raise MvError(f"Spark rejects the query: {message}",
-                          hint="the query is Spark SQL over sources and views by name") from None
+            raise MvError(
+                f"Spark rejects the query: {message}",
+                hint="the query is Spark SQL over sources and views by name",
+            ) from None
 
 
-def _version_range(versions: Versions, view: str, from_version: int | None, to_version: int | None,
-                   since: str | datetime | None) -> tuple[int, int]:
+def _version_range(
+    versions: Versions,
+    view: str,
+    from_version: int | None,
+    to_version: int | None,
+    since: str | datetime | None,
+) -> tuple[int, int]:
     """The snapshot versions whose changes are asked for, checked."""
     if since is not None and from_version is not None:
         raise MvError("give a first version or a time to start from (--from-version or --since), not both")

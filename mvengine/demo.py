@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 
@@ -28,10 +29,26 @@ from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import TableRef
 
 # name, team, country
-ROSTER = [("Julie", "red", "FR"), ("Frank", "blue", "DE"), ("Ana", "red", "ES"), ("Kenji", "green", "JP"),
-          ("Maya", "blue", "US"), ("Omar", "green", "EG"), ("Lena", "red", "DE"), ("Tom", "blue", "GB")]
-NICKNAMES = {"Julie": "Jules", "Frank": "Frankie", "Ana": "Anita", "Kenji": "Ken", "Maya": "May",
-             "Omar": "Omi", "Lena": "Leni", "Tom": "Tommy"}
+ROSTER = [
+    ("Julie", "red", "FR"),
+    ("Frank", "blue", "DE"),
+    ("Ana", "red", "ES"),
+    ("Kenji", "green", "JP"),
+    ("Maya", "blue", "US"),
+    ("Omar", "green", "EG"),
+    ("Lena", "red", "DE"),
+    ("Tom", "blue", "GB"),
+]
+NICKNAMES = {
+    "Julie": "Jules",
+    "Frank": "Frankie",
+    "Ana": "Anita",
+    "Kenji": "Ken",
+    "Maya": "May",
+    "Omar": "Omi",
+    "Lena": "Leni",
+    "Tom": "Tommy",
+}
 COUNTRIES = ["FR", "DE", "ES", "JP", "US", "EG", "GB", "BR"]
 COLUMNS = {"user_scores": ["name", "team", "score", "ts"], "users": ["name", "team", "country"]}
 
@@ -50,14 +67,18 @@ class DemoBatch:
 
 
 class DemoFeed:
-    def __init__(self, config: Config, catalog: Catalog, *, seed: int | None = None, interval: float = 1.0) -> None:
+    def __init__(
+        self, config: Config, catalog: Catalog, *, seed: int | None = None, interval: float = 1.0
+    ) -> None:
         for name, columns in COLUMNS.items():
             source = catalog.sources.get(name)
             if source is None or [c.lower() for c in source.schema.names] != columns:
-                raise MvError(f"mv demo writes into the example project's sources, and this project has no source "
-                              f"{name}({', '.join(columns)})",
-                              hint="run it in mvengine's own folder (mv --project <mvengine clone> demo), or copy "
-                                   "its views/sources.sql into your project")
+                raise MvError(
+                    f"mv demo writes into the example project's sources, and this project has no source "
+                    f"{name}({', '.join(columns)})",
+                    hint="run it in mvengine's own folder (mv --project <mvengine clone> demo), or copy "
+                    "its views/sources.sql into your project",
+                )
         self.scores = catalog.sources["user_scores"]
         self.users = catalog.sources["users"]
         self.options = config.storage_options
@@ -89,11 +110,13 @@ class DemoFeed:
         batch = DemoBatch(self.batches)
         pick = self.random
         now = self.started + timedelta(seconds=self.batches * self.interval)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for _ in range(pick.randint(2, 6)):
             name = pick.choice(sorted(self.roster))
             late = pick.random() < 0.2
-            ts = now - (timedelta(seconds=pick.randint(60, 600)) if late else timedelta(seconds=pick.uniform(0, 3)))
+            ts = now - (
+                timedelta(seconds=pick.randint(60, 600)) if late else timedelta(seconds=pick.uniform(0, 3))
+            )
             score = pick.choice([pick.randint(1, 30), pick.randint(1, 60), pick.randint(40, 100)])
             rows.append({"name": name, "team": self.roster[name][0], "score": score, "ts": ts})
             batch.late += late
@@ -129,15 +152,17 @@ class DemoFeed:
 
     def _user_changes(self, batch: DemoBatch) -> list[dict]:
         pick = self.random
-        changes = []
+        changes: list[dict[str, Any]] = []
         renamable = sorted(n for n in self.roster if n in NICKNAMES)
         if renamable and pick.random() < 0.08:
             old = pick.choice(renamable)
             new = NICKNAMES[old]
             team, country = self.roster.pop(old)
             self.roster[new] = (team, country)
-            changes += [{"name": old, "team": None, "country": None, "_delete": True},
-                        {"name": new, "team": team, "country": country, "_delete": False}]
+            changes += [
+                {"name": old, "team": None, "country": None, "_delete": True},
+                {"name": new, "team": team, "country": country, "_delete": False},
+            ]
             batch.events.append(f"{old} renamed to {new}")
         elif pick.random() < 0.1:
             name = pick.choice(sorted(self.roster))
@@ -152,8 +177,12 @@ class DemoFeed:
         from deltalake import write_deltalake
 
         ref = source_table(self.scores, self.options)
-        write_deltalake(ref.uri, pa.Table.from_pylist(rows, schema=self.scores.schema), mode="append",
-                        storage_options=self.options or None)
+        write_deltalake(
+            ref.uri,
+            pa.Table.from_pylist(rows, schema=self.scores.schema),
+            mode="append",
+            storage_options=self.options or None,
+        )
         ref.committed()
 
     def _merge_users(self, rows: list[dict]) -> None:
@@ -161,24 +190,42 @@ class DemoFeed:
         ref: TableRef = source_table(self.users, self.options)
         schema = self.users.schema.append(pa.field("_delete", pa.bool_()))
         values = {c: f"s.{c}" for c in COLUMNS["users"]}
-        (ref.open().merge(pa.Table.from_pylist(rows, schema=schema), "t.name = s.name", source_alias="s",
-                          target_alias="t")
-         .when_matched_delete(predicate="s._delete")
-         .when_matched_update({c: v for c, v in values.items() if c != "name"}, predicate="NOT s._delete")
-         .when_not_matched_insert(values, predicate="NOT s._delete")
-         .execute())
+        (
+            ref.open()
+            .merge(
+                pa.Table.from_pylist(rows, schema=schema),
+                "t.name = s.name",
+                source_alias="s",
+                target_alias="t",
+            )
+            .when_matched_delete(predicate="s._delete")
+            .when_matched_update({c: v for c, v in values.items() if c != "name"}, predicate="NOT s._delete")
+            .when_not_matched_insert(values, predicate="NOT s._delete")
+            .execute()
+        )
         ref.committed()
 
 
-def run_demo(config: Config, catalog: Catalog, *, interval: float, duration: float, seed: int | None,
-             report: Callable[[str], None], stopping: Callable[[], bool] = lambda: False, rate: int = 1000) -> int:
+def run_demo(
+    config: Config,
+    catalog: Catalog,
+    *,
+    interval: float,
+    duration: float,
+    seed: int | None,
+    report: Callable[[str], None],
+    stopping: Callable[[], bool] = lambda: False,
+    rate: int = 1000,
+) -> int:
     """Write a batch every `interval` seconds for `duration` seconds; returns the number of batches written. In a
     Nexmark project (examples/nexmark), Nexmark's events at `rate` per second (mvengine/nexmark.py)."""
     from mvengine.nexmark import NexmarkFeed, is_nexmark
 
+    first: str | None
     if is_nexmark(catalog):
-        feed: DemoFeed | NexmarkFeed = NexmarkFeed(config, catalog, seed=seed, interval=interval, rate=rate)
-        first = feed.start()
+        nexmark = NexmarkFeed(config, catalog, seed=seed, interval=interval, rate=rate)
+        first = nexmark.start()
+        feed: DemoFeed | NexmarkFeed = nexmark
     else:
         feed = DemoFeed(config, catalog, seed=seed, interval=interval)
         started = feed.start()

@@ -21,8 +21,9 @@ class MvError(Exception):
 class ConfigError(MvError):
     """A problem in conf/mvengine.toml or in the project's layout."""
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, file: str | None = None, line: int | None = None, hint: str | None = None
+    ) -> None:
         where = f"{file}:{line}: " if file and line else (f"{file}: " if file else "")
         super().__init__(f"{where}{message}", hint=hint)
         self.file = file
@@ -32,8 +33,17 @@ class ConfigError(MvError):
 class SqlError(MvError):
     """A problem in a view file: syntax, an unknown name, an unsupported construct."""
 
-    def __init__(self, message: str, *, file: str, line: int | None = None, col: int | None = None,
-                 obj: str | None = None, snippet: str | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str,
+        line: int | None = None,
+        col: int | None = None,
+        obj: str | None = None,
+        snippet: str | None = None,
+        hint: str | None = None,
+    ) -> None:
         where = file + (f":{line}" if line else "") + (f":{col}" if line and col else "")
         what = f" {obj}:" if obj else ""
         text = f"{where}:{what} {message}"
@@ -60,9 +70,11 @@ class DuplicateKeyError(MvError):
     ENFORCED). The refresh replaces it with an error that names the source and its duplicated key."""
 
     def __init__(self, view: str, shown: str) -> None:
-        super().__init__(f"view {view}: its key is not unique in this batch ({shown})",
-                         hint="a source's PRIMARY KEY is NOT ENFORCED: remove the duplicate rows from the source, "
-                              "or drop the PRIMARY KEY from its CREATE TABLE")
+        super().__init__(
+            f"view {view}: its key is not unique in this batch ({shown})",
+            hint="a source's PRIMARY KEY is NOT ENFORCED: remove the duplicate rows from the source, "
+            "or drop the PRIMARY KEY from its CREATE TABLE",
+        )
 
 
 class UnsupportedError(MvError):

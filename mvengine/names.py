@@ -22,13 +22,15 @@ RESERVED_VIEW_COLUMNS = RESERVED_COLUMNS | frozenset(CHANGELOG_COLUMNS) | {"_w"}
 
 
 # Spark SQL's reserved words under ANSI mode (its default): a table named so needs backticks in every query.
-RESERVED_WORDS = frozenset("""
+RESERVED_WORDS = frozenset(
+    """
 all and any as authorization both case cast check collate column constraint create cross current_date
 current_time current_timestamp current_user distinct else end escape except false fetch filter for foreign
 from full grant group having in inner intersect into is join lateral leading left natural not null offset on
 only or order outer overlaps primary references right select session_user some table then time to trailing
 true union unique unknown user using when where with
-""".split())  # noqa: SIM905 (words read best as words)
+""".split()
+)  # noqa: SIM905 (words read best as words)
 
 
 def validate_name(name: str, kind: str = "name") -> str:
@@ -40,8 +42,11 @@ def validate_name(name: str, kind: str = "name") -> str:
             hint="rename it, e.g. " + _suggest(name),
         )
     if name.lower() in RESERVED_WORDS:
-        raise InvalidNameError(f"invalid {kind} {name!r}: it is a reserved word of Spark SQL, which every query "
-                               "would have to quote", hint=f"rename it, e.g. {name.lower()}_v")
+        raise InvalidNameError(
+            f"invalid {kind} {name!r}: it is a reserved word of Spark SQL, which every query "
+            "would have to quote",
+            hint=f"rename it, e.g. {name.lower()}_v",
+        )
     return name
 
 

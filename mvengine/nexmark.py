@@ -20,14 +20,36 @@ from mvengine.project.config import Config
 from mvengine.project.layout import source_table
 from mvengine.storage.sources import ensure_source_table
 
-SOURCES = {"person": ["id", "name", "email_address", "credit_card", "city", "state", "date_time", "extra"],
-           "auction": ["id", "item_name", "description", "initial_bid", "reserve", "date_time", "expires",
-                       "seller", "category", "extra"],
-           "bid": ["auction", "bidder", "price", "channel", "url", "date_time", "extra"]}
+SOURCES = {
+    "person": ["id", "name", "email_address", "credit_card", "city", "state", "date_time", "extra"],
+    "auction": [
+        "id",
+        "item_name",
+        "description",
+        "initial_bid",
+        "reserve",
+        "date_time",
+        "expires",
+        "seller",
+        "category",
+        "extra",
+    ],
+    "bid": ["auction", "bidder", "price", "channel", "url", "date_time", "extra"],
+}
 FIRST_NAMES = ["Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"]
 LAST_NAMES = ["Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"]
-CITIES = ["Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent",
-          "Cheyenne"]
+CITIES = [
+    "Phoenix",
+    "Los Angeles",
+    "San Francisco",
+    "Boise",
+    "Portland",
+    "Bend",
+    "Redmond",
+    "Seattle",
+    "Kent",
+    "Cheyenne",
+]
 STATES = ["AZ", "CA", "ID", "OR", "WA", "WY"]
 CHANNELS = ["apple", "google", "facebook", "baidu", "amazon", "alibaba"]
 FIRST_ID = 1000
@@ -42,13 +64,22 @@ def is_nexmark(catalog: Catalog) -> bool:
 class NexmarkFeed:
     """Writes `rate` events per second of event time, a batch each `interval` seconds."""
 
-    def __init__(self, config: Config, catalog: Catalog, *, seed: int | None = None, interval: float = 1.0,
-                 rate: int = 1000) -> None:
+    def __init__(
+        self,
+        config: Config,
+        catalog: Catalog,
+        *,
+        seed: int | None = None,
+        interval: float = 1.0,
+        rate: int = 1000,
+    ) -> None:
         for name, columns in SOURCES.items():
             found = [c.lower() for c in catalog.sources[name].schema.names]
             if found != columns:
-                raise MvError(f"source {name} has the columns {', '.join(found)}, not Nexmark's "
-                              f"({', '.join(columns)})", hint="keep examples/nexmark/views/sources.sql as it is")
+                raise MvError(
+                    f"source {name} has the columns {', '.join(found)}, not Nexmark's ({', '.join(columns)})",
+                    hint="keep examples/nexmark/views/sources.sql as it is",
+                )
         self.sources = {name: catalog.sources[name] for name in SOURCES}
         self.side_input = catalog.sources.get("side_input")
         self.options = config.storage_options
@@ -89,8 +120,10 @@ class NexmarkFeed:
         for name, batch in rows.items():
             if batch:
                 self._write(name, batch, self.sources[name].schema)
-        return (f"nexmark batch {self.batches}: {len(rows['person'])} people, {len(rows['auction'])} auctions, "
-                f"{len(rows['bid'])} bids")
+        return (
+            f"nexmark batch {self.batches}: {len(rows['person'])} people, {len(rows['auction'])} auctions, "
+            f"{len(rows['bid'])} bids"
+        )
 
     # -- events -------------------------------------------------------------------------------------------------
 
@@ -107,18 +140,32 @@ class NexmarkFeed:
     def _person(self, pid: int, at: datetime) -> dict:
         pick = self.random
         first, last = pick.choice(FIRST_NAMES), pick.choice(LAST_NAMES)
-        return {"id": pid, "name": f"{first} {last}", "email_address": f"{first}.{last}@example.com".lower(),
-                "credit_card": " ".join(f"{pick.randrange(10_000):04d}" for _ in range(4)),
-                "city": pick.choice(CITIES), "state": pick.choice(STATES), "date_time": at,
-                "extra": self._extra()}
+        return {
+            "id": pid,
+            "name": f"{first} {last}",
+            "email_address": f"{first}.{last}@example.com".lower(),
+            "credit_card": " ".join(f"{pick.randrange(10_000):04d}" for _ in range(4)),
+            "city": pick.choice(CITIES),
+            "state": pick.choice(STATES),
+            "date_time": at,
+            "extra": self._extra(),
+        }
 
     def _auction(self, aid: int, epoch: int, at: datetime) -> dict:
         pick = self.random
         initial = self._price()
-        return {"id": aid, "item_name": f"item-{aid}", "description": f"the item {aid}", "initial_bid": initial,
-                "reserve": initial + self._price(), "date_time": at,
-                "expires": at + timedelta(seconds=pick.uniform(2, 20)), "seller": self._recent_person(epoch),
-                "category": 10 + pick.randrange(5), "extra": self._extra()}
+        return {
+            "id": aid,
+            "item_name": f"item-{aid}",
+            "description": f"the item {aid}",
+            "initial_bid": initial,
+            "reserve": initial + self._price(),
+            "date_time": at,
+            "expires": at + timedelta(seconds=pick.uniform(2, 20)),
+            "seller": self._recent_person(epoch),
+            "category": 10 + pick.randrange(5),
+            "extra": self._extra(),
+        }
 
     def _bid(self, epoch: int, at: datetime) -> dict:
         pick = self.random
@@ -128,10 +175,18 @@ class NexmarkFeed:
         else:
             auction = max(FIRST_ID, last_auction - pick.randrange(IN_FLIGHT))
         channel = pick.choice(CHANNELS)
-        url = (f"https://www.nexmark.com/{self._word()}/{self._word()}/{self._word()}/item.htm?query=1"
-               + (f"&channel_id={pick.randrange(1000)}" if pick.random() < 0.9 else ""))
-        return {"auction": auction, "bidder": self._recent_person(epoch), "price": self._price(),
-                "channel": channel, "url": url, "date_time": at, "extra": self._extra()}
+        url = f"https://www.nexmark.com/{self._word()}/{self._word()}/{self._word()}/item.htm?query=1" + (
+            f"&channel_id={pick.randrange(1000)}" if pick.random() < 0.9 else ""
+        )
+        return {
+            "auction": auction,
+            "bidder": self._recent_person(epoch),
+            "price": self._price(),
+            "channel": channel,
+            "url": url,
+            "date_time": at,
+            "extra": self._extra(),
+        }
 
     def _recent_person(self, epoch: int) -> int:
         last = FIRST_ID + epoch
@@ -152,7 +207,12 @@ class NexmarkFeed:
         from deltalake import write_deltalake
 
         source = self.sources.get(name) or self.side_input
+        assert source is not None, name  # a table the feed writes
         ref = source_table(source, self.options)
-        write_deltalake(ref.uri, pa.Table.from_pylist(rows, schema=schema), mode="append",
-                        storage_options=self.options or None)
+        write_deltalake(
+            ref.uri,
+            pa.Table.from_pylist(rows, schema=schema),
+            mode="append",
+            storage_options=self.options or None,
+        )
         ref.committed()

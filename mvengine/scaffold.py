@@ -87,8 +87,13 @@ order_id,customer,amount,placed
 3,ada,30.25,2026-11-25 09:12:00
 """
 
-FILES = {"conf/mvengine.toml": CONFIG, "views/sources.sql": SOURCES, "views/customer_totals.sql": VIEW,
-         "data/orders.csv": ORDERS, ".gitignore": GITIGNORE}
+FILES = {
+    "conf/mvengine.toml": CONFIG,
+    "views/sources.sql": SOURCES,
+    "views/customer_totals.sql": VIEW,
+    "data/orders.csv": ORDERS,
+    ".gitignore": GITIGNORE,
+}
 
 
 def init_project(folder: str | Path) -> list[Path]:
@@ -96,10 +101,15 @@ def init_project(folder: str | Path) -> list[Path]:
     root = Path(folder)
     if root.exists() and not root.is_dir():
         raise MvError(f"{root} is a file, not a folder", hint="give mv init the name of a new folder")
-    existing = [name for name in ("conf/mvengine.toml", "views", "data", ".gitignore") if (root / name).exists()]
+    existing = [
+        name for name in ("conf/mvengine.toml", "views", "data", ".gitignore") if (root / name).exists()
+    ]
     if existing:
-        raise MvError(f"{root} already holds {', '.join(existing)}: mv init writes new projects only, and wrote "
-                      "nothing", hint="pick a new folder, or edit the existing files")
+        raise MvError(
+            f"{root} already holds {', '.join(existing)}: mv init writes new projects only, and wrote "
+            "nothing",
+            hint="pick a new folder, or edit the existing files",
+        )
     written = []
     for name, text in FILES.items():
         path = root / name
@@ -111,7 +121,10 @@ def init_project(folder: str | Path) -> list[Path]:
 
 NEXT_STEPS = [
     ("mv plan", "how each view will be maintained (no Spark needed)"),
-    ("mv load orders data/orders.csv", "put rows into the source (CSV, JSON lines, Parquet; --upsert by key)"),
+    (
+        "mv load orders data/orders.csv",
+        "put rows into the source (CSV, JSON lines, Parquet; --upsert by key)",
+    ),
     ("mv refresh", "build the view (then again after each load: it applies just the new rows)"),
     ('mv query "SELECT * FROM customer_totals"', "read it (add VERSION AS OF n for an older version)"),
 ]

@@ -23,8 +23,11 @@ from mvengine.storage.tables import TableRef
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-golden", action="store_true",
-                     help="rewrite the expected files of golden tests (tests/plans/expected) from current output")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite the expected files of golden tests (tests/plans/expected) from current output",
+    )
 
 
 TIERS = ("unit", "spark", "system")
@@ -75,16 +78,19 @@ def pytest_sessionfinish(session):
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     path = PROFILE.with_suffix(f".{worker}.tsv") if worker else PROFILE
     rows = sorted(_SPENT.items(), key=lambda kv: -sum(kv[1][:3]))
-    path.write_text("seconds\tsetup\tcall\tteardown\tspark_jobs\ttest\n" + "".join(
-        f"{sum(v[:3]):.2f}\t{v[0]:.2f}\t{v[1]:.2f}\t{v[2]:.2f}\t{v[3]}\t{k}\n" for k, v in rows))
+    path.write_text(
+        "seconds\tsetup\tcall\tteardown\tspark_jobs\ttest\n"
+        + "".join(f"{sum(v[:3]):.2f}\t{v[0]:.2f}\t{v[1]:.2f}\t{v[2]:.2f}\t{v[3]}\t{k}\n" for k, v in rows)
+    )
 
 
 @pytest.fixture(scope="session")
 def spark():
     from mvengine.runtime.session import spark_session
 
-    session = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2",
-                                                     "spark.default.parallelism": "2"})
+    session = spark_session(
+        master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+    )
     yield session
     for query in session.streams.active:
         query.stop()
@@ -102,8 +108,9 @@ def table(tmp_path: Path):
 
 def rows(df) -> list[tuple]:
     """A DataFrame's rows as sorted tuples (a bag, comparable with ==)."""
-    return sorted((tuple(r) for r in df.collect()),
-                  key=lambda t: [(x is None, x if x is not None else 0) for x in t])
+    return sorted(
+        (tuple(r) for r in df.collect()), key=lambda t: [(x is None, x if x is not None else 0) for x in t]
+    )
 
 
 def bag(df) -> list[str]:
@@ -131,10 +138,19 @@ def add_scores(catalog, rows: list[tuple[str, int, int]]) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    write_deltalake(TableRef(catalog.sources["scores"].path).uri, pa.table({
-        "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32()),
-        "ts": pa.array([SCORES_DAY + dt.timedelta(seconds=r[2]) for r in rows], pa.timestamp("us", tz="UTC"))}),
-        mode="append")
+    write_deltalake(
+        TableRef(catalog.sources["scores"].path).uri,
+        pa.table(
+            {
+                "team": pa.array([r[0] for r in rows], pa.string()),
+                "score": pa.array([r[1] for r in rows], pa.int32()),
+                "ts": pa.array(
+                    [SCORES_DAY + dt.timedelta(seconds=r[2]) for r in rows], pa.timestamp("us", tz="UTC")
+                ),
+            }
+        ),
+        mode="append",
+    )
 
 
 class ObjectStore:
@@ -150,14 +166,21 @@ class ObjectStore:
 
     @property
     def options(self) -> dict[str, str]:
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
-                "AWS_ACCESS_KEY_ID": self.KEY_ID, "AWS_SECRET_ACCESS_KEY": self.SECRET}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": self.KEY_ID,
+            "AWS_SECRET_ACCESS_KEY": self.SECRET,
+        }
 
     def conf(self, warehouse: str) -> str:
         """conf/mvengine.toml of a project whose every table is under `warehouse` on this store."""
-        return (f'[project]\nwarehouse = "{warehouse}"\n\n[storage.options]\n'
-                f'AWS_ENDPOINT_URL = "{self.endpoint}"\nAWS_REGION = "us-east-1"\nAWS_ALLOW_HTTP = "true"\n'
-                'AWS_ACCESS_KEY_ID = "${MV_TEST_AWS_KEY_ID}"\nAWS_SECRET_ACCESS_KEY = "${MV_TEST_AWS_SECRET}"\n')
+        return (
+            f'[project]\nwarehouse = "{warehouse}"\n\n[storage.options]\n'
+            f'AWS_ENDPOINT_URL = "{self.endpoint}"\nAWS_REGION = "us-east-1"\nAWS_ALLOW_HTTP = "true"\n'
+            'AWS_ACCESS_KEY_ID = "${MV_TEST_AWS_KEY_ID}"\nAWS_SECRET_ACCESS_KEY = "${MV_TEST_AWS_SECRET}"\n'
+        )
 
     def bucket(self, name: str | None = None) -> str:
         """A new, empty bucket (named `name`, or a name of its own); its s3:// URI."""
@@ -165,19 +188,32 @@ class ObjectStore:
 
         self._buckets += 1
         name = name or f"mv-test-{self._buckets}-{os.getpid()}"
-        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.KEY_ID,
-                     aws_secret_access_key=self.SECRET, region_name="us-east-1").create_bucket(Bucket=name)
+        boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.KEY_ID,
+            aws_secret_access_key=self.SECRET,
+            region_name="us-east-1",
+        ).create_bucket(Bucket=name)
         return f"s3://{name}"
 
     def objects(self, bucket_uri: str) -> dict[str, bytes]:
         """Every object of the bucket: key -> bytes."""
         import boto3
 
-        s3 = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.KEY_ID,
-                          aws_secret_access_key=self.SECRET, region_name="us-east-1")
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.KEY_ID,
+            aws_secret_access_key=self.SECRET,
+            region_name="us-east-1",
+        )
         bucket = bucket_uri.removeprefix("s3://")
-        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-                for o in page.get("Contents", [])]
+        keys = [
+            o["Key"]
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in page.get("Contents", [])
+        ]
         return {k: s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys}
 
 
@@ -188,15 +224,17 @@ def object_store(tmp_path_factory):
     import socket
     import subprocess
     import sys
-    import time
     import urllib.request
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("moto") / "moto.log"
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:

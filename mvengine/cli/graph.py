@@ -70,9 +70,11 @@ def render_image(dot_text: str, fmt: str, out: Path) -> None:
     """Draw with Graphviz's `dot`; a clear error when it is not installed."""
     dot = shutil.which("dot")
     if dot is None:
-        raise MvError(f"--format {fmt} needs Graphviz's `dot` program, which is not installed",
-                      hint="install Graphviz (e.g. apt-get install graphviz, brew install graphviz), "
-                           "or use --format mermaid or --format dot")
+        raise MvError(
+            f"--format {fmt} needs Graphviz's `dot` program, which is not installed",
+            hint="install Graphviz (e.g. apt-get install graphviz, brew install graphviz), "
+            "or use --format mermaid or --format dot",
+        )
     result = subprocess.run([dot, f"-T{fmt}", "-o", str(out)], input=dot_text, text=True, capture_output=True)
     if result.returncode != 0:
         raise MvError(f"Graphviz could not draw the graph: {result.stderr.strip()}")

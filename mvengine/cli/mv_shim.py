@@ -61,8 +61,10 @@ def main() -> int:
         leave(mvengine_main(args, prog="mv"))
     meant = near_miss(args)
     if meant is not None:
-        print(f"Error: unknown command {args[0]!r}\n  hint: did you mean mv {meant}? (mv --help lists the commands)",
-              file=sys.stderr)
+        print(
+            f"Error: unknown command {args[0]!r}\n  hint: did you mean mv {meant}? (mv --help lists the commands)",
+            file=sys.stderr,
+        )
         return 2
     target = system_mv()
     if target is None:

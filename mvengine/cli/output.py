@@ -28,12 +28,16 @@ class RowWriter:
     """Writes one result, or (for `--follow`) a result that keeps growing: the table header and the CSV header
     come once, every later part continues below."""
 
-    def __init__(self, console: Console, fmt: str, out: str | None = None, *, limit: int | None = None) -> None:
+    def __init__(
+        self, console: Console, fmt: str, out: str | None = None, *, limit: int | None = None
+    ) -> None:
         if fmt not in FORMATS:
             raise MvError(f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
         if fmt == "parquet" and not out:
-            raise MvError("--format parquet writes a file: name it with --out FILE",
-                          hint="e.g. --format parquet --out result.parquet")
+            raise MvError(
+                "--format parquet writes a file: name it with --out FILE",
+                hint="e.g. --format parquet --out result.parquet",
+            )
         if limit is not None and limit < 0:
             raise MvError(f"--limit must be 0 or more, not {limit}")
         self.console, self.fmt, self.out, self.limit = console, fmt, out, limit
@@ -86,8 +90,10 @@ class RowWriter:
     def _table(self, table: pa.Table) -> None:
         header = table.column_names
         cells = [[_cell(v) for v in row] for row in _rows(table)]
-        numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-                   for t in table.schema.types]
+        numeric = [
+            pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            for t in table.schema.types
+        ]
         first = self._widths is None
         widths = [max([len(h), *[len(r[i]) for r in cells]]) for i, h in enumerate(header)]
         self._widths = widths if first else [max(a, b) for a, b in zip(self._widths or widths, widths)]

@@ -1,4 +1,4 @@
-"""`mv plan`: the DAG in dependency order and, per view, how it will be maintained."""
+"""`mv plan`: the DAG in dependency order and, per view, how it will be maintained (reading/explain.py)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,9 @@ import json
 
 from mvengine.cli.console import Console
 from mvengine.errors import ConfigError
-from mvengine.incremental.driver_support import not_on_driver
-from mvengine.plan.nodes import Node, show_name
-from mvengine.plan.types import type_name
-from mvengine.plan.view_plan import ViewPlan
-from mvengine.project.catalog import Catalog, load_catalog
+from mvengine.project.catalog import load_catalog
 from mvengine.project.config import Config
-
-
-def plan_document(catalog: Catalog, views: list[str]) -> dict:
-    """The stable JSON form of `mv plan --json`."""
-    return {
-        "order": catalog.order,
-        "sources": [{
-            "name": s.name, "path": s.path, "key": list(s.key) if s.key else None, "append_only": s.append_only,
-            "watermark": f"{s.watermark.column} AS {s.watermark.expression}" if s.watermark else None,
-        } for s in catalog.sources.values()],
-        "views": [dict(catalog.plans[name].to_json(), **driver_fields(catalog.plans[name]),
-                       watermarks=watermarks(catalog, catalog.plans[name]),
-                       notes=list(catalog.plans[name].notes), plan=tree_lines(catalog.plans[name].root))
-                  for name in views],
-    }
+from mvengine.reading.explain import describe, plan_document
 
 
 def print_plan(config: Config, console: Console, names: list[str], *, as_json: bool) -> int:
@@ -54,71 +36,3 @@ def print_plan(config: Config, console: Console, names: list[str], *, as_json: b
     if not views:
         console.out("no views declared (write CREATE MATERIALIZED VIEW statements in views/)")
     return 0
-
-
-POLICY_MEANING = {
-    "auto": "by cost, per batch: the delta rule, or a recomputation when a batch changes much of the inputs",
-    "incremental": "the delta rule in every batch, whatever it changes",
-    "incremental_strict": "the delta rule in every batch; a view without one is an error",
-    "full": "recomputed in every batch where an input moved",
-}
-
-
-def driver_fields(plan: ViewPlan) -> dict:
-    """Whether the view's small batches are computed on the driver, without Spark, and if not, why."""
-    reason = "recomputed by Spark" if plan.strategy == "full" else not_on_driver(plan.root)
-    return {"driver": reason is None, "driver_reason": reason}
-
-
-def watermarks(catalog: Catalog, plan: ViewPlan) -> list[str]:
-    """The watermarks the view's event time follows: those of the sources it reads, however far up."""
-    found: list[str] = []
-    for name in plan.inputs:
-        if name in catalog.sources and catalog.sources[name].watermark is not None:
-            mark = catalog.sources[name].watermark
-            found.append(f"{name}: {mark.column} AS {mark.expression}")
-        elif name in catalog.plans:
-            found += [m for m in watermarks(catalog, catalog.plans[name]) if m not in found]
-    return found
-
-
-EMIT_DEFAULT = "every batch's changes (per record); a windowed row is early, on_time or late in _emit_timing"
-
-
-def describe(plan: ViewPlan, catalog: Catalog | None = None) -> list[str]:
-    """The text form of one view's plan."""
-    columns = ", ".join(f"{show_name(f.name)} {type_name(f.type)}{'' if f.nullable else ' not null'}"
-                        for f in plan.columns)
-    key = ", ".join(show_name(k) for k in plan.key) if plan.key else ("() (one row)" if plan.key == () else
-                                                                        "none (bag)")
-    strategy = plan.strategy if plan.strategy == "incremental" else f"full: {plan.reason}"
-    bounded = "bounded" if plan.bounded_state else "unbounded: grows with the number of groups or rows"
-    rows = [
-        ("inputs", ", ".join(plan.inputs) or "-"), ("columns", columns), ("key", key),
-        ("event time", ", ".join(show_name(f.name) for f in plan.columns if f.time_attr) or "-"),
-        *([("watermark", "; ".join(watermarks(catalog, plan)) or "-")] if catalog and plan.window() else []),
-        *([("window", plan.window())] if plan.window() else []),
-        *([("emit", plan.view.emit.text if plan.view.emit else EMIT_DEFAULT)] if plan.window() else []),
-        ("changelog", plan.changelog), ("strategy", strategy),
-        ("policy", f"{plan.view.refresh_policy}: {POLICY_MEANING[plan.view.refresh_policy]}"),
-        ("driver", "small batches ([refresh] driver_max_changes) are computed on the driver, without Spark"
-         if driver_fields(plan)["driver"] else f"no: {driver_fields(plan)['driver_reason']}"),
-        ("state", f"{plan.state} [{bounded}]"),
-        *[("expects", f"{e.name}: {' '.join(e.text.split()[3:])}" + ("" if "ON VIOLATION" in e.text else
-                                                                     " (ON VIOLATION WARN)"))
-          for e in plan.view.expectations],
-    ]
-    lines = [f"view {plan.name}  ({plan.view.file}:{plan.view.line})"]
-    lines += [f"  {label:<10} {value}" for label, value in rows]
-    tree = tree_lines(plan.root)
-    lines.append(f"  {'plan':<10} {tree[0]}")
-    lines += [f"  {'':<10} {t}" for t in tree[1:]]
-    lines += [f"  {'note':<10} {n}" for n in plan.notes]
-    return lines
-
-
-def tree_lines(root: Node, depth: int = 0) -> list[str]:
-    lines = ["  " * depth + root.describe()]
-    for child in root.children:
-        lines += tree_lines(child, depth + 1)
-    return lines

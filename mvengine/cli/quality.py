@@ -17,11 +17,16 @@ def run_validate(project: Project, console: Console, names: list[str], *, as_jso
     if as_json:
         console.out(json.dumps([o.to_json() | {"sample": o.sample} for o in outcomes], indent=2, default=str))
     elif outcomes:
-        console.table(["table", "expectation", "on violation", "rows", "failed"],
-                      [[o.table, o.name, o.on_violation, str(o.checked), str(o.failed)] for o in outcomes])
+        console.table(
+            ["table", "expectation", "on violation", "rows", "failed"],
+            [[o.table, o.name, o.on_violation, str(o.checked), str(o.failed)] for o in outcomes],
+        )
         failed = [o for o in outcomes if o.failed]
-        console.out(f"{len(failed)} of {len(outcomes)} expectations found failing rows" if failed
-                    else f"all {len(outcomes)} expectations hold")
+        console.out(
+            f"{len(failed)} of {len(outcomes)} expectations found failing rows"
+            if failed
+            else f"all {len(outcomes)} expectations hold"
+        )
     else:
         console.out("no expectations declared" + (f" on {', '.join(names)}" if names else ""))
     return 1 if any(o.failed and o.on_violation == "FAIL UPDATE" for o in outcomes) else 0
@@ -32,9 +37,12 @@ def run_quarantine(project: Project, console: Console, name: str, *, do_replay: 
     if do_replay:
         done = replay(config, catalog, name, lambda: project.spark)
         kind = "source" if catalog.find(name) in catalog.sources else "view"
-        what = (f"{done.replayed} rows written back into source {done.table}" if kind == "source"
-                else f"{done.replayed} rows pass now and left the quarantine (view {done.table} holds them once "
-                     "it is recomputed: its expectation changed, so mv refresh does)")
+        what = (
+            f"{done.replayed} rows written back into source {done.table}"
+            if kind == "source"
+            else f"{done.replayed} rows pass now and left the quarantine (view {done.table} holds them once "
+            "it is recomputed: its expectation changed, so mv refresh does)"
+        )
         console.out(f"{what}; {done.kept} rows still fail and stay in quarantine")
         return 0
     rows = quarantined(config, catalog, name)
@@ -47,7 +55,12 @@ def run_quarantine(project: Project, console: Console, name: str, *, do_replay: 
             console.out(json.dumps(row, default=str))
         return 0
     columns = [c for c in rows.column_names if c not in QUARANTINE_COLUMNS] + list(QUARANTINE_COLUMNS)
-    console.table(columns, [["NULL" if row[c] is None else str(row[c]) for c in columns]
-                            for row in rows.select(columns).to_pylist()])
+    console.table(
+        columns,
+        [
+            ["NULL" if row[c] is None else str(row[c]) for c in columns]
+            for row in rows.select(columns).to_pylist()
+        ],
+    )
     console.out(f"({rows.num_rows} row{'s' if rows.num_rows != 1 else ''})  {where}")
     return 0

@@ -13,8 +13,16 @@ from mvengine.errors import MvError
 from mvengine.project.config import parse_duration
 
 
-def run_query(project: Project, console: Console, sql: str, *, as_of_source: list[str], fmt: str,
-              out: str | None, limit: int | None) -> int:
+def run_query(
+    project: Project,
+    console: Console,
+    sql: str,
+    *,
+    as_of_source: list[str],
+    fmt: str,
+    out: str | None,
+    limit: int | None,
+) -> int:
     writer = RowWriter(console, fmt, out, limit=limit)
     df, reads = project.query_reads(sql, as_of_source=_cut(as_of_source))
     writer.write(df)
@@ -22,13 +30,27 @@ def run_query(project: Project, console: Console, sql: str, *, as_of_source: lis
     return 0
 
 
-def run_changes(project: Project, console: Console, view: str, *, from_version: int | None,
-                to_version: int | None, since: str | None, upsert: bool, follow: bool, interval: str | None,
-                fmt: str, out: str | None, limit: int | None) -> int:
+def run_changes(
+    project: Project,
+    console: Console,
+    view: str,
+    *,
+    from_version: int | None,
+    to_version: int | None,
+    since: str | None,
+    upsert: bool,
+    follow: bool,
+    interval: str | None,
+    fmt: str,
+    out: str | None,
+    limit: int | None,
+) -> int:
     writer = RowWriter(console, fmt, out, limit=limit)
     if not follow:
         if interval is not None:
-            raise MvError("--interval only applies with --follow", hint=f"mv changes {view} --follow --interval 5s")
+            raise MvError(
+                "--interval only applies with --follow", hint=f"mv changes {view} --follow --interval 5s"
+            )
         writer.write(project.changes(view, from_version, to_version, since=since, upsert=upsert))
         writer.finish()
         return 0
@@ -37,8 +59,14 @@ def run_changes(project: Project, console: Console, view: str, *, from_version: 
     seconds = parse_duration(interval) if interval is not None else project.config.refresh_interval_s
     with stop_on_signal() as stopping:
         try:
-            for part in project.follow_changes(view, from_version, since=since, upsert=upsert, interval=seconds,
-                                               stopping=lambda: stopping() or _full(writer)):
+            for part in project.follow_changes(
+                view,
+                from_version,
+                since=since,
+                upsert=upsert,
+                interval=seconds,
+                stopping=lambda: stopping() or _full(writer),
+            ):
                 writer.write(part)
         finally:
             writer.finish()
@@ -52,13 +80,25 @@ def run_history(project: Project, console: Console, name: str, *, as_json: bool)
             console.out(json.dumps(entry))
         return 0
     if entries and "batch_id" in entries[0]:
-        console.table(["version", "committed (UTC)", "batch", "kind", "changes", "inputs"], [
-            [str(e["version"]), e["committed"], str(e["batch_id"]), e["kind"],
-             "-" if e["changes"] is None else str(e["changes"]),
-             ", ".join(f"{n}@v{v}" for n, v in e["inputs"].items())] for e in entries])
+        console.table(
+            ["version", "committed (UTC)", "batch", "kind", "changes", "inputs"],
+            [
+                [
+                    str(e["version"]),
+                    e["committed"],
+                    str(e["batch_id"]),
+                    e["kind"],
+                    "-" if e["changes"] is None else str(e["changes"]),
+                    ", ".join(f"{n}@v{v}" for n, v in e["inputs"].items()),
+                ]
+                for e in entries
+            ],
+        )
     else:
-        console.table(["version", "committed (UTC)", "operation"],
-                      [[str(e["version"]), e["committed"], str(e["operation"])] for e in entries])
+        console.table(
+            ["version", "committed (UTC)", "operation"],
+            [[str(e["version"]), e["committed"], str(e["operation"])] for e in entries],
+        )
     return 0
 
 
@@ -81,8 +121,12 @@ def _show(key: str, value: Any) -> str:
     if key == "expectations":
         return ", ".join(f"{e['name']} ({e['on_violation']})" for e in value) or "-"
     if key == "last_batch_expectations":
-        return ", ".join(f"{o['table']}.{o['expectation']} {o['failed']} of {o['checked']} failed"
-                         for o in value) or "-"
+        return (
+            ", ".join(
+                f"{o['table']}.{o['expectation']} {o['failed']} of {o['checked']} failed" for o in value
+            )
+            or "-"
+        )
     if key in ("inputs", "source_versions"):
         return ", ".join(f"{n}@v{v}" for n, v in value.items()) or "-"
     if isinstance(value, dict):
@@ -100,7 +144,9 @@ def _cut(pairs: list[str]) -> dict[str, int] | None:
     for pair in pairs:
         name, _, version = pair.partition("=")
         if not name.strip() or not version.strip().isdigit():
-            raise MvError(f"--as-of-source {pair!r} is not SOURCE=VERSION", hint="e.g. --as-of-source user_scores=12")
+            raise MvError(
+                f"--as-of-source {pair!r} is not SOURCE=VERSION", hint="e.g. --as-of-source user_scores=12"
+            )
         cut[name.strip()] = int(version)
     return cut or None
 

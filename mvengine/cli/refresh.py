@@ -6,6 +6,8 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 
 from mvengine.api import Project
 from mvengine.cli.console import Console
@@ -16,16 +18,29 @@ from mvengine.project.config import Config, join_uri, parse_duration
 from mvengine.storage.objects import list_folders
 
 
-def run_refresh(project: Project, console: Console, views: list[str], *, full: bool, continuous: bool,
-                interval: str | None, profile: bool = False, wait: bool = False) -> int:
+def run_refresh(
+    project: Project,
+    console: Console,
+    views: list[str],
+    *,
+    full: bool,
+    continuous: bool,
+    interval: str | None,
+    profile: bool = False,
+    wait: bool = False,
+) -> int:
     config = project.config
     if interval is not None and not continuous:
-        raise MvError("--interval only applies with --continuous", hint="mv refresh --continuous --interval 5s")
+        raise MvError(
+            "--interval only applies with --continuous", hint="mv refresh --continuous --interval 5s"
+        )
     period = parse_duration(interval) if interval is not None else config.refresh_interval_s
     catalog = project.catalog  # SQL mistakes are reported before Spark starts
     for name in _orphans(config, catalog):
-        console.out(f"warning: {name} has tables in the warehouse but is no longer in views/; they are left as "
-                    "they are")
+        console.out(
+            f"warning: {name} has tables in the warehouse but is no longer in views/; they are left as "
+            "they are"
+        )
     if not continuous and not full and not project.stale(views or None):  # answered without Spark
         console.out("every view is up to date")
         return 0
@@ -35,15 +50,24 @@ def run_refresh(project: Project, console: Console, views: list[str], *, full: b
         console.out(f"Spark started in {time.monotonic() - started:.1f} s")
     # (Otherwise Spark starts when a batch first needs it, if one does: batches on the driver need none.)
     status = _Status(console, profile)
-    stops = stop_on_signal(lambda: console.out("stopping after the current batch (Ctrl-C again to stop at once)")) \
-        if continuous else contextlib.nullcontext(lambda: False)
+    stops = (
+        stop_on_signal(lambda: console.out("stopping after the current batch (Ctrl-C again to stop at once)"))
+        if continuous
+        else contextlib.nullcontext(lambda: False)
+    )
     with stops as stopping:
         try:
             while True:
                 watch = _Watch(config, continuous)
-                project.refresh(views or None, full=full, on_batch=status.batch, on_notice=status.notice,
-                                stopping=lambda w=watch: stopping() or w.changed(),
-                                interval_s=period if continuous else None, wait=wait)
+                project.refresh(
+                    views or None,
+                    full=full,
+                    on_batch=status.batch,
+                    on_notice=status.notice,
+                    stopping=partial(_stop_or_changed, stopping, watch),
+                    interval_s=period if continuous else None,
+                    wait=wait,
+                )
                 if not continuous or stopping():
                     break
                 status.notice("views/ or conf/ changed: reloading the project")
@@ -54,6 +78,11 @@ def run_refresh(project: Project, console: Console, views: list[str], *, full: b
     if status.batches == 0 and not continuous:
         console.out("every view is up to date")
     return 0
+
+
+def _stop_or_changed(stopping: Callable[[], bool], watch: _Watch) -> bool:
+    """Stop when asked, or when the views or the config changed (the loop then plans the refresh anew)."""
+    return stopping() or watch.changed()
 
 
 class _Watch:
@@ -139,6 +168,9 @@ def _orphans(config: Config, catalog: Catalog) -> list[str]:
     """Folders of the warehouse that hold a view's snapshot but no longer match a view in views/."""
     options = config.storage_options
     known = {p.view.path.rstrip("/") for p in catalog.plans.values()}
-    return [name for name in list_folders(config.warehouse, options)
-            if join_uri(config.warehouse, name) not in known
-            and "_delta_log" in list_folders(join_uri(config.warehouse, name, "snapshot"), options)]
+    return [
+        name
+        for name in list_folders(config.warehouse, options)
+        if join_uri(config.warehouse, name) not in known
+        and "_delta_log" in list_folders(join_uri(config.warehouse, name, "snapshot"), options)
+    ]

@@ -11,8 +11,21 @@ from mvengine.api import Project
 from mvengine.cli.console import Console
 from mvengine.reading.status import Status, status
 
-HEADER = ["name", "kind", "strategy", "version", "behind", "lag_s", "last", "in", "out", "ms", "rows",
-          "state", "note"]
+HEADER = [
+    "name",
+    "kind",
+    "strategy",
+    "version",
+    "behind",
+    "lag_s",
+    "last",
+    "in",
+    "out",
+    "ms",
+    "rows",
+    "state",
+    "note",
+]
 
 
 def run_status(project: Project, console: Console, *, as_json: bool, watch: bool, interval: float) -> int:
@@ -48,14 +61,26 @@ def _watch(project: Project, interval: float) -> int:
 def _rich_table(rows: list[Status]):
     from rich.table import Table
 
-    table = Table(box=None, header_style="bold", caption=f"mv status  {time.strftime('%H:%M:%S')}  "
-                                                         "(stale: yellow, failing: red)")
+    table = Table(
+        box=None,
+        header_style="bold",
+        caption=f"mv status  {time.strftime('%H:%M:%S')}  (stale: yellow, failing: red)",
+    )
     for name in HEADER:
-        table.add_column(name, justify="right" if name in ("version", "behind", "lag_s", "in", "out", "ms",
-                                                           "rows", "state") else "left")
+        table.add_column(
+            name,
+            justify="right"
+            if name in ("version", "behind", "lag_s", "in", "out", "ms", "rows", "state")
+            else "left",
+        )
     for s in rows:
-        style = "red" if s.problem and s.problem.startswith("last batch failed") else "yellow" if s.stale else (
-            "green" if s.kind == "view" else "")
+        style = (
+            "red"
+            if s.problem and s.problem.startswith("last batch failed")
+            else "yellow"
+            if s.stale
+            else ("green" if s.kind == "view" else "")
+        )
         table.add_row(*_cells(s), style=style)
     return table
 
@@ -66,16 +91,29 @@ def _cells(s: Status) -> list[str]:
 
     # A recomputation reads its inputs whole: "all" rows in.
     last = "-" if s.last_time is None else s.last_time[11:19]  # the time of day, UTC
-    return [s.name, s.kind, show(s.strategy), show(s.version), show(s.behind), show(s.lag_s), last,
-            "all" if s.kind == "view" and s.version is not None and s.rows_in is None else show(s.rows_in),
-            show(s.rows_out), show(s.batch_ms), show(s.rows), _size(s.state_bytes), s.problem or ""]
+    return [
+        s.name,
+        s.kind,
+        show(s.strategy),
+        show(s.version),
+        show(s.behind),
+        show(s.lag_s),
+        last,
+        "all" if s.kind == "view" and s.version is not None and s.rows_in is None else show(s.rows_in),
+        show(s.rows_out),
+        show(s.batch_ms),
+        show(s.rows),
+        _size(s.state_bytes),
+        s.problem or "",
+    ]
 
 
 def _size(value: int | None) -> str:
     if value is None:
         return "-"
+    size = float(value)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     raise AssertionError(value)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal, localcontext
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,8 +28,15 @@ from mvengine.incremental.driver_expressions import NotOnDriver, cast
 from mvengine.incremental.zset import MTIME
 
 COUNT = "_n"  # a group's row count
-INTEGER_AVERAGE_SUM = "decimal(38,0)"  # AVG of integers: Spark sums doubles and cannot overflow; 38 digits cannot
+INTEGER_AVERAGE_SUM = (
+    "decimal(38,0)"  # AVG of integers: Spark sums doubles and cannot overflow; 38 digits cannot
+)
 Get = Callable[[str], Column]  # an accumulator column of the old state ("o.") or the batch's partial ("d.")
+
+
+# A state column's per-row contribution on the driver: (column, values, Arrow's grouped aggregate summing them:
+# its name, or its name and options).
+Contribution = tuple[str, pa.ChunkedArray, str | tuple[str, Any]]
 
 
 class Accumulator:
@@ -37,8 +45,15 @@ class Accumulator:
 
     ordered = False  # whether its partial depends on the order of a batch's rows (by MTIME)
 
-    def __init__(self, index: int, argument: str | None, expression: exp.Expression | None, result_type: str,
-                 sum_type: str | None = None, multiset: int | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        argument: str | None,
+        expression: exp.Expression | None,
+        result_type: str,
+        sum_type: str | None = None,
+        multiset: int | None = None,
+    ) -> None:
         self.index, self.argument, self.expression = index, argument, expression
         self.result_type, self.sum_type, self.multiset = result_type, sum_type, multiset
 
@@ -60,7 +75,7 @@ class Accumulator:
         """The state columns, typed, over a DataFrame that has them (for the state's empty template)."""
         return []
 
-    def partial(self, x: Column | None, w: Column) -> list[Column]:
+    def partial(self, x: Column, w: Column) -> list[Column]:
         """Aggregate expressions over a batch's rows of a group: what it adds to each state column."""
         return []
 
@@ -85,8 +100,9 @@ class Accumulator:
 
     # -- on the driver ------------------------------------------------------------------------------------------
 
-    def partial_arrow(self, x: pa.ChunkedArray | None, w: pa.ChunkedArray,
-                      schema: pa.Schema) -> list[tuple[str, pa.ChunkedArray, str]]:
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
         """(state column, per-row contribution, Arrow's grouped aggregate summing it: its name, or its name and
         options) for each state column."""
         return []
@@ -121,7 +137,7 @@ class Count(Accumulator):
     def columns(self) -> list[Column]:
         return [F.col(self.count).cast("long").alias(self.count)]
 
-    def partial(self, x: Column | None, w: Column) -> list[Column]:
+    def partial(self, x: Column, w: Column) -> list[Column]:
         return [F.sum(F.when(x.isNotNull(), w).otherwise(0)).alias(self.count)]
 
     def merged(self, o: Get, d: Get) -> list[Column]:
@@ -130,13 +146,15 @@ class Count(Accumulator):
     def result(self, c: Get) -> Column:
         return c(self.count).cast(self.result_type)
 
-    def partial_arrow(self, x, w, schema):
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
         return [(self.count, pc.if_else(pc.is_valid(x), w, pa.scalar(0, pa.int64())), "sum")]
 
-    def merged_arrow(self, old, partial, schema):
+    def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
         return {self.count: _add_counts(old.column(self.count), partial.column(self.count))}
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         return acc.column(self.count)
 
 
@@ -146,36 +164,49 @@ class Sum(Count):
     def state_names(self) -> list[str]:
         return [self.count, self.sum]
 
-    def columns(self) -> list[Column]:
-        return [*super().columns(), F.col(self.sum).cast(self.sum_type).alias(self.sum)]
+    @property
+    def summed_as(self) -> str:
+        """The type Spark sums x in (accumulator() sets it for every SUM and AVG)."""
+        assert self.sum_type is not None
+        return self.sum_type
 
-    def partial(self, x: Column | None, w: Column) -> list[Column]:
-        return [*super().partial(x, w), F.sum(x.cast(self.sum_type) * w).cast(self.sum_type).alias(self.sum)]
+    def columns(self) -> list[Column]:
+        return [*super().columns(), F.col(self.sum).cast(self.summed_as).alias(self.sum)]
+
+    def partial(self, x: Column, w: Column) -> list[Column]:
+        summed = F.sum(x.cast(self.summed_as) * w).cast(self.summed_as)
+        return [*super().partial(x, w), summed.alias(self.sum)]
 
     def merged(self, o: Get, d: Get) -> list[Column]:
-        zero = F.lit(0).cast(self.sum_type)
+        zero = F.lit(0).cast(self.summed_as)
         total = F.coalesce(o(self.sum), zero) + F.coalesce(d(self.sum), zero)
-        return [*super().merged(o, d), total.cast(self.sum_type).alias(self.sum)]
+        return [*super().merged(o, d), total.cast(self.summed_as).alias(self.sum)]
 
     def result(self, c: Get) -> Column:
         return F.when(c(self.count) > 0, c(self.sum)).cast(self.result_type)
 
     @property
-    def low(self) -> str:  # on the driver, an integer sum's partial in two halves: Σ high 32 bits, Σ low 32 bits
+    def low(
+        self,
+    ) -> str:  # on the driver, an integer sum's partial in two halves: Σ high 32 bits, Σ low 32 bits
         return f"_sl{self.index}"
 
-    def partial_arrow(self, x, w, schema):
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
         sum_type = schema.field(self.sum).type
         weighted = _weighted(x, w, sum_type)
         if not pa.types.is_integer(sum_type):
             return [*super().partial_arrow(x, w, schema), (self.sum, weighted, "sum")]
         # Arrow's grouped sum wraps around on overflow: halves of 32 bits sum without it, and their total is
         # checked when merged (an overflow goes to Spark, whose error it is).
-        return [*super().partial_arrow(x, w, schema),
-                (self.sum, pc.shift_right(weighted, pa.scalar(32, pa.int64())), "sum"),
-                (self.low, pc.bit_wise_and(weighted, pa.scalar(2**32 - 1, pa.int64())), "sum")]
+        return [
+            *super().partial_arrow(x, w, schema),
+            (self.sum, pc.shift_right(weighted, pa.scalar(32, pa.int64())), "sum"),
+            (self.low, pc.bit_wise_and(weighted, pa.scalar(2**32 - 1, pa.int64())), "sum"),
+        ]
 
-    def merged_arrow(self, old, partial, schema):
+    def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
         sum_type = schema.field(self.sum).type
         if not pa.types.is_integer(sum_type):
             total = _sum(old.column(self.sum), partial.column(self.sum), sum_type)
@@ -190,7 +221,7 @@ class Sum(Count):
                 raise NotOnDriver("a sum beyond the range of BIGINT") from None
         return {**super().merged_arrow(old, partial, schema), self.sum: total}
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         total = acc.column(self.sum)
         return pc.if_else(pc.greater(acc.column(self.count), 0), total, pa.scalar(None, total.type))
 
@@ -209,23 +240,27 @@ class Avg(Sum):
             average = decimal_average(c(self.sum), c(self.count), self.result_type)
         return F.when(c(self.count) > 0, average)
 
-    def partial_arrow(self, x, w, schema):
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
         if self.result_type == "double":
             x = pc.cast(x, pa.decimal128(38, 0))
         return super().partial_arrow(x, w, schema)
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         count, total = acc.column(self.count), acc.column(self.sum)
         if self.result_type == "double":
             average = pc.divide(pc.cast(total, pa.float64()), pc.cast(count, pa.float64()))
             return pc.if_else(pc.greater(count, 0), average, pa.scalar(None, pa.float64()))
-        precision, scale = (int(n) for n in self.result_type[len("decimal("):-1].split(","))
+        precision, scale = (int(n) for n in self.result_type[len("decimal(") : -1].split(","))
         result = pa.decimal128(precision, scale)
         quantum = Decimal(1).scaleb(-scale)
         with localcontext() as exact:
             exact.prec = 80  # far more digits than a decimal(38) quotient needs: one rounding, at the quantum
-            values = [None if not n or t is None else (t / n).quantize(quantum, ROUND_HALF_UP)
-                      for t, n in zip(total.to_pylist(), count.to_pylist())]
+            values = [
+                None if not n or t is None else (t / n).quantize(quantum, ROUND_HALF_UP)
+                for t, n in zip(total.to_pylist(), count.to_pylist())
+            ]
         try:
             return pa.array(values, result)
         except pa.ArrowInvalid as e:  # beyond the result's precision: Spark's error, in Spark's own words
@@ -243,7 +278,9 @@ def decimal_average(total: Column, count: Column, result_type: str) -> Column:
         exact = total.cast(f"decimal(38,{scale})") / count.cast("decimal(20,0)")
         fits = F.abs(total) < F.lit(str(10 ** (38 - scale))).cast("decimal(38,0)")
         # (each branch cast first: CASE WHEN of two decimal types would round both to the wider's 6 decimals)
-        return F.when(fits, exact.cast(result_type)).otherwise((total / count.cast("decimal(20,0)")).cast(result_type))
+        return F.when(fits, exact.cast(result_type)).otherwise(
+            (total / count.cast("decimal(20,0)")).cast(result_type)
+        )
     shift = 10 ** (6 - scale)
     quotient = total.cast("decimal(38,6)") / (count * F.lit(shift)).cast("decimal(38,0)")
     return (quotient * F.lit(shift).cast(f"decimal({len(str(shift))},0)")).cast(result_type)
@@ -257,7 +294,7 @@ class FloatSum(Count):
     infinity of its sign: all as Spark sums). SUM = s rounded (within an ulp) when c > 0, else NULL;
     AVG = SUM / c. Spark's own sum rounds at every row, in the order it reads them, and is no closer."""
 
-    def __init__(self, average: bool, *args, **kwargs) -> None:  # AVG, not SUM
+    def __init__(self, average: bool, *args: Any, **kwargs: Any) -> None:  # AVG, not SUM
         super().__init__(*args, **kwargs)
         self.average = average
 
@@ -272,13 +309,18 @@ class FloatSum(Count):
         return [(self.sum, False)]
 
     def columns(self) -> list[Column]:
-        return [*super().columns(), F.col(self.sum).cast(exact_sum.MAP_TYPE).alias(self.sum),
-                *[F.col(n).cast("long").alias(n) for n in self.special]]
+        return [
+            *super().columns(),
+            F.col(self.sum).cast(exact_sum.MAP_TYPE).alias(self.sum),
+            *[F.col(n).cast("long").alias(n) for n in self.special],
+        ]
 
-    def partial(self, x: Column | None, w: Column) -> list[Column]:
+    def partial(self, x: Column, w: Column) -> list[Column]:
         v = x.cast("double")
-        return [*super().partial(x, w),
-                *[F.sum(F.when(test, w).otherwise(0)).alias(n) for n, test in zip(self.special, _specials(v))]]
+        return [
+            *super().partial(x, w),
+            *[F.sum(F.when(test, w).otherwise(0)).alias(n) for n, test in zip(self.special, _specials(v))],
+        ]
 
     def merged(self, o: Get, d: Get) -> list[Column]:
         counts = [(F.coalesce(o(n), F.lit(0)) + F.coalesce(d(n), F.lit(0))).alias(n) for n in self.special]
@@ -287,35 +329,53 @@ class FloatSum(Count):
     def result(self, c: Get) -> Column:
         def combined(finite: Column) -> Column:  # a finite sum past the double range counts as an infinity
             nan, pinf, ninf = (c(n) for n in self.special)
-            pinf, ninf = pinf + F.when(finite == F.lit(float("inf")), 1).otherwise(0), \
-                ninf + F.when(finite == F.lit(float("-inf")), 1).otherwise(0)
-            return F.when((nan > 0) | ((pinf > 0) & (ninf > 0)), F.lit(float("nan"))) \
-                .when(pinf > 0, F.lit(float("inf"))).when(ninf > 0, F.lit(float("-inf"))).otherwise(finite)
+            pinf, ninf = (
+                pinf + F.when(finite == F.lit(float("inf")), 1).otherwise(0),
+                ninf + F.when(finite == F.lit(float("-inf")), 1).otherwise(0),
+            )
+            return (
+                F.when((nan > 0) | ((pinf > 0) & (ninf > 0)), F.lit(float("nan")))
+                .when(pinf > 0, F.lit(float("inf")))
+                .when(ninf > 0, F.lit(float("-inf")))
+                .otherwise(finite)
+            )
 
         total = exact_sum.bind(exact_sum.value(c(self.sum))["hi"], combined)
         if self.average:
             total = total / c(self.count).cast("double")
         return F.when(c(self.count) > 0, total).cast(self.result_type)
 
-    def partial_arrow(self, x, w, schema):
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
         v = pc.cast(x, pa.float64(), safe=False)
         zero = pa.scalar(0, pa.int64())
-        return [*super().partial_arrow(x, w, schema),
-                *[(n, pc.if_else(pc.fill_null(test, False), w, zero), "sum")
-                  for n, test in zip(self.special, _specials_arrow(v))]]
+        return [
+            *super().partial_arrow(x, w, schema),
+            *[
+                (n, pc.if_else(pc.fill_null(test, False), w, zero), "sum")
+                for n, test in zip(self.special, _specials_arrow(v))
+            ],
+        ]
 
-    def merged_arrow(self, old, partial, schema):
+    def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
         counts = {n: _add_counts(old.column(n), partial.column(n)) for n in self.special}
-        return {**super().merged_arrow(old, partial, schema), **counts,
-                self.sum: exact_sum.merged_np(old.column(self.sum), partial.column(self.sum))}
+        return {
+            **super().merged_arrow(old, partial, schema),
+            **counts,
+            self.sum: exact_sum.merged_np(old.column(self.sum), partial.column(self.sum)),
+        }
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         nan, pinf, ninf = (acc.column(n).to_numpy(zero_copy_only=False) for n in self.special)
         total, _ = exact_sum.value_np(acc.column(self.sum))
         pinf, ninf = pinf + (total == np.inf), ninf + (total == -np.inf)  # a finite sum past the range
         with np.errstate(invalid="ignore", divide="ignore"):
-            total = np.where((nan > 0) | ((pinf > 0) & (ninf > 0)), np.nan,
-                             np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, total)))
+            total = np.where(
+                (nan > 0) | ((pinf > 0) & (ninf > 0)),
+                np.nan,
+                np.where(pinf > 0, np.inf, np.where(ninf > 0, -np.inf, total)),
+            )
             count = acc.column(self.count).to_numpy(zero_copy_only=False)
             if self.average:
                 total = total / count
@@ -335,7 +395,7 @@ class Extreme(Accumulator):
     """MIN(x) or MAX(x) over an append-only input: v' = least(v, min of the batch's inserted x) (greatest for
     MAX); rows never go, so the extreme never has to be found again."""
 
-    def __init__(self, kind: str, *args, **kwargs) -> None:
+    def __init__(self, kind: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kind = kind
 
@@ -345,7 +405,7 @@ class Extreme(Accumulator):
     def columns(self) -> list[Column]:
         return [F.lit(None).cast(self.result_type).alias(self.value)]
 
-    def partial(self, x: Column | None, w: Column) -> list[Column]:
+    def partial(self, x: Column, w: Column) -> list[Column]:
         pick = F.min if self.kind == "min" else F.max
         return [pick(F.when(w > 0, x)).alias(self.value)]
 
@@ -360,20 +420,23 @@ class Extreme(Accumulator):
     def nan(self) -> str:  # a batch's partial: whether a NaN came (Arrow's MAX skips NaN, Spark's is NaN)
         return f"_nan{self.index}"
 
-    def partial_arrow(self, x, w, schema):
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
+        assert x is not None  # MIN and MAX take an argument
         inserted = pc.if_else(pc.greater(w, 0), x, pa.scalar(None, x.type))
-        partial = [(self.value, inserted, self.kind)]
+        partial: list[Contribution] = [(self.value, inserted, self.kind)]
         if self.kind == "max" and pa.types.is_floating(x.type):
             partial.append((self.nan, pc.fill_null(pc.is_nan(inserted), False), "any"))
         return partial
 
-    def merged_arrow(self, old, partial, schema):
+    def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
         value = extreme(self.kind, old.column(self.value), partial.column(self.value))
         if self.nan in partial.column_names:
             value = pc.if_else(partial.column(self.nan), pa.scalar(float("nan"), value.type), value)
         return {self.value: value}
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         return acc.column(self.value)
 
 
@@ -385,7 +448,7 @@ class Multiset(Accumulator):
     to read; [] for none). The result is recomputed per affected group from the multiset (aggregate.py) and kept
     as v."""
 
-    def __init__(self, how: str, *args, **kwargs) -> None:
+    def __init__(self, how: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.how = how  # min, max, count, sum, list: the aggregate over the present values
 
@@ -413,7 +476,7 @@ class Multiset(Accumulator):
     def result(self, c: Get) -> Column:
         return c(self.value).cast(self.result_type)
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         return acc.column(self.value)
 
 
@@ -422,7 +485,7 @@ class Decisive(Count):
     (false for BOOL_AND, true for BOOL_OR): f' = f + Σ w·[x = decider]. The result is NULL when c = 0, else
     f = 0 for BOOL_AND and f > 0 for BOOL_OR."""
 
-    def __init__(self, kind: str, *args, **kwargs) -> None:
+    def __init__(self, kind: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.decider = kind == "bool_or"  # the value that decides the result
 
@@ -436,7 +499,7 @@ class Decisive(Count):
     def columns(self) -> list[Column]:
         return [*super().columns(), F.col(self.deciding).cast("long").alias(self.deciding)]
 
-    def partial(self, x: Column | None, w: Column) -> list[Column]:
+    def partial(self, x: Column, w: Column) -> list[Column]:
         decides = F.coalesce(x == F.lit(self.decider), F.lit(False))
         return [*super().partial(x, w), F.sum(F.when(decides, w).otherwise(0)).alias(self.deciding)]
 
@@ -448,16 +511,22 @@ class Decisive(Count):
         decided = (c(self.deciding) > 0) if self.decider else (c(self.deciding) == 0)
         return F.when(c(self.count) > 0, decided)
 
-    def partial_arrow(self, x, w, schema):
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
         decides = pc.fill_null(pc.equal(x, pa.scalar(self.decider)), False)
-        return [*super().partial_arrow(x, w, schema),
-                (self.deciding, pc.if_else(decides, w, pa.scalar(0, pa.int64())), "sum")]
+        return [
+            *super().partial_arrow(x, w, schema),
+            (self.deciding, pc.if_else(decides, w, pa.scalar(0, pa.int64())), "sum"),
+        ]
 
-    def merged_arrow(self, old, partial, schema):
-        return {**super().merged_arrow(old, partial, schema),
-                self.deciding: _add_counts(old.column(self.deciding), partial.column(self.deciding))}
+    def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
+        return {
+            **super().merged_arrow(old, partial, schema),
+            self.deciding: _add_counts(old.column(self.deciding), partial.column(self.deciding)),
+        }
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         f = acc.column(self.deciding)
         decided = pc.greater(f, 0) if self.decider else pc.equal(f, 0)
         return pc.if_else(pc.greater(acc.column(self.count), 0), decided, pa.scalar(None, pa.bool_()))
@@ -473,7 +542,7 @@ class Moments(Count):
     result is the exact variance of the rows, rounded: Spark's running update rounds at every row, and is no
     closer."""
 
-    def __init__(self, kind: str, *args, **kwargs) -> None:
+    def __init__(self, kind: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kind = kind
 
@@ -492,44 +561,62 @@ class Moments(Count):
         return [(self.sum, False), (self.squares, True)]
 
     def columns(self) -> list[Column]:
-        return [*super().columns(), F.col(self.sum).cast(exact_sum.MAP_TYPE).alias(self.sum),
-                F.col(self.squares).cast(exact_sum.MAP_TYPE).alias(self.squares),
-                F.col(self.nonfinite).cast("long").alias(self.nonfinite)]
+        return [
+            *super().columns(),
+            F.col(self.sum).cast(exact_sum.MAP_TYPE).alias(self.sum),
+            F.col(self.squares).cast(exact_sum.MAP_TYPE).alias(self.squares),
+            F.col(self.nonfinite).cast("long").alias(self.nonfinite),
+        ]
 
-    def partial(self, x: Column | None, w: Column) -> list[Column]:
+    def partial(self, x: Column, w: Column) -> list[Column]:
         v = x.cast("double")
         odd = F.isnan(v) | (F.abs(v) == F.lit(float("inf")))
         return [*super().partial(x, w), F.sum(F.when(odd, w).otherwise(0)).alias(self.nonfinite)]
 
     def merged(self, o: Get, d: Get) -> list[Column]:
         total = F.coalesce(o(self.nonfinite), F.lit(0)) + F.coalesce(d(self.nonfinite), F.lit(0))
-        return [*super().merged(o, d), exact_sum.merged(o(self.sum), d(self.sum)).alias(self.sum),
-                exact_sum.merged(o(self.squares), d(self.squares)).alias(self.squares),
-                total.alias(self.nonfinite)]
+        return [
+            *super().merged(o, d),
+            exact_sum.merged(o(self.sum), d(self.sum)).alias(self.sum),
+            exact_sum.merged(o(self.squares), d(self.squares)).alias(self.squares),
+            total.alias(self.nonfinite),
+        ]
 
     def result(self, c: Get) -> Column:
-        return _moments_udf()(F.lit(self.kind), c(self.count), c(self.nonfinite), c(self.sum), c(self.squares))
+        moments = _moments_udf()
+        return moments(F.lit(self.kind), c(self.count), c(self.nonfinite), c(self.sum), c(self.squares))
 
-    def partial_arrow(self, x, w, schema):
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
         v = pc.cast(x, pa.float64(), safe=False)
         odd = pc.fill_null(pc.or_(pc.is_nan(v), pc.is_inf(v)), False)
-        return [*super().partial_arrow(x, w, schema),
-                (self.nonfinite, pc.if_else(odd, w, pa.scalar(0, pa.int64())), "sum")]
+        return [
+            *super().partial_arrow(x, w, schema),
+            (self.nonfinite, pc.if_else(odd, w, pa.scalar(0, pa.int64())), "sum"),
+        ]
 
-    def merged_arrow(self, old, partial, schema):
-        return {**super().merged_arrow(old, partial, schema),
-                self.sum: exact_sum.merged_np(old.column(self.sum), partial.column(self.sum)),
-                self.squares: exact_sum.merged_np(old.column(self.squares), partial.column(self.squares)),
-                self.nonfinite: _add_counts(old.column(self.nonfinite), partial.column(self.nonfinite))}
+    def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
+        return {
+            **super().merged_arrow(old, partial, schema),
+            self.sum: exact_sum.merged_np(old.column(self.sum), partial.column(self.sum)),
+            self.squares: exact_sum.merged_np(old.column(self.squares), partial.column(self.squares)),
+            self.nonfinite: _add_counts(old.column(self.nonfinite), partial.column(self.nonfinite)),
+        }
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         columns = [acc.column(n).to_pylist() for n in (self.count, self.nonfinite, self.sum, self.squares)]
-        return pa.array([exact_sum.moments_result(self.kind, n, f, dict(s or ()), dict(q or ()))
-                         for n, f, s, q in zip(*columns)], pa.float64())
+        return pa.array(
+            [
+                exact_sum.moments_result(self.kind, n, f, dict(s or ()), dict(q or ()))
+                for n, f, s, q in zip(*columns)
+            ],
+            pa.float64(),
+        )
 
 
 @functools.cache
-def _moments_udf():
+def _moments_udf() -> Callable[..., Column]:
     """exact_sum.moments_result as a Spark UDF (Arrow-batched): the driver's very function, in Spark."""
     return F.udf(exact_sum.moments_result, "double", useArrow=True)
 
@@ -543,7 +630,7 @@ class Arrival(Accumulator):
 
     ordered = True  # the driver sorts a batch's rows by MTIME before grouping
 
-    def __init__(self, kind: str, ignore_nulls: bool, *args, **kwargs) -> None:
+    def __init__(self, kind: str, ignore_nulls: bool, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.first, self.ignore_nulls = kind == "first", ignore_nulls
 
@@ -553,7 +640,7 @@ class Arrival(Accumulator):
     def columns(self) -> list[Column]:
         return [F.lit(None).cast(self.result_type).alias(self.value)]
 
-    def partial(self, x: Column | None, w: Column) -> list[Column]:
+    def partial(self, x: Column, w: Column) -> list[Column]:
         order = F.when(x.isNotNull(), F.col(MTIME)) if self.ignore_nulls else F.col(MTIME)
         return [(F.min_by if self.first else F.max_by)(x, order).alias(self.value)]
 
@@ -561,43 +648,61 @@ class Arrival(Accumulator):
         kept, batch = (o, d) if self.first else (d, o)  # the value that wins, and the one it falls back to
         if self.ignore_nulls:
             return [F.coalesce(kept(self.value), batch(self.value)).alias(self.value)]
-        return [F.when(F.coalesce(kept(COUNT), F.lit(0)) > 0, kept(self.value)).otherwise(batch(self.value))
-                .alias(self.value)]
+        return [
+            F.when(F.coalesce(kept(COUNT), F.lit(0)) > 0, kept(self.value))
+            .otherwise(batch(self.value))
+            .alias(self.value)
+        ]
 
     def result(self, c: Get) -> Column:
         return c(self.value).cast(self.result_type)
 
-    def partial_arrow(self, x, w, schema):
+    def partial_arrow(
+        self, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
+    ) -> list[Contribution]:
         how = "first" if self.first else "last"
         return [(self.value, x, (how, pc.ScalarAggregateOptions(skip_nulls=self.ignore_nulls)))]
 
-    def merged_arrow(self, old, partial, schema):
+    def merged_arrow(self, old: pa.Table, partial: pa.Table, schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
         kept, batch = (old, partial) if self.first else (partial, old)
         if self.ignore_nulls:
             return {self.value: pc.coalesce(kept.column(self.value), batch.column(self.value))}
         has_rows = pc.fill_null(pc.greater(kept.column(COUNT), 0), False)
         return {self.value: pc.if_else(has_rows, kept.column(self.value), batch.column(self.value))}
 
-    def result_arrow(self, acc, schema):
+    def result_arrow(self, acc: pa.Table, schema: pa.Schema) -> pa.ChunkedArray:
         return acc.column(self.value)
 
 
-def accumulator(index: int, call: exp.Expression, result_type: str, append_only: bool,
-                multisets: list[str]) -> Accumulator:
+def accumulator(
+    index: int, call: exp.Expression, result_type: str, append_only: bool, multisets: list[str]
+) -> Accumulator:
     """The accumulator of aggregate call `index` (plan/operators/aggregate.py lists the kinds); an argument that
     needs a multiset is added to `multisets` (one per distinct argument)."""
-    from mvengine.plan.operators.aggregate import ARRIVAL, MOMENTS, aggregate_call, float_sum
+    from mvengine.plan.operators.aggregate import ARRIVAL, MOMENTS, float_sum, incremental_call
     from mvengine.plan.types import aggregate_type, type_name
 
-    normalized = aggregate_call(call)
+    normalized = incremental_call(call)
     kind, arg_expr = normalized.kind, normalized.argument
     argument = None if arg_expr is None else arg_expr.sql("spark")
-    sum_type = type_name(aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type)) \
-        if kind in ("sum", "avg") else None
-    if kind == "avg" and sum_type == "bigint":  # an average of integers: summed exactly, beyond BIGINT's range
+    sum_type = None
+    if kind in ("sum", "avg"):
+        assert arg_expr is not None  # SUM and AVG take an argument
+        summed = aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type)
+        assert summed is not None, arg_expr  # the binder typed the view
+        sum_type = type_name(summed)
+    if (
+        kind == "avg" and sum_type == "bigint"
+    ):  # an average of integers: summed exactly, beyond BIGINT's range
         sum_type = INTEGER_AVERAGE_SUM
-    common = {"index": index, "argument": argument, "result_type": result_type, "expression": arg_expr}
+    common: dict[str, Any] = {
+        "index": index,
+        "argument": argument,
+        "result_type": result_type,
+        "expression": arg_expr,
+    }
     if normalized.distinct or kind == "list" or (kind in ("min", "max") and not append_only):
+        assert argument is not None  # COUNT(DISTINCT *) is no SQL
         if argument not in multisets:
             multisets.append(argument)
         return Multiset(kind, **common, multiset=multisets.index(argument))
@@ -611,12 +716,13 @@ def accumulator(index: int, call: exp.Expression, result_type: str, append_only:
         return Moments(kind, **common)
     if kind in ARRIVAL:
         return Arrival(kind, normalized.ignore_nulls, **common)
-    if float_sum(kind, arg_expr.type):
+    if arg_expr is not None and float_sum(kind, arg_expr.type):
         return FloatSum(kind == "avg", **common)
     return (Sum if kind == "sum" else Avg)(**common, sum_type=sum_type)
 
 
 # -- Arrow arithmetic, as Spark does it ------------------------------------------------------------------------
+
 
 def _weighted(x: pa.ChunkedArray, weight: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
     """x * weight in the type of the running sum (exact, or NotOnDriver)."""

@@ -3,7 +3,7 @@ the view's state, and Spark."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -30,7 +30,9 @@ class Batch:
     # None when the view starts from nothing (a bootstrap: every input's rows are its changes).
     before: dict[str, Callable[[], DataFrame]] | None = None
     moved: frozenset[str] | None = None  # the inputs with changes in this batch; None: all of them
-    node_ids: dict[int, int] = field(default_factory=dict)  # id(node) → its position in the plan (names state)
+    node_ids: dict[int, int] = field(
+        default_factory=dict
+    )  # id(node) → its position in the plan (names state)
     checkpoints: list[DataFrame] = field(default_factory=list)  # released when the batch ends
     # allowed_lateness: input rows whose event time is before this (µs) are not applied, but kept in `late`
     late_before: int | None = None
@@ -50,8 +52,13 @@ class Batch:
         if self.before is None:
             return None
         if self._as_before is None:
-            self._as_before = Batch(self.spark, _Contents(self.before), self.state, node_ids=self.node_ids,
-                                    checkpoints=self.checkpoints)
+            self._as_before = Batch(
+                self.spark,
+                _Contents(self.before),
+                self.state,
+                node_ids=self.node_ids,
+                checkpoints=self.checkpoints,
+            )
         return self._as_before
 
     def keep(self, df: DataFrame) -> DataFrame:
@@ -106,8 +113,12 @@ class _Contents(Mapping[str, DataFrame]):
             self._read[name] = inserts(self._readers[name](), F.lit(None).cast("timestamp"))
         return self._read[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._readers)
 
     def __len__(self) -> int:
         return len(self._readers)
+
+
+# A rule's way to its inputs' changes (compiler.node_delta): the Z-set a child node's rule gives.
+ChildDelta = Callable[[Node, Batch], DataFrame]

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch
-from mvengine.plan.nodes import Node
+from mvengine.plan.nodes import Filter, Node
 from mvengine.plan.operators import operators
 
 
-def _rules(name: str) -> dict[type[Node], object]:
+def _rules(name: str) -> dict[type[Node], Callable[..., Any]]:
     """Each operator's rule `name` (delta, driver_delta), from the module its operator names."""
     found = {}
     for node_type, operator in operators().items():
@@ -34,7 +35,9 @@ def supports(root: Node) -> bool:
     return all(type(node) in RULES for node in root.walk())
 
 
-def view_delta(root: Node, batch: Batch, *, unfiltered: Callable[[DataFrame], None] | None = None) -> DataFrame:
+def view_delta(
+    root: Node, batch: Batch, *, unfiltered: Callable[[DataFrame], None] | None = None
+) -> DataFrame:
     """The Z-set of the view's rows (its columns, _w, _mtime) that this batch's input changes cause.
 
     `unfiltered`, for a view whose own expectations drop rows (its root is the Filter that drops them), is
@@ -42,31 +45,36 @@ def view_delta(root: Node, batch: Batch, *, unfiltered: Callable[[DataFrame], No
     batch.node_ids = {id(node): i for i, node in enumerate(root.walk())}
     if unfiltered is None:
         return node_delta(root, batch)
+    assert isinstance(root, Filter)  # the expectations' filter
     before = node_delta(root.child, batch)
     unfiltered(before)
-    return RULES[type(root)](root, batch, lambda node, batch: before)
+    rows: DataFrame = RULES[type(root)](root, batch, lambda node, batch: before)
+    return rows
 
 
 def node_delta(node: Node, batch: Batch) -> DataFrame:
     """A node's output changes, named by its fields and aliased by their qualifier (for the parent's SQL)."""
-    df = RULES[type(node)](node, batch, node_delta)
+    df: DataFrame = RULES[type(node)](node, batch, node_delta)
     qualifiers = {f.qualifier for f in node.fields}
-    if len(qualifiers) == 1 and None not in qualifiers:
-        df = df.alias(qualifiers.pop())
-    return df
+    qualifier = qualifiers.pop() if len(qualifiers) == 1 else None
+    return df.alias(qualifier) if qualifier is not None else df
 
 
-def view_delta_on_driver(root: Node, batch: DriverBatch, *,
-                         unfiltered: Callable[[pa.Table], None] | None = None) -> pa.Table:
+def view_delta_on_driver(
+    root: Node, batch: DriverBatch, *, unfiltered: Callable[[pa.Table], None] | None = None
+) -> pa.Table:
     """`view_delta` on the driver: the view's columns by name, `_w`, `_mtime`. Raises NotOnDriver when the batch
     must go to Spark (what the rules staged in the state is then to be dropped)."""
     batch.node_ids = {id(node): i for i, node in enumerate(root.walk())}
 
     def named(changes: pa.Table) -> pa.Table:
-        return changes.rename_columns([f.name for f in root.fields] + changes.column_names[len(root.fields):])
+        return changes.rename_columns(
+            [f.name for f in root.fields] + changes.column_names[len(root.fields) :]
+        )
 
     if unfiltered is None:
         return named(node_delta_on_driver(root, batch))
+    assert isinstance(root, Filter)  # the expectations' filter
     before = named(node_delta_on_driver(root.child, batch))
     unfiltered(before)
     return named(DRIVER_RULES[type(root)](root, batch, lambda node, batch: before))

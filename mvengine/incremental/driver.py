@@ -14,9 +14,9 @@ in joins and groupings: NULL matches NULL where SQL says so (`<=>`, GROUP BY, DI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -77,6 +77,10 @@ class DriverBatch:
         return DriverBatch(contents, self.state, node_ids=self.node_ids)
 
 
+# On the driver: the Z-set a child node's rule gives, in Arrow (compiler.node_delta_on_driver).
+DriverChildDelta = Callable[[Node, DriverBatch], pa.Table]
+
+
 class _Contents(Mapping[str, pa.Table]):
     """Inputs' rows before the batch as inserts, each read only when a rule asks for it."""
 
@@ -88,11 +92,12 @@ class _Contents(Mapping[str, pa.Table]):
     def __getitem__(self, name: str) -> pa.Table:
         if name not in self._read:
             rows = self._readers(name)
-            self._read[name] = rows.append_column(WEIGHT, pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)) \
-                .append_column(MTIME, pa.nulls(rows.num_rows, pa.timestamp("us", tz="UTC")))
+            self._read[name] = rows.append_column(
+                WEIGHT, pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)
+            ).append_column(MTIME, pa.nulls(rows.num_rows, pa.timestamp("us", tz="UTC")))
         return self._read[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
     def __len__(self) -> int:
@@ -119,7 +124,9 @@ def read_before(ref: TableRef, version: int, where: KeyFilter | None) -> pa.Tabl
 # -- Z-sets ---------------------------------------------------------------------------------------------------
 
 
-def zset(columns: Sequence[pa.ChunkedArray | pa.Array], weight, mtime) -> pa.Table:
+def zset(
+    columns: Sequence[pa.ChunkedArray | pa.Array], weight: pa.ChunkedArray | pa.Array, mtime: Any
+) -> pa.Table:
     """A Z-set table of these columns (named c0, c1, ...), weights and times."""
     n = len(weight)
     arrays = [_full(c, n) for c in columns] + [_full(weight, n), _full(mtime, n)]
@@ -128,7 +135,8 @@ def zset(columns: Sequence[pa.ChunkedArray | pa.Array], weight, mtime) -> pa.Tab
 
 def data(table: pa.Table) -> list[pa.ChunkedArray]:
     """The columns of a Z-set table, without `_w` and `_mtime`."""
-    return table.columns[:-2]
+    columns: list[pa.ChunkedArray] = table.columns[:-2]
+    return columns
 
 
 def consolidated(table: pa.Table) -> pa.Table:
@@ -157,7 +165,7 @@ def normalized(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array
     return values
 
 
-def group_by(table: pa.Table, keys: Sequence[str]):
+def group_by(table: pa.Table, keys: Sequence[str]) -> pa.TableGroupBy:
     """Arrow's grouping (NULL keys form one group), refusing what it cannot group as Spark does."""
     for name in keys:
         if pa.types.is_nested(table.schema.field(name).type):
@@ -168,8 +176,13 @@ def group_by(table: pa.Table, keys: Sequence[str]):
 # -- joins ----------------------------------------------------------------------------------------------------
 
 
-def match(left_keys: Sequence[pa.ChunkedArray], right_keys: Sequence[pa.ChunkedArray], how: str, *,
-          null_safe: bool = False) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
+def match(
+    left_keys: Sequence[pa.ChunkedArray],
+    right_keys: Sequence[pa.ChunkedArray],
+    how: str,
+    *,
+    null_safe: bool = False,
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
     """The row indices of the pairs of rows whose keys are equal (`how`: inner, left outer, right outer, full
     outer; left semi and left anti give the left rows only, in their order, and None). Without `null_safe`, a
     NULL key matches nothing, as in SQL's `=`; with it, NULL matches NULL (`<=>`). An outer join pads with NULL
@@ -192,6 +205,7 @@ def align(left_keys: Sequence[pa.ChunkedArray], right_keys: Sequence[pa.ChunkedA
     """For each left row, in order, the index of the right row with equal keys (NULL matching NULL), or NULL
     where there is none; the right keys are unique (a lookup of state rows by key)."""
     li, ri = match(left_keys, right_keys, "left outer", null_safe=True)
+    assert ri is not None  # an outer join pairs rows
     return ri.take(pc.sort_indices(li))
 
 
@@ -222,7 +236,7 @@ def _filler(t: pa.DataType) -> pa.Scalar:
     raise NotOnDriver(f"keys of type {t}")
 
 
-def _full(values, n: int):
+def _full(values: pa.Scalar | pa.ChunkedArray | pa.Array, n: int) -> pa.ChunkedArray | pa.Array:
     return pa.repeat(values, n) if isinstance(values, pa.Scalar) else values
 
 
@@ -237,12 +251,14 @@ def conform(changes: pa.Table, schema: pa.Schema) -> pa.Table:
                 raise NotOnDriver(f"column {f.name} is {column.type} on the driver, {f.type} in the snapshot")
             column = column.cast(f.type, safe=True)
         columns.append(column)
-    return pa.table([*columns, changes.column(WEIGHT), changes.column(MTIME)], names=[*schema.names, WEIGHT, MTIME])
+    return pa.table(
+        [*columns, changes.column(WEIGHT), changes.column(MTIME)], names=[*schema.names, WEIGHT, MTIME]
+    )
 
 
 def _widening(a: pa.DataType, b: pa.DataType) -> bool:
     """Whether Spark could give type `b` where the driver's rules found `a` (a literal typed narrower)."""
-    return pa.types.is_integer(a) and pa.types.is_integer(b) and a.bit_width <= b.bit_width
+    return bool(pa.types.is_integer(a) and pa.types.is_integer(b) and a.bit_width <= b.bit_width)
 
 
 def latest(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
+from typing import TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,7 +36,7 @@ class NotOnDriver(Exception):
     """This batch cannot be computed on the driver exactly as Spark would compute it: Spark computes it."""
 
 
-Value = pa.Array | pa.ChunkedArray | pa.Scalar
+Value: TypeAlias = pa.Array | pa.ChunkedArray | pa.Scalar
 
 _INTEGRAL = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -96,12 +97,13 @@ class _Evaluator:
             return pa.scalar(float(text), pa.float64())
         if "." not in text:
             number = int(text)
-            if -2**31 <= number < 2**31:
+            if -(2**31) <= number < 2**31:
                 return pa.scalar(number, pa.int32())
-            if -2**63 <= number < 2**63:
+            if -(2**63) <= number < 2**63:
                 return pa.scalar(number, pa.int64())
         value = Decimal(text)
         digits = value.as_tuple()
+        assert isinstance(digits.exponent, int)  # a literal is finite
         scale = max(-digits.exponent, 0)
         precision = max(len(digits.digits), scale, 1)
         if precision > 38:
@@ -147,8 +149,10 @@ class _Evaluator:
         return result
 
     def _between(self, e: exp.Between) -> Value:
-        return pc.and_kleene(self._compare(e.this, e.args["low"], "greater_equal"),
-                             self._compare(e.this, e.args["high"], "less_equal"))
+        return pc.and_kleene(
+            self._compare(e.this, e.args["low"], "greater_equal"),
+            self._compare(e.this, e.args["high"], "less_equal"),
+        )
 
     def _bool(self, e: exp.Expression) -> Value:
         v = self.value(e)
@@ -163,7 +167,7 @@ class _Evaluator:
     def _comparison(self, e: exp.Expression, op: str) -> Value:
         return self._compare(e.this, e.expression, op)
 
-    def _nullsafeeq(self, e: exp.NullSafeEQ) -> Value:
+    def _nullsafeeq(self, e: exp.NullSafeEQ | exp.NullSafeNEQ) -> Value:
         left, right = self._comparable(e.this, e.expression)
         equal = pc.fill_null(pc.equal(left, right), False)
         both_null = pc.and_(pc.is_null(left), pc.is_null(right))
@@ -229,8 +233,11 @@ class _Evaluator:
         subject = e.this
         conditions, values = [], []
         for branch in e.args.get("ifs") or []:
-            test = (self._compare(subject, branch.this, "equal") if subject is not None
-                    else self._bool(branch.this))
+            test = (
+                self._compare(subject, branch.this, "equal")
+                if subject is not None
+                else self._bool(branch.this)
+            )
             conditions.append(test)
             values.append(self.value(branch.args["true"]))
         default = e.args.get("default")
@@ -239,9 +246,13 @@ class _Evaluator:
 
     def _if(self, e: exp.If) -> Value:
         false = e.args.get("false")
-        return self._choose([self._bool(e.this)],
-                            [self.value(e.args["true"]),
-                             self.value(false) if false is not None else pa.scalar(None, pa.null())])
+        return self._choose(
+            [self._bool(e.this)],
+            [
+                self.value(e.args["true"]),
+                self.value(false) if false is not None else pa.scalar(None, pa.null()),
+            ],
+        )
 
     def _choose(self, conditions: list[Value], values: list[Value]) -> Value:
         """The value of the first true condition (NULL counts as false), else the last value."""
@@ -251,8 +262,10 @@ class _Evaluator:
         columns = [_array(pc.fill_null(c, False), n) for c in conditions]
         if not columns:
             return values[-1]
-        return pc.case_when(pc.make_struct(*columns, field_names=[f"c{i}" for i in range(len(columns))]),
-                            *[_array(v, n) for v in values])
+        return pc.case_when(
+            pc.make_struct(*columns, field_names=[f"c{i}" for i in range(len(columns))]),
+            *[_array(v, n) for v in values],
+        )
 
     def _coalesce(self, e: exp.Coalesce) -> Value:
         values = [self.value(v) for v in [e.this, *e.expressions]]
@@ -263,14 +276,20 @@ class _Evaluator:
 
     def _cast(self, e: exp.Cast) -> Value:
         to = _arrow_type(e.args["to"])
-        if isinstance(e.this, exp.Literal) and e.this.is_string and (pa.types.is_date(to) or pa.types.is_timestamp(to)):
+        if (
+            isinstance(e.this, exp.Literal)
+            and e.this.is_string
+            and (pa.types.is_date(to) or pa.types.is_timestamp(to))
+        ):
             return _date_literal(e.this.name, to)
         v = self.value(e.this)
         if v.type == to:
             return v
         if v.type == pa.null():
             return pa.scalar(None, to)
-        integral_to_integral = to in _INTEGRAL and v.type in _INTEGRAL  # narrowing that does not fit: Spark decides
+        integral_to_integral = (
+            to in _INTEGRAL and v.type in _INTEGRAL
+        )  # narrowing that does not fit: Spark decides
         widening_to_float = pa.types.is_floating(to) and _WIDTH.get(v.type, 128) <= _WIDTH.get(to, 0)
         if integral_to_integral or widening_to_float or (to == pa.string() and v.type in _INTEGRAL):
             return _checked(lambda x: pc.cast(x, to, safe=True), v)
@@ -287,8 +306,11 @@ class _Evaluator:
     def _ascii(self, e: exp.Expression) -> Value:
         """Java's and Arrow's case mappings differ beyond ASCII (Java upper-cases ß to SS): ASCII only."""
         v = self._string(e)
-        ascii_only = (v.as_py() is None or v.as_py().isascii()) if isinstance(v, pa.Scalar) \
+        ascii_only = (
+            (v.as_py() is None or v.as_py().isascii())
+            if isinstance(v, pa.Scalar)
             else pc.all(pc.string_is_ascii(v)).as_py() is not False
+        )
         if not ascii_only:
             raise NotOnDriver("UPPER/LOWER of a non-ASCII string")
         return v
@@ -302,14 +324,19 @@ class _Evaluator:
         pattern = strftime_pattern(e)
         v = self.value(e.this.this if isinstance(e.this, exp.TimeStrToTime) else e.this)  # (sqlglot's cast)
         if pattern is None or not (pa.types.is_timestamp(v.type) or pa.types.is_date(v.type)):
-            raise NotOnDriver(f"DATE_FORMAT of {v.type}" if pattern is not None else "this DATE_FORMAT pattern")
+            raise NotOnDriver(
+                f"DATE_FORMAT of {v.type}" if pattern is not None else "this DATE_FORMAT pattern"
+            )
         seconds = pa.timestamp("s", tz=v.type.tz if pa.types.is_timestamp(v.type) else None)
         if pa.types.is_timestamp(v.type):
             v = pc.floor_temporal(v, unit="second")
         v = pc.cast(v, seconds)
         years = pc.min_max(pc.year(v)) if not isinstance(v, pa.Scalar) else None
-        if years is not None and years["min"].as_py() is not None \
-                and not (1 <= years["min"].as_py() and years["max"].as_py() <= 9999):
+        if (
+            years is not None
+            and years["min"].as_py() is not None
+            and not (1 <= years["min"].as_py() and years["max"].as_py() <= 9999)
+        ):
             raise NotOnDriver("DATE_FORMAT of a year beyond 1 to 9999")
         return pc.strftime(v, format=pattern)
 
@@ -318,8 +345,9 @@ class _Evaluator:
         return pc.binary_join_element_wise(*parts, "", null_handling="emit_null")
 
     def _dpipe(self, e: exp.DPipe) -> Value:
-        return pc.binary_join_element_wise(self._string(e.this), self._string(e.expression), "",
-                                           null_handling="emit_null")
+        return pc.binary_join_element_wise(
+            self._string(e.this), self._string(e.expression), "", null_handling="emit_null"
+        )
 
     def _string(self, e: exp.Expression) -> Value:
         v = self.value(e)
@@ -349,8 +377,9 @@ def _common_type(a: pa.DataType, b: pa.DataType, *, comparison: bool) -> pa.Data
         return max(floats, key=lambda t: t.bit_width)
     decimals = [t for t in (a, b) if pa.types.is_decimal(t)]
     if comparison and decimals and all(t in _INTEGRAL or pa.types.is_decimal(t) for t in (a, b)):
-        as_decimal = [t if pa.types.is_decimal(t) else pa.decimal128(20 if t == pa.int64() else 10, 0)
-                      for t in (a, b)]
+        as_decimal = [
+            t if pa.types.is_decimal(t) else pa.decimal128(20 if t == pa.int64() else 10, 0) for t in (a, b)
+        ]
         scale = max(t.scale for t in as_decimal)
         whole = max(t.precision - t.scale for t in as_decimal)
         if whole + scale > 38:
@@ -387,7 +416,7 @@ def cast(v: Value, to: pa.DataType) -> Value:
     return _checked(lambda x: pc.cast(x, to, safe=True), v)
 
 
-def _checked(function, *args: Value) -> Value:
+def _checked(function: Callable[..., Value], *args: Value) -> Value:
     try:
         return function(*args)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:  # an overflow, a value that does not fit
@@ -396,7 +425,7 @@ def _checked(function, *args: Value) -> Value:
 
 def _has_nan(v: Value) -> bool:
     if isinstance(v, pa.Scalar):
-        return v.is_valid and v.as_py() != v.as_py()
+        return bool(v.is_valid and v.as_py() != v.as_py())
     return bool(pc.any(pc.is_nan(v)).as_py())
 
 
@@ -404,7 +433,9 @@ def _array(v: Value, n: int) -> pa.Array | pa.ChunkedArray:
     return pa.repeat(v, n) if isinstance(v, pa.Scalar) else v
 
 
-def _dates_from_literals(left: Value, right: Value, a: exp.Expression, b: exp.Expression) -> tuple[Value, Value]:
+def _dates_from_literals(
+    left: Value, right: Value, a: exp.Expression, b: exp.Expression
+) -> tuple[Value, Value]:
     """A string literal compared with a date or timestamp is that date or time (Spark casts it)."""
     if _is_time(left.type) and isinstance(b, exp.Literal) and b.is_string:
         right = _date_literal(b.name, left.type)
@@ -414,7 +445,7 @@ def _dates_from_literals(left: Value, right: Value, a: exp.Expression, b: exp.Ex
 
 
 def _is_time(t: pa.DataType) -> bool:
-    return pa.types.is_date(t) or pa.types.is_timestamp(t)
+    return bool(pa.types.is_date(t) or pa.types.is_timestamp(t))
 
 
 def _date_literal(text: str, to: pa.DataType) -> pa.Scalar:
@@ -433,13 +464,21 @@ def _date_literal(text: str, to: pa.DataType) -> pa.Scalar:
     return pa.scalar(value, pa.timestamp("us", tz=to.tz))
 
 
-_TYPES = {exp.DataType.Type.TINYINT: pa.int8(), exp.DataType.Type.SMALLINT: pa.int16(),
-          exp.DataType.Type.INT: pa.int32(), exp.DataType.Type.BIGINT: pa.int64(),
-          exp.DataType.Type.FLOAT: pa.float32(), exp.DataType.Type.DOUBLE: pa.float64(),
-          exp.DataType.Type.TEXT: pa.string(), exp.DataType.Type.VARCHAR: pa.string(),
-          exp.DataType.Type.BOOLEAN: pa.bool_(), exp.DataType.Type.DATE: pa.date32(),
-          exp.DataType.Type.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
-          exp.DataType.Type.TIMESTAMP: pa.timestamp("us"), exp.DataType.Type.TIMESTAMPNTZ: pa.timestamp("us")}
+_TYPES = {
+    exp.DataType.Type.TINYINT: pa.int8(),
+    exp.DataType.Type.SMALLINT: pa.int16(),
+    exp.DataType.Type.INT: pa.int32(),
+    exp.DataType.Type.BIGINT: pa.int64(),
+    exp.DataType.Type.FLOAT: pa.float32(),
+    exp.DataType.Type.DOUBLE: pa.float64(),
+    exp.DataType.Type.TEXT: pa.string(),
+    exp.DataType.Type.VARCHAR: pa.string(),
+    exp.DataType.Type.BOOLEAN: pa.bool_(),
+    exp.DataType.Type.DATE: pa.date32(),
+    exp.DataType.Type.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+    exp.DataType.Type.TIMESTAMP: pa.timestamp("us"),
+    exp.DataType.Type.TIMESTAMPNTZ: pa.timestamp("us"),
+}
 
 
 def _arrow_type(t: exp.DataType) -> pa.DataType:

@@ -10,15 +10,53 @@ from sqlglot import exp
 
 from mvengine.plan.nodes import Aggregate, Node, TopN
 from mvengine.plan.operators import operator_of
-from mvengine.plan.operators.aggregate import aggregate_call
+from mvengine.plan.operators.aggregate import incremental_call
 
-COMPARISONS = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal",
-               exp.LT: "less", exp.LTE: "less_equal"}
-ARITHMETIC = {exp.Add: "add_checked", exp.Sub: "subtract_checked", exp.Mul: "multiply_checked"}
-_SUPPORTED = (exp.Column, exp.Paren, exp.Alias, exp.Literal, exp.Boolean, exp.Null, exp.Cast, exp.Neg, exp.Not,
-              exp.And, exp.Or, exp.Is, exp.In, exp.Between, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Div, exp.Case,
-              exp.If, exp.Coalesce, exp.Upper, exp.Lower, exp.Length, exp.Abs, exp.Concat, exp.DPipe, exp.DataType,
-              exp.TimeToStr, *COMPARISONS, *ARITHMETIC)
+COMPARISONS: dict[type[exp.Expr], str] = {
+    exp.EQ: "equal",
+    exp.NEQ: "not_equal",
+    exp.GT: "greater",
+    exp.GTE: "greater_equal",
+    exp.LT: "less",
+    exp.LTE: "less_equal",
+}
+ARITHMETIC: dict[type[exp.Expr], str] = {
+    exp.Add: "add_checked",
+    exp.Sub: "subtract_checked",
+    exp.Mul: "multiply_checked",
+}
+_SUPPORTED: tuple[type[exp.Expr], ...] = (
+    exp.Column,
+    exp.Paren,
+    exp.Alias,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Cast,
+    exp.Neg,
+    exp.Not,
+    exp.And,
+    exp.Or,
+    exp.Is,
+    exp.In,
+    exp.Between,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.Div,
+    exp.Case,
+    exp.If,
+    exp.Coalesce,
+    exp.Upper,
+    exp.Lower,
+    exp.Length,
+    exp.Abs,
+    exp.Concat,
+    exp.DPipe,
+    exp.DataType,
+    exp.TimeToStr,
+    *COMPARISONS,
+    *ARITHMETIC,
+)
 # DATE_FORMAT's pattern letters whose strftime equivalents print what Spark prints (zero-padded numbers), and
 # the other characters a pattern may hold on the driver.
 _PATTERN_LETTERS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
@@ -35,15 +73,20 @@ def not_on_driver(root: Node) -> str | None:
             reason = unsupported(e)
             if reason is not None:
                 return f"{node.describe()}: {reason}"
-        if isinstance(node, TopN) and any(c.meta.get("proctime") for e in node.expressions()
-                                          for c in e.find_all(exp.Column)):
+        if isinstance(node, TopN) and any(
+            c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)
+        ):
             return f"{node.describe()}: an order by PROCTIME() (Spark keeps each row's arrival time)"
         if isinstance(node, Aggregate):
-            for call in map(aggregate_call, node.aggregates):
+            for call in map(incremental_call, node.aggregates):
                 if call.kind == "list":
                     return f"{node.describe()}: COLLECT_LIST (its lists are built by Spark)"
-                if call.kind == "avg" and getattr(call.argument, "type", None) is not None \
-                        and call.argument.type.this == exp.DataType.Type.DECIMAL:
+                argument_type = call.argument.type if call.argument is not None else None
+                if (
+                    call.kind == "avg"
+                    and argument_type is not None
+                    and argument_type.this == exp.DataType.Type.DECIMAL
+                ):
                     return f"{node.describe()}: AVG of a decimal (its rounding is Spark's)"
     return None
 
@@ -52,7 +95,9 @@ def _evaluated(node: Node) -> list[exp.Expression]:
     """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls)."""
     if not isinstance(node, Aggregate):
         return node.expressions()
-    arguments = [call.argument for call in map(aggregate_call, node.aggregates) if call.argument is not None]
+    arguments = [
+        call.argument for call in map(incremental_call, node.aggregates) if call.argument is not None
+    ]
     return [*node.groups, *arguments]
 
 

@@ -25,6 +25,7 @@ range (x = 1e200) are still exact sums. NaN and ±inf are not digits: the accumu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -76,8 +77,12 @@ def with_digits(df: DataFrame, column: str, into: str, *, square: bool = False) 
     frame = step(df, x=F.when(_finite(x) & (x != 0), x).otherwise(F.lit(1.0)), keep=_finite(x) & (x != 0))
     frame = step(frame, g=F.floor(F.log2(F.abs(c("x")))).cast("int"))
     frame = step(frame, lo=F.when(_power_of_two(c("g")) > F.abs(c("x")), c("g") - 1).otherwise(c("g")))
-    frame = step(frame, slot=F.floor(F.when(_power_of_two(c("lo") + 1) <= F.abs(c("x")), c("lo") + 1)
-                                     .otherwise(c("lo")) / SLOT_BITS).cast("int"))
+    frame = step(
+        frame,
+        slot=F.floor(
+            F.when(_power_of_two(c("lo") + 1) <= F.abs(c("x")), c("lo") + 1).otherwise(c("lo")) / SLOT_BITS
+        ).cast("int"),
+    )
     frame = step(frame, y=scaled(c("x"), -c("slot") * SLOT_BITS))
     if not square:
         frame = _digit_steps(frame, step, c, "y", c("slot"), "d")
@@ -86,63 +91,103 @@ def with_digits(df: DataFrame, column: str, into: str, *, square: bool = False) 
         frame = step(frame, p=c("y") * c("y"), split=c("y") * F.lit(_SPLIT))
         frame = step(frame, high=c("split") - (c("split") - c("y")))
         frame = step(frame, low=c("y") - c("high"))
-        frame = step(frame, e=((c("high") * c("high") - c("p")) + F.lit(2.0) * c("high") * c("low"))
-                     + c("low") * c("low"))
+        frame = step(
+            frame,
+            e=((c("high") * c("high") - c("p")) + F.lit(2.0) * c("high") * c("low")) + c("low") * c("low"),
+        )
         parts = []
         for part in ("p", "e"):  # each a double of its own exponent, at slots offset by 2·slot
             frame = step(frame, **{f"{part}a": F.abs(c(part))})
-            frame = step(frame, **{f"{part}g": F.floor(F.log2(F.when(c(f"{part}a") > 0, c(f"{part}a"))
-                                                              .otherwise(F.lit(1.0)))).cast("int")})
-            frame = step(frame, **{f"{part}lo": F.when(_power_of_two(c(f"{part}g")) > c(f"{part}a"),
-                                                       c(f"{part}g") - 1).otherwise(c(f"{part}g"))})
-            frame = step(frame, **{f"{part}s": F.floor(
-                F.when(_power_of_two(c(f"{part}lo") + 1) <= c(f"{part}a"), c(f"{part}lo") + 1)
-                .otherwise(c(f"{part}lo")) / SLOT_BITS).cast("int")})
+            frame = step(
+                frame,
+                **{
+                    f"{part}g": F.floor(
+                        F.log2(F.when(c(f"{part}a") > 0, c(f"{part}a")).otherwise(F.lit(1.0)))
+                    ).cast("int")
+                },
+            )
+            frame = step(
+                frame,
+                **{
+                    f"{part}lo": F.when(
+                        _power_of_two(c(f"{part}g")) > c(f"{part}a"), c(f"{part}g") - 1
+                    ).otherwise(c(f"{part}g"))
+                },
+            )
+            frame = step(
+                frame,
+                **{
+                    f"{part}s": F.floor(
+                        F.when(
+                            _power_of_two(c(f"{part}lo") + 1) <= c(f"{part}a"), c(f"{part}lo") + 1
+                        ).otherwise(c(f"{part}lo"))
+                        / SLOT_BITS
+                    ).cast("int")
+                },
+            )
             frame = step(frame, **{f"{part}y": scaled(c(part), -c(f"{part}s") * SLOT_BITS)})
             frame = _digit_steps(frame, step, c, f"{part}y", c(f"{part}s") + 2 * c("slot"), f"{part}d")
             parts.append(F.when(c(f"{part}a") > 0, c(f"{part}d")).otherwise(F.array().cast(DIGITS_TYPE)))
         result = F.concat(*parts)
     nonzero = F.filter(result, lambda e: e["digit"] != 0)
-    return frame.select(*[F.col(n) for n in names],
-                        F.when(c("keep"), nonzero).otherwise(F.array().cast(DIGITS_TYPE)).alias(into))
+    return frame.select(
+        *[F.col(n) for n in names],
+        F.when(c("keep"), nonzero).otherwise(F.array().cast(DIGITS_TYPE)).alias(into),
+    )
 
 
-def _digit_steps(frame: DataFrame, step, c, y: str, slot: Column, into: str) -> DataFrame:
+def _digit_steps(
+    frame: DataFrame,
+    step: Callable[..., DataFrame],
+    c: Callable[[str], Column],
+    y: str,
+    slot: Column,
+    into: str,
+) -> DataFrame:
     """The digits of column `y` (|y| < 2^33) at slots slot, slot-1, slot-2, as an array of (slot, digit)."""
     frame = step(frame, **{f"{into}0": c(y).cast("long")})
     frame = step(frame, **{f"{into}r1": (c(y) - c(f"{into}0")) * F.lit(BASE)})
     frame = step(frame, **{f"{into}1": c(f"{into}r1").cast("long")})
     frame = step(frame, **{f"{into}2": ((c(f"{into}r1") - c(f"{into}1")) * F.lit(BASE)).cast("long")})
-    digits = [F.struct((slot - i).cast("int").alias("slot"), c(f"{into}{i}").alias("digit")) for i in range(3)]
+    digits = [
+        F.struct((slot - i).cast("int").alias("slot"), c(f"{into}{i}").alias("digit")) for i in range(3)
+    ]
     return step(frame, **{into: F.array(*digits)})
 
 
-def bind(value, body):
-    """body(value), with `value` computed once: for a Column, bound to a lambda variable (Spark would otherwise
-    evaluate, and the plan hold, a copy of it for every use in the body); for anything else, as is."""
-    if isinstance(value, Column):
-        return F.element_at(F.transform(F.array(value), body), 1)
-    return body(value)
+def bind(value: Column, body: Callable[[Column], Column]) -> Column:
+    """body(value), with `value` computed once, bound to a lambda variable (Spark would otherwise evaluate, and
+    the plan hold, a copy of it for every use in the body)."""
+    bound: Column = F.element_at(F.transform(F.array(value), body), 1)
+    return bound
 
 
 def merged(a: Column, b: Column) -> Column:
     """The sum of two digit maps (NULL as empty), normalized."""
     empty = F.create_map().cast(MAP_TYPE)
-    total = F.map_zip_with(F.coalesce(a, empty), F.coalesce(b, empty),
-                           lambda k, u, v: F.coalesce(u, F.lit(0).cast("long")) + F.coalesce(v, F.lit(0).cast("long")))
+    total = F.map_zip_with(
+        F.coalesce(a, empty),
+        F.coalesce(b, empty),
+        lambda k, u, v: F.coalesce(u, F.lit(0).cast("long")) + F.coalesce(v, F.lit(0).cast("long")),
+    )
     return bind(total, normalized)
 
 
 def normalized(m: Column) -> Column:
     """Digits at or beyond 2^32 carry their excess (truncated toward zero) into the slot above; zeros go."""
+
     def carry(v: Column) -> Column:
         return F.when(v >= 0, F.shiftright(v, SLOT_BITS)).otherwise(-F.shiftright(-v, SLOT_BITS))
 
     kept = F.transform_values(m, lambda k, v: v - F.shiftleft(carry(v), SLOT_BITS))
-    carried = F.transform_keys(F.map_filter(F.transform_values(m, lambda k, v: carry(v)), lambda k, v: v != 0),
-                               lambda k, v: k + 1)
-    total = F.map_zip_with(kept, carried, lambda k, u, v: F.coalesce(u, F.lit(0).cast("long"))
-                           + F.coalesce(v, F.lit(0).cast("long")))
+    carried = F.transform_keys(
+        F.map_filter(F.transform_values(m, lambda k, v: carry(v)), lambda k, v: v != 0), lambda k, v: k + 1
+    )
+    total = F.map_zip_with(
+        kept,
+        carried,
+        lambda k, u, v: F.coalesce(u, F.lit(0).cast("long")) + F.coalesce(v, F.lit(0).cast("long")),
+    )
     return F.map_filter(total, lambda k, v: v != 0)
 
 
@@ -172,8 +217,9 @@ def value(m: Column) -> Column:
     def finish(acc: Column) -> Column:  # NaN only from an overflow: then ±inf, the top digit's sign
         infinity = F.signum(top["value"].cast("double")) * F.lit(float("inf"))
         hi = scaled(acc["hi"], shift * SLOT_BITS)
-        return F.when(F.isnan(hi), F.struct(infinity.alias("hi"), F.lit(0.0).alias("lo"))) \
-            .otherwise(F.struct(hi.alias("hi"), scaled(acc["lo"], shift * SLOT_BITS).alias("lo")))
+        return F.when(F.isnan(hi), F.struct(infinity.alias("hi"), F.lit(0.0).alias("lo"))).otherwise(
+            F.struct(hi.alias("hi"), scaled(acc["lo"], shift * SLOT_BITS).alias("lo"))
+        )
 
     zero = F.struct(F.lit(0.0).alias("hi"), F.lit(0.0).alias("lo"))
     return F.aggregate(entries, zero, add, finish)
@@ -181,15 +227,19 @@ def value(m: Column) -> Column:
 
 # -- on the driver (numpy over Arrow) ---------------------------------------------------------------------------
 
+Digits = tuple[np.ndarray, np.ndarray, np.ndarray]  # (row or group, slot, digit), one entry per digit
+
 
 def _exponent_np(a: np.ndarray) -> np.ndarray:
     _, e = np.frexp(a)
-    return (e - 1).astype(np.int64)
+    exponent: np.ndarray = (e - 1).astype(np.int64)
+    return exponent
 
 
 def scaled_np(x: np.ndarray, k: np.ndarray) -> np.ndarray:
     half = np.floor_divide(k, 2)
-    return np.ldexp(np.ldexp(x, half.astype(np.int32)), (k - half).astype(np.int32))
+    scaled: np.ndarray = np.ldexp(np.ldexp(x, half.astype(np.int32)), (k - half).astype(np.int32))
+    return scaled
 
 
 def _digits_of_np(y: np.ndarray, slot: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -207,7 +257,7 @@ def _finite_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return values, np.isfinite(values) & (values != 0)
 
 
-def digits_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def digits_np(x: pa.ChunkedArray | pa.Array) -> Digits:
     """The digits of doubles as three arrays (row, slot, digit), zeros left out."""
     values, keep = _finite_np(x)
     rows = np.nonzero(keep)[0]
@@ -216,7 +266,7 @@ def digits_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np
     return _flatten(rows, _digits_of_np(scaled_np(v, -slot * SLOT_BITS), slot))
 
 
-def square_digits_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def square_digits_np(x: pa.ChunkedArray | pa.Array) -> Digits:
     values, keep = _finite_np(x)
     rows = np.nonzero(keep)[0]
     v = values[rows]
@@ -236,7 +286,7 @@ def square_digits_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndar
     return _flatten(rows, parts)
 
 
-def _flatten(rows: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]]):
+def _flatten(rows: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray]]) -> Digits:
     row = np.concatenate([rows] * len(parts)) if parts else np.zeros(0, np.int64)
     slot = np.concatenate([s for s, _ in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
     digit = np.concatenate([d for _, d in parts]) if parts else np.zeros(0, np.int64)
@@ -253,18 +303,25 @@ def merged_np(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> p
     """Row by row, the sum of two columns of digit maps (NULL as empty), normalized."""
     ga, sa, da = _entries(a)
     gb, sb, db = _entries(b)
-    return _build(len(a), *_normalized_np(*_summed(np.concatenate([ga, gb]), np.concatenate([sa, sb]),
-                                                   np.concatenate([da, db]))))
+    return _build(
+        len(a),
+        *_normalized_np(
+            *_summed(np.concatenate([ga, gb]), np.concatenate([sa, sb]), np.concatenate([da, db]))
+        ),
+    )
 
 
-def _entries(m: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _entries(m: pa.ChunkedArray | pa.Array) -> Digits:
     """The entries of a column of digit maps as (row, slot, digit) arrays (a NULL map has none)."""
     if isinstance(m, pa.ChunkedArray):
         m = m.combine_chunks() if m.num_chunks else pa.array([], ARROW_MAP)
     m = m.cast(ARROW_MAP)
     offsets = m.offsets.to_numpy()
-    lengths = np.where(m.is_null().to_numpy(zero_copy_only=False), 0, np.diff(offsets)) if len(m) else \
-        np.zeros(0, np.int64)
+    lengths = (
+        np.where(m.is_null().to_numpy(zero_copy_only=False), 0, np.diff(offsets))
+        if len(m)
+        else np.zeros(0, np.int64)
+    )
     group = np.repeat(np.arange(len(m)), lengths)
     first = np.repeat(np.cumsum(lengths) - lengths, lengths)  # each entry's place within its map
     index = np.repeat(offsets[:-1], lengths) + (np.arange(len(group)) - first)
@@ -273,7 +330,7 @@ def _entries(m: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.
     return group, keys, items
 
 
-def _summed(group: np.ndarray, slot: np.ndarray, digit: np.ndarray):
+def _summed(group: np.ndarray, slot: np.ndarray, digit: np.ndarray) -> Digits:
     if not len(group):
         return group, slot, digit
     order = np.lexsort((slot, group))
@@ -283,12 +340,15 @@ def _summed(group: np.ndarray, slot: np.ndarray, digit: np.ndarray):
     return g[at], s[at], np.add.reduceat(d, at)
 
 
-def _normalized_np(group: np.ndarray, slot: np.ndarray, digit: np.ndarray):
+def _normalized_np(group: np.ndarray, slot: np.ndarray, digit: np.ndarray) -> Digits:
     carry = np.where(digit >= 0, digit >> SLOT_BITS, -((-digit) >> SLOT_BITS))
     kept = digit - (carry << SLOT_BITS)
     moved = carry != 0
-    g, s, d = _summed(np.concatenate([group, group[moved]]), np.concatenate([slot, slot[moved] + 1]),
-                      np.concatenate([kept, carry[moved]]))
+    g, s, d = _summed(
+        np.concatenate([group, group[moved]]),
+        np.concatenate([slot, slot[moved] + 1]),
+        np.concatenate([kept, carry[moved]]),
+    )
     nonzero = d != 0
     return g[nonzero], s[nonzero], d[nonzero]
 
@@ -335,8 +395,13 @@ def value_np(m: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
 # -- moments, exactly ------------------------------------------------------------------------------------------
 
 
-def moments_result(kind: str, count: int | None, nonfinite: int | None, sums: dict[int, int] | None,
-                   squares: dict[int, int] | None) -> float | None:
+def moments_result(
+    kind: str,
+    count: int | None,
+    nonfinite: int | None,
+    sums: dict[int, int] | None,
+    squares: dict[int, int] | None,
+) -> float | None:
     """VAR_POP, VAR_SAMP, STDDEV_POP or STDDEV_SAMP (`kind`) of a group from its count, its count of NaN and
     ±inf, and the exact sums s = Σx and q = Σx² (digit maps): m = (c·q - s²) / c computed in integers, so
     exactly whatever the cancellation (values of 2^53 a unit apart), then divided and rounded once (the square

@@ -28,9 +28,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from mvengine.incremental.batch import Batch
+from mvengine.incremental.batch import Batch, ChildDelta
 from mvengine.incremental.driver import (
     DriverBatch,
+    DriverChildDelta,
     KeyFilter,
     concat,
     data,
@@ -42,7 +43,7 @@ from mvengine.incremental.driver import (
 )
 from mvengine.incremental.driver_expressions import cast, comparison_type, evaluate, predicate_mask
 from mvengine.incremental.zset import MTIME, WEIGHT
-from mvengine.plan.nodes import Filter, Join, Node, Project, Scan
+from mvengine.plan.nodes import Field, Filter, Join, Node, Project, Scan
 
 
 @dataclass(frozen=True)
@@ -81,14 +82,16 @@ class _Side:
     def matches(self, other: _Side | str) -> Column:
         """Equal keys (never true for a NULL key), against the other side or a table of keys `_<tag>k<i>`."""
         tag = other.tag if isinstance(other, _Side) else other
-        return reduce(lambda a, b: a & b, [F.col(self.key(i)) == F.col(f"_{tag}k{i}") for i in range(len(self.keys))])
+        return reduce(
+            lambda a, b: a & b, [F.col(self.key(i)) == F.col(f"_{tag}k{i}") for i in range(len(self.keys))]
+        )
 
     def unframe(self, df: DataFrame) -> DataFrame:
         """The side's rows again, with their weight and time (from a frame with only this side's helpers)."""
         return df.withColumns({WEIGHT: F.col(self.weight), MTIME: F.col(self.time)}).drop(*self.helpers())
 
 
-def delta(node: Join, batch: Batch, child_delta) -> DataFrame:
+def delta(node: Join, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     left, right, both = _sides(node)
     before = batch.as_before()
     changed = {left.tag: batch.changed(node.left), right.tag: batch.changed(node.right)}
@@ -103,10 +106,10 @@ def delta(node: Join, batch: Batch, child_delta) -> DataFrame:
 
     terms: list[DataFrame] = []
     if node.kind in ("inner", "left", "right", "full"):
-        if changed["l"] and old(right) is not None:
-            terms.append(_pairs(left, right, deltas["l"], old(right), both))
-        if changed["r"] and old(left) is not None:
-            terms.append(_pairs(left, right, old(left), deltas["r"], both))
+        if changed["l"] and (old_right := old(right)) is not None:
+            terms.append(_pairs(left, right, deltas["l"], old_right, both))
+        if changed["r"] and (old_left := old(left)) is not None:
+            terms.append(_pairs(left, right, old_left, deltas["r"], both))
         if changed["l"] and changed["r"]:
             terms.append(_pairs(left, right, deltas["l"], deltas["r"], both))
     for probe, other in _unmatched_sides(node.kind, left, right):
@@ -118,8 +121,11 @@ def delta(node: Join, batch: Batch, child_delta) -> DataFrame:
         else:
             terms.extend(_padded(probe, other, t, deltas[other.tag]) for t in anti)
     if not terms:  # nothing under this join changed (the batch's changes are elsewhere in the view)
-        shape = (left.unframe(deltas["l"]) if node.kind in ("semi", "anti")
-                 else _pairs(left, right, deltas["l"], deltas["r"], both))
+        shape = (
+            left.unframe(deltas["l"])
+            if node.kind in ("semi", "anti")
+            else _pairs(left, right, deltas["l"], deltas["r"], both)
+        )
         terms.append(shape.limit(0))
     result = reduce(DataFrame.unionAll, terms)
     if all(f.qualifier is None for f in node.fields):  # the view's root: its columns as the view names them
@@ -138,17 +144,28 @@ def _sides(node: Join) -> tuple[_Side, _Side, exp.Expression | None]:
 def _unmatched_sides(kind: str, left: _Side, right: _Side) -> list[tuple[_Side, _Side]]:
     """(probe, other) for each side whose rows are kept by whether they match: semi and anti joins keep or drop
     the left rows, outer joins pad the unmatched rows of the sides they preserve."""
-    return {"semi": [(left, right)], "anti": [(left, right)], "left": [(left, right)],
-            "right": [(right, left)], "full": [(left, right), (right, left)]}.get(kind, [])
+    return {
+        "semi": [(left, right)],
+        "anti": [(left, right)],
+        "left": [(left, right)],
+        "right": [(right, left)],
+        "full": [(left, right), (right, left)],
+    }.get(kind, [])
 
 
-def _pairs(left: _Side, right: _Side, l: DataFrame, r: DataFrame, both: exp.Expression | None) -> DataFrame:
+def _pairs(
+    left: _Side, right: _Side, left_rows: DataFrame, right_rows: DataFrame, both: exp.Expression | None
+) -> DataFrame:
     """The matching pairs of two framed Z-sets: weights multiply, the time is the later one."""
-    pairs = l.join(r, left.matches(right), "inner")
+    pairs = left_rows.join(right_rows, left.matches(right), "inner")
     if both is not None:
         pairs = pairs.where(F.expr(both.sql("spark")))
-    pairs = pairs.withColumns({WEIGHT: F.col(left.weight) * F.col(right.weight),
-                               MTIME: F.greatest(F.col(left.time), F.col(right.time))})
+    pairs = pairs.withColumns(
+        {
+            WEIGHT: F.col(left.weight) * F.col(right.weight),
+            MTIME: F.greatest(F.col(left.time), F.col(right.time)),
+        }
+    )
     return pairs.drop(*left.helpers(), *right.helpers())
 
 
@@ -157,13 +174,20 @@ def _counts(side: _Side, zset: DataFrame, tag: str) -> DataFrame:
     latest change `_<tag>t`."""
     keys = range(len(side.keys))
     matchable = reduce(lambda a, b: a & b, [F.col(side.key(i)).isNotNull() for i in keys])
-    return (zset.where(matchable).groupBy(*[F.col(side.key(i)).alias(f"_{tag}k{i}") for i in keys])
-            .agg(F.sum(side.weight).alias(f"_{tag}n"), F.max(side.time).alias(f"_{tag}t")))
+    return (
+        zset.where(matchable)
+        .groupBy(*[F.col(side.key(i)).alias(f"_{tag}k{i}") for i in keys])
+        .agg(F.sum(side.weight).alias(f"_{tag}n"), F.max(side.time).alias(f"_{tag}t"))
+    )
 
 
-def _semi_anti(probe: _Side, other: _Side, deltas: dict[str, DataFrame],
-               old: Callable[[_Side], DataFrame | None],
-               changed: dict[str, bool]) -> tuple[list[DataFrame], list[DataFrame]]:
+def _semi_anti(
+    probe: _Side,
+    other: _Side,
+    deltas: dict[str, DataFrame],
+    old: Callable[[_Side], DataFrame | None],
+    changed: dict[str, bool],
+) -> tuple[list[DataFrame], list[DataFrame]]:
     """The changes of the probe side's matched (semi) and unmatched (anti) rows, as framed probe rows."""
     keys = range(len(probe.keys))
     other_old = old(other)
@@ -171,8 +195,12 @@ def _semi_anti(probe: _Side, other: _Side, deltas: dict[str, DataFrame],
     moved = _counts(other, deltas[other.tag], "d") if changed[other.tag] else None  # keys _dk<i>, count _dn
     # The keys that match after the batch.
     parts = [c.toDF(*[f"_ak{i}" for i in keys], "_an", "_at") for c in (before, moved) if c is not None]
-    after = (reduce(DataFrame.unionAll, parts).groupBy(*[f"_ak{i}" for i in keys])
-             .agg(F.sum("_an").alias("_an")).where(F.col("_an") > 0))
+    after = (
+        reduce(DataFrame.unionAll, parts)
+        .groupBy(*[f"_ak{i}" for i in keys])
+        .agg(F.sum("_an").alias("_an"))
+        .where(F.col("_an") > 0)
+    )
     semi: list[DataFrame] = []
     anti: list[DataFrame] = []
     if changed[probe.tag]:
@@ -182,21 +210,31 @@ def _semi_anti(probe: _Side, other: _Side, deltas: dict[str, DataFrame],
     if moved is not None and probe_old is not None:
         # Keys whose first match arrived (+1) or whose last match went (-1) in the batch.
         if before is not None:
-            joined = moved.join(before, reduce(lambda a, b: a & b, [F.col(f"_dk{i}") == F.col(f"_bk{i}")
-                                                                     for i in keys]), "left")
+            joined = moved.join(
+                before,
+                reduce(lambda a, b: a & b, [F.col(f"_dk{i}") == F.col(f"_bk{i}") for i in keys]),
+                "left",
+            )
             had = F.coalesce(F.col("_bn"), F.lit(0))
         else:
             joined, had = moved, F.lit(0)
         has = had + F.col("_dn")
         flip = F.when((had <= 0) & (has > 0), F.lit(1)).when((had > 0) & (has <= 0), F.lit(-1))
-        flips = joined.select(*[f"_dk{i}" for i in keys], flip.cast("long").alias("_flip"),
-                              F.col("_dt").alias("_ft")).where(F.col("_flip").isNotNull())
+        flips = joined.select(
+            *[f"_dk{i}" for i in keys], flip.cast("long").alias("_flip"), F.col("_dt").alias("_ft")
+        ).where(F.col("_flip").isNotNull())
         flipped = probe_old.join(flips, probe.matches("d"), "inner")
         helpers = [*[f"_dk{i}" for i in keys], "_flip", "_ft"]
-        semi.append(flipped.withColumns({probe.weight: F.col(probe.weight) * F.col("_flip"),
-                                         probe.time: F.col("_ft")}).drop(*helpers))
-        anti.append(flipped.withColumns({probe.weight: -F.col(probe.weight) * F.col("_flip"),
-                                         probe.time: F.col("_ft")}).drop(*helpers))
+        semi.append(
+            flipped.withColumns(
+                {probe.weight: F.col(probe.weight) * F.col("_flip"), probe.time: F.col("_ft")}
+            ).drop(*helpers)
+        )
+        anti.append(
+            flipped.withColumns(
+                {probe.weight: -F.col(probe.weight) * F.col("_flip"), probe.time: F.col("_ft")}
+            ).drop(*helpers)
+        )
     return semi, anti
 
 
@@ -209,11 +247,16 @@ def _padded(probe: _Side, other: _Side, rows: DataFrame, other_shape: DataFrame)
     else:
         padded = nothing.join(rows, F.lit(False), "right_outer")
     return padded.withColumns({WEIGHT: F.col(probe.weight), MTIME: F.col(probe.time)}).drop(
-        *probe.helpers(), *other.helpers())
+        *probe.helpers(), *other.helpers()
+    )
 
 
 def _and(parts: list[exp.Expression]) -> exp.Expression | None:
-    return exp.and_(*parts, copy=False) if parts else None
+    if not parts:
+        return None
+    both = exp.and_(*parts, copy=False)
+    assert isinstance(both, exp.Expression)
+    return both
 
 
 # -- on the driver ---------------------------------------------------------------------------------------------
@@ -230,7 +273,7 @@ class _Framed:
     keys: list[pa.ChunkedArray]
 
 
-def driver_delta(node: Join, batch: DriverBatch, child_delta) -> pa.Table:
+def driver_delta(node: Join, batch: DriverBatch, child_delta: DriverChildDelta) -> pa.Table:
     left, right, both = _sides(node)
     changed = {"l": batch.changed(node.left), "r": batch.changed(node.right)}
     deltas = {s.tag: _frame_on_driver(s, child_delta(s.node, batch)) for s in (left, right)}
@@ -240,18 +283,21 @@ def driver_delta(node: Join, batch: DriverBatch, child_delta) -> pa.Table:
     def old(side: _Side) -> _Framed | None:
         if side.tag not in olds:
             before = batch.as_before(_key_filters(side, [deltas["l"], deltas["r"]]))
-            olds[side.tag] = None if before is None else _frame_on_driver(side, child_delta(side.node, before))
-            if olds[side.tag] is not None:
-                _align_key_types(olds[side.tag], deltas[side.tag])
+            olds[side.tag] = (
+                None if before is None else _frame_on_driver(side, child_delta(side.node, before))
+            )
+            framed = olds[side.tag]
+            if framed is not None:
+                _align_key_types(framed, deltas[side.tag])
         return olds[side.tag]
 
     inputs = (*node.left.fields, *node.right.fields)
     terms: list[pa.Table] = []
     if node.kind in ("inner", "left", "right", "full"):
-        if changed["l"] and old(right) is not None:
-            terms.append(_pairs_on_driver(deltas["l"], old(right), both, inputs))
-        if changed["r"] and old(left) is not None:
-            terms.append(_pairs_on_driver(old(left), deltas["r"], both, inputs))
+        if changed["l"] and (old_right := old(right)) is not None:
+            terms.append(_pairs_on_driver(deltas["l"], old_right, both, inputs))
+        if changed["r"] and (old_left := old(left)) is not None:
+            terms.append(_pairs_on_driver(old_left, deltas["r"], both, inputs))
         if changed["l"] and changed["r"]:
             terms.append(_pairs_on_driver(deltas["l"], deltas["r"], both, inputs))
     for probe, other in _unmatched_sides(node.kind, left, right):
@@ -263,8 +309,11 @@ def driver_delta(node: Join, batch: DriverBatch, child_delta) -> pa.Table:
         else:
             terms.extend(_padded_on_driver(probe, t, deltas[other.tag].rows) for t in anti)
     if not terms:
-        shape = deltas["l"].rows if node.kind in ("semi", "anti") else \
-            _pairs_on_driver(deltas["l"], deltas["r"], None, inputs)
+        shape = (
+            deltas["l"].rows
+            if node.kind in ("semi", "anti")
+            else _pairs_on_driver(deltas["l"], deltas["r"], None, inputs)
+        )
         terms.append(shape.schema.empty_table())
     return concat(terms)
 
@@ -295,8 +344,11 @@ def _key_filters(side: _Side, deltas: list[_Framed]) -> dict[str, KeyFilter]:
         found = _input_column(side.node, key)
         if found is None:
             continue
-        values = pc.unique(pa.chunked_array([v for d in deltas for v in d.keys[i].chunks],
-                                            deltas[0].keys[i].type).drop_null())
+        values = pc.unique(
+            pa.chunked_array(
+                [v for d in deltas for v in d.keys[i].chunks], deltas[0].keys[i].type
+            ).drop_null()
+        )
         return {found[0]: (found[1], values)}
     return {}
 
@@ -305,8 +357,10 @@ def _input_column(node: Node, key: exp.Expression) -> tuple[str, str] | None:
     """(input, column) when `key` is a column of `node` that comes unchanged from a column of an input."""
     if not isinstance(key, exp.Column):
         return None
-    position = next((i for i, f in enumerate(node.fields)
-                     if f.name == key.name and f.qualifier == (key.table or None)), None)
+    position = next(
+        (i for i, f in enumerate(node.fields) if f.name == key.name and f.qualifier == (key.table or None)),
+        None,
+    )
     while position is not None:
         if isinstance(node, Scan):
             return node.input, node.fields[position].name
@@ -316,9 +370,18 @@ def _input_column(node: Node, key: exp.Expression) -> tuple[str, str] | None:
             projected = node.projections[position]
             if not isinstance(projected, exp.Column):
                 return None
-            node, position = node.child, next((i for i, f in enumerate(node.child.fields)
-                                               if f.name == projected.name
-                                               and f.qualifier == (projected.table or None)), None)
+            child = node.child
+            node, position = (
+                child,
+                next(
+                    (
+                        i
+                        for i, f in enumerate(child.fields)
+                        if f.name == projected.name and f.qualifier == (projected.table or None)
+                    ),
+                    None,
+                ),
+            )
         elif isinstance(node, Join) and node.kind not in ("semi", "anti"):
             split = len(node.left.fields)
             node, position = (node.left, position) if position < split else (node.right, position - split)
@@ -327,9 +390,11 @@ def _input_column(node: Node, key: exp.Expression) -> tuple[str, str] | None:
     return None
 
 
-def _pairs_on_driver(l: _Framed, r: _Framed, both: exp.Expression | None, inputs) -> pa.Table:
-    li, ri = match(l.keys, r.keys, "inner")
-    left, right = l.rows.take(li), r.rows.take(ri)
+def _pairs_on_driver(
+    lf: _Framed, rf: _Framed, both: exp.Expression | None, inputs: tuple[Field, ...]
+) -> pa.Table:
+    li, ri = match(lf.keys, rf.keys, "inner")
+    left, right = lf.rows.take(li), rf.rows.take(ri)
     weight = pc.multiply_checked(left.column(WEIGHT), right.column(WEIGHT))
     mtime = latest(left.column(MTIME), right.column(MTIME))
     result = zset([*data(left), *data(right)], weight, mtime)
@@ -341,8 +406,10 @@ def _pairs_on_driver(l: _Framed, r: _Framed, both: exp.Expression | None, inputs
 def _counts_on_driver(framed: _Framed) -> pa.Table:
     """Per key (NULL keys match nothing): the side's net rows `_n` and latest change `_t`; keys `k<i>`."""
     names = [f"k{i}" for i in range(len(framed.keys))]
-    table = pa.table([*[normalized(k) for k in framed.keys], framed.rows.column(WEIGHT),
-                      framed.rows.column(MTIME)], names=[*names, WEIGHT, MTIME])
+    table = pa.table(
+        [*[normalized(k) for k in framed.keys], framed.rows.column(WEIGHT), framed.rows.column(MTIME)],
+        names=[*names, WEIGHT, MTIME],
+    )
     matchable = None
     for k in names:
         valid = pc.is_valid(table.column(k))
@@ -350,12 +417,23 @@ def _counts_on_driver(framed: _Framed) -> pa.Table:
     if matchable is not None:
         table = table.filter(matchable)
     grouped = group_by(table, names).aggregate([(WEIGHT, "sum"), (MTIME, "max")])
-    return pa.table([*[grouped.column(k) for k in names], grouped.column(f"{WEIGHT}_sum"),
-                     grouped.column(f"{MTIME}_max")], names=[*names, "_n", "_t"])
+    return pa.table(
+        [
+            *[grouped.column(k) for k in names],
+            grouped.column(f"{WEIGHT}_sum"),
+            grouped.column(f"{MTIME}_max"),
+        ],
+        names=[*names, "_n", "_t"],
+    )
 
 
-def _semi_anti_on_driver(probe: _Side, other: _Side, deltas: dict[str, _Framed], old,
-                         changed: dict[str, bool]) -> tuple[list[pa.Table], list[pa.Table]]:
+def _semi_anti_on_driver(
+    probe: _Side,
+    other: _Side,
+    deltas: dict[str, _Framed],
+    old: Callable[[_Side], _Framed | None],
+    changed: dict[str, bool],
+) -> tuple[list[pa.Table], list[pa.Table]]:
     """The changes of the probe side's matched (semi) and unmatched (anti) rows, as Z-sets of the probe's
     columns (the math of _semi_anti)."""
     keys = range(len(probe.keys))
@@ -382,19 +460,24 @@ def _semi_anti_on_driver(probe: _Side, other: _Side, deltas: dict[str, _Framed],
         else:
             had = pa.repeat(pa.scalar(0, pa.int64()), moved.num_rows)
         has = pc.add(had, moved.column("_n"))
-        flip = pc.case_when(pc.make_struct(pc.and_(pc.less_equal(had, 0), pc.greater(has, 0)),
-                                           pc.and_(pc.greater(had, 0), pc.less_equal(has, 0)),
-                                           field_names=["up", "down"]),
-                            pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64()))
+        flip = pc.case_when(
+            pc.make_struct(
+                pc.and_(pc.less_equal(had, 0), pc.greater(has, 0)),
+                pc.and_(pc.greater(had, 0), pc.less_equal(has, 0)),
+                field_names=["up", "down"],
+            ),
+            pa.scalar(1, pa.int64()),
+            pa.scalar(-1, pa.int64()),
+        )
         flips = moved.append_column("_flip", flip)
         flips = flips.filter(pc.is_valid(flips.column("_flip")))
         oi, fi = match(probe_old.keys, [flips.column(f"k{i}") for i in keys], "inner")
         flipped = probe_old.rows.take(oi)
         flip_of = flips.column("_flip").take(fi)
         at = flips.column("_t").take(fi)
-        rows = data(flipped)
-        semi.append(zset(rows, pc.multiply(flipped.column(WEIGHT), flip_of), at))
-        anti.append(zset(rows, pc.multiply(flipped.column(WEIGHT), pc.negate(flip_of)), at))
+        flipped_rows = data(flipped)
+        semi.append(zset(flipped_rows, pc.multiply(flipped.column(WEIGHT), flip_of), at))
+        anti.append(zset(flipped_rows, pc.multiply(flipped.column(WEIGHT), pc.negate(flip_of)), at))
     return semi, anti
 
 

@@ -10,32 +10,41 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from mvengine.incremental.batch import Batch
+from mvengine.incremental.batch import Batch, ChildDelta
 from mvengine.incremental.partition_rows import batch_time, copies, partition_rows
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
 from mvengine.plan.nodes import Over
 
 
-def delta(node: Over, batch: Batch, child_delta) -> DataFrame:
+def delta(node: Over, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     names = [f.name for f in node.child.fields]
     changed = batch.keep_small(consolidate(child_delta(node.child, batch), names))
     parts = [F.expr(local(p)) for p in node.partition]
     old, new = partition_rows(batch, f"n{batch.node_id(node)}_rows", changed, names, parts)
     outputs = [f.name for f in node.fields]
-    emitted = (_evaluated(node, new, names).select(*[quote(c) for c in outputs], F.lit(1).cast("long").alias(WEIGHT))
-               .unionByName(_evaluated(node, old, names)
-                            .select(*[quote(c) for c in outputs], F.lit(-1).cast("long").alias(WEIGHT)))
-               .withColumn(MTIME, batch_time(changed)))
+    emitted = (
+        _evaluated(node, new, names)
+        .select(*[quote(c) for c in outputs], F.lit(1).cast("long").alias(WEIGHT))
+        .unionByName(
+            _evaluated(node, old, names).select(
+                *[quote(c) for c in outputs], F.lit(-1).cast("long").alias(WEIGHT)
+            )
+        )
+        .withColumn(MTIME, batch_time(changed))
+    )
     return consolidate(emitted, outputs)
 
 
 def _evaluated(node: Over, rows: DataFrame, names: list[str]) -> DataFrame:
     """Every copy of the rows, with its window values."""
-    windows = [F.expr(local(w)).alias(f.name) for w, f in zip(node.windows, node.fields[len(names):])]
+    windows = [F.expr(local(w)).alias(f.name) for w, f in zip(node.windows, node.fields[len(names) :])]
     return copies(rows).select(*[quote(c) for c in names], *windows)
 
 
 def local(e: exp.Expression) -> str:
     """`e` as Spark SQL over the rule's unqualified columns."""
-    return e.copy().transform(
-        lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n).sql("spark")
+    return (
+        e.copy()
+        .transform(lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n)
+        .sql("spark")
+    )

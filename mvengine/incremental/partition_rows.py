@@ -17,8 +17,9 @@ from mvengine.incremental.zset import MTIME, WEIGHT, null_safe_equal, quote
 COUNT = "_n"
 
 
-def partition_rows(batch: Batch, name: str, changed: DataFrame, columns: list[str],
-                   partition: list[Column]) -> tuple[DataFrame, DataFrame]:
+def partition_rows(
+    batch: Batch, name: str, changed: DataFrame, columns: list[str], partition: list[Column]
+) -> tuple[DataFrame, DataFrame]:
     """The rows (`columns`, `_n`) of the partitions that `changed` (a consolidated Z-set over `columns`)
     touches, before and after the batch; the change of state table `name` is staged."""
     parts = [p.alias(f"_p{i}") for i, p in enumerate(partition)]
@@ -29,15 +30,25 @@ def partition_rows(batch: Batch, name: str, changed: DataFrame, columns: list[st
         old = old.join(touched, _matches(old, touched, partition), "left_semi")
     old = batch.keep_small(old)
     d, o = changed.alias("d"), old.alias("o")
-    merged = batch.keep_small(d.join(o, null_safe_equal(d, o, columns), "full").select(
-        *[F.when(F.col(f"d.{WEIGHT}").isNotNull(), F.col(f"d.{quote(c)}")).otherwise(F.col(f"o.{quote(c)}"))
-          .alias(c) for c in columns],
-        F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)).alias("_before"),
-        (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.coalesce(F.col(f"d.{WEIGHT}"), F.lit(0))).alias(COUNT)))
+    merged = batch.keep_small(
+        d.join(o, null_safe_equal(d, o, columns), "full").select(
+            *[
+                F.when(F.col(f"d.{WEIGHT}").isNotNull(), F.col(f"d.{quote(c)}"))
+                .otherwise(F.col(f"o.{quote(c)}"))
+                .alias(c)
+                for c in columns
+            ],
+            F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)).alias("_before"),
+            (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.coalesce(F.col(f"d.{WEIGHT}"), F.lit(0))).alias(
+                COUNT
+            ),
+        )
+    )
     gone = F.col(COUNT) <= 0
     moved = merged.where(F.col(COUNT) != F.col("_before"))
-    batch.state.stage(name, moved.select(*[quote(c) for c in columns], COUNT, gone.alias("_delete")), columns,
-                      "_delete")
+    batch.state.stage(
+        name, moved.select(*[quote(c) for c in columns], COUNT, gone.alias("_delete")), columns, "_delete"
+    )
     return old, merged.where(~gone).select(*[quote(c) for c in columns], COUNT)
 
 
@@ -46,7 +57,7 @@ def copies(rows: DataFrame) -> DataFrame:
     return rows.select("*", F.explode(F.sequence(F.lit(1), F.col(COUNT).cast("int"))).alias("_copy"))
 
 
-def batch_time(changed: DataFrame):
+def batch_time(changed: DataFrame) -> Column:
     """The latest commit time among a batch's changes: the time of what a partition's recomputation emits."""
     return F.lit(changed.agg(F.max(MTIME)).collect()[0][0]).cast("timestamp")
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import DriverBatch, zset
+from mvengine.incremental.batch import Batch, ChildDelta
+from mvengine.incremental.driver import DriverBatch, DriverChildDelta, zset
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import Scan
 
 
-def delta(node: Scan, batch: Batch, _children) -> DataFrame:
+def delta(node: Scan, batch: Batch, _children: ChildDelta) -> DataFrame:
     return batch.changes[node.input]
 
 
-def driver_delta(node: Scan, batch: DriverBatch, _children) -> pa.Table:
+def driver_delta(node: Scan, batch: DriverBatch, _children: DriverChildDelta) -> pa.Table:
     changes = batch.changes[node.input]
     return zset([changes.column(f.name) for f in node.fields], changes.column(WEIGHT), changes.column(MTIME))

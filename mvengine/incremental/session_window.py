@@ -16,14 +16,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from mvengine.incremental.batch import Batch
+from mvengine.incremental.batch import Batch, ChildDelta
 from mvengine.incremental.partition_rows import batch_time, copies, partition_rows
 from mvengine.incremental.window_assign import without_late_rows
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate
 from mvengine.plan.nodes import Field, SessionAggregate
 
 
-def delta(node: SessionAggregate, batch: Batch, child_delta) -> DataFrame:
+def delta(node: SessionAggregate, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     window = node.window
     fields = window.child.fields
     columns = [f"_c{i}" for i in range(len(fields))]
@@ -35,21 +35,30 @@ def delta(node: SessionAggregate, batch: Batch, child_delta) -> DataFrame:
     mtime = batch_time(changed)
     before = _sessions(node, old, fields, partition)
     after = _sessions(node, new, fields, partition)
-    return (after.withColumn(WEIGHT, F.lit(1).cast("long"))
-            .unionAll(before.withColumn(WEIGHT, F.lit(-1).cast("long")))
-            .withColumn(MTIME, mtime))
+    return (
+        after.withColumn(WEIGHT, F.lit(1).cast("long"))
+        .unionAll(before.withColumn(WEIGHT, F.lit(-1).cast("long")))
+        .withColumn(MTIME, mtime)
+    )
 
 
-def _sessions(node: SessionAggregate, rows: DataFrame, fields: tuple[Field, ...], partition) -> DataFrame:
+def _sessions(
+    node: SessionAggregate, rows: DataFrame, fields: tuple[Field, ...], partition: list[exp.Expression]
+) -> DataFrame:
     """The view's aggregate rows over `rows` (input rows with their multiplicity `_n`): one per session."""
     window = node.window
     each = copies(rows)
     time = F.col(f"_c{_position(window.time, fields)}")
     session = F.session_window(time, f"{window.spec.size} microseconds")
     groups = [F.expr(_positional(g, fields).sql("spark")).alias(f"_p{i}") for i, g in enumerate(partition)]
-    aggregates = [F.expr(_positional(a, fields).sql("spark")).alias(f"_a{j}") for j, a in enumerate(node.aggregates)]
-    grouped = each.groupBy(*groups, session.alias("_s")).agg(*aggregates) if aggregates else \
-        each.groupBy(*groups, session.alias("_s")).count().drop("count")
+    aggregates = [
+        F.expr(_positional(a, fields).sql("spark")).alias(f"_a{j}") for j, a in enumerate(node.aggregates)
+    ]
+    grouped = (
+        each.groupBy(*groups, session.alias("_s")).agg(*aggregates)
+        if aggregates
+        else each.groupBy(*groups, session.alias("_s")).count().drop("count")
+    )
     out, p = [], 0
     for g in node.groups:
         bound = _is_bound(g, window.fields)
@@ -70,14 +79,18 @@ def _is_bound(e: exp.Expression, window_fields: tuple[Field, ...]) -> Field | No
     return None
 
 
-def _position(column: exp.Expression, fields: tuple[Field, ...]) -> int:
-    return next(i for i, f in enumerate(fields) if f.name == column.name and f.qualifier == (column.table or None))
+def _position(column: exp.Column, fields: tuple[Field, ...]) -> int:
+    return next(
+        i for i, f in enumerate(fields) if f.name == column.name and f.qualifier == (column.table or None)
+    )
 
 
 def _positional(e: exp.Expression, fields: tuple[Field, ...]) -> exp.Expression:
     """`e` over the positional columns `_c<i>` of the window's input."""
+
     def rename(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             return exp.column(f"_c{_position(node, fields)}", quoted=True)
         return node
+
     return e.copy().transform(rename)

@@ -55,7 +55,9 @@ class StateStore:
             return template.limit(0)
         return read_table(self.spark, ref, version=version_before(ref, self.app_id, self.batch_id))
 
-    def read_for(self, name: str, template: DataFrame, keys: DataFrame, key_columns: Sequence[str]) -> DataFrame:
+    def read_for(
+        self, name: str, template: DataFrame, keys: DataFrame, key_columns: Sequence[str]
+    ) -> DataFrame:
         """The rows of state table `name` whose key is one of `keys` (NULL matches NULL)."""
         state = self.read_candidates(name, template, keys, key_columns)
         if self._starts_empty(name) or not self.ref(name).exists() or not key_columns:
@@ -64,8 +66,9 @@ class StateStore:
         s, k = state.alias("s"), keys.alias("k")
         return s.join(k, null_safe_equal(s, k, key_columns), "left_semi")
 
-    def read_candidates(self, name: str, template: DataFrame, keys: DataFrame,
-                        key_columns: Sequence[str]) -> DataFrame:
+    def read_candidates(
+        self, name: str, template: DataFrame, keys: DataFrame, key_columns: Sequence[str]
+    ) -> DataFrame:
         """The rows of state table `name` that may match `keys`: a superset, narrowed by a pushed-down filter
         on the first key column when the table is large, for callers that join it to the keys themselves."""
         state = self.read(name, template)
@@ -76,8 +79,9 @@ class StateStore:
         column = F.col(quote(key_columns[0]))
         # One Spark job tells the range and about how many keys there are; listing them costs a second one,
         # run only when they are few enough to list.
-        low, high, nulls, estimate = keys.agg(F.min(column), F.max(column), F.count_if(column.isNull()),
-                                              F.approx_count_distinct(column)).collect()[0]
+        low, high, nulls, estimate = keys.agg(
+            F.min(column), F.max(column), F.count_if(column.isNull()), F.approx_count_distinct(column)
+        ).collect()[0]
         values = []
         if estimate <= PUSHDOWN_KEYS:
             values = [r[0] for r in keys.select(column).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
@@ -108,16 +112,22 @@ class StateStore:
         ref = self.ref(name)
         if self._starts_empty(name) or not ref.exists():
             return None
-        found = read_arrow(ref, version=version_before(ref, self.app_id, self.batch_id),
-                           where=(keys[0], rows.column(keys[0])))
-        matched, _ = match([found.column(k) for k in keys], [rows.column(k) for k in keys], "left semi",
-                           null_safe=True)
+        found = read_arrow(
+            ref,
+            version=version_before(ref, self.app_id, self.batch_id),
+            where=(keys[0], rows.column(keys[0])),
+        )
+        matched, _ = match(
+            [found.column(k) for k in keys], [rows.column(k) for k in keys], "left semi", null_safe=True
+        )
         return found.take(matched)
 
     def _starts_empty(self, name: str) -> bool:
         return self.fresh and name not in self.persistent
 
-    def stage(self, name: str, rows: DataFrame, keys: Sequence[str], delete_column: str | None = None) -> None:
+    def stage(
+        self, name: str, rows: DataFrame, keys: Sequence[str], delete_column: str | None = None
+    ) -> None:
         """Queue the new rows of the given keys (and, where `delete_column` is true, their removal)."""
         self._pending.append((name, rows, tuple(keys), delete_column))
 
@@ -132,10 +142,23 @@ class StateStore:
                 kept = _without_deleted(rows, delete_column)
                 write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver, cluster_by=keys)
             else:
-                purge = next((c for prefix, c in self.purge.items()
-                              if name == prefix or (name.startswith(prefix) and name[len(prefix):].isdigit())), None)
-                merge_into(rows, ref, keys, delete_column=delete_column, txn=txn, on_driver=self.on_driver,
-                           purge=purge)
+                purge = next(
+                    (
+                        c
+                        for prefix, c in self.purge.items()
+                        if name == prefix or (name.startswith(prefix) and name[len(prefix) :].isdigit())
+                    ),
+                    None,
+                )
+                merge_into(
+                    rows,
+                    ref,
+                    keys,
+                    delete_column=delete_column,
+                    txn=txn,
+                    on_driver=self.on_driver,
+                    purge=purge,
+                )
         self._pending = [p for p in self._pending if p not in chosen]
 
     @property

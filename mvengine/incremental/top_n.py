@@ -23,16 +23,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cmp_to_key, reduce
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType
+from pyspark.sql.types import MapType, StructType
 from sqlglot import exp
 
-from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import data
+from mvengine.incremental.batch import Batch, ChildDelta
+from mvengine.incremental.driver import DriverBatch, DriverChildDelta, data
 from mvengine.incremental.driver_expressions import NotOnDriver, evaluate
 from mvengine.incremental.partition_rows import batch_time
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
@@ -45,8 +46,10 @@ COUNT = "_n"
 TIME = "_ct"  # the row's commit time, kept when the order reads PROCTIME()
 DELETE = "_delete"
 
+Row = tuple[Any, ...]  # a row's (or a key's) values, in Python
 
-def delta(node: TopN, batch: Batch, child_delta) -> DataFrame:
+
+def delta(node: TopN, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     nid = batch.node_id(node)
     names = [f.name for f in node.child.fields]
     uses_time = any(c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column))
@@ -73,28 +76,44 @@ def delta(node: TopN, batch: Batch, child_delta) -> DataFrame:
     sizes = old.groupBy(*pcols).agg(F.sum(COUNT).alias("_size"))
     moved = changed.groupBy(*pcols).agg(F.sum(WEIGHT).alias("_moved"))
     info = touched
-    for df, how in ((old_counts.withColumnRenamed(COUNT, "_old"), "_old"), (sizes, "_size"), (moved, "_moved")):
+    for df, how in (
+        (old_counts.withColumnRenamed(COUNT, "_old"), "_old"),
+        (sizes, "_size"),
+        (moved, "_moved"),
+    ):
         info = _with_info(info, df, pcols, [how])
     old_count = F.coalesce(F.col("_old"), F.lit(0))
-    info = batch.keep_small(info.select(
-        *pcols, F.col("_old").isNotNull().alias("_existed"),
-        (old_count == F.coalesce(F.col("_size"), F.lit(0))).alias("_complete"),
-        (old_count + F.coalesce(F.col("_moved"), F.lit(0))).alias("_count")))
+    info = batch.keep_small(
+        info.select(
+            *pcols,
+            F.col("_old").isNotNull().alias("_existed"),
+            (old_count == F.coalesce(F.col("_size"), F.lit(0))).alias("_complete"),
+            (old_count + F.coalesce(F.col("_moved"), F.lit(0))).alias("_count"),
+        )
+    )
 
     # 1. The changes merged into the old prefix.
-    joined, o = _join(changed.select(*columns, *pcols, WEIGHT), old.select(*columns, *pcols, COUNT), columns, "full")
+    joined, o = _join(
+        changed.select(*columns, *pcols, WEIGHT), old.select(*columns, *pcols, COUNT), columns, "full"
+    )
     merged = joined.select(
-        *[F.when(F.col(WEIGHT).isNotNull(), F.col(quote(c))).otherwise(o(c)).alias(c) for c in columns + pcols],
+        *[
+            F.when(F.col(WEIGHT).isNotNull(), F.col(quote(c))).otherwise(o(c)).alias(c)
+            for c in columns + pcols
+        ],
         o(COUNT).isNotNull().alias("_was"),
-        (F.coalesce(o(COUNT), F.lit(0)) + F.coalesce(F.col(WEIGHT), F.lit(0))).alias(COUNT))
+        (F.coalesce(o(COUNT), F.lit(0)) + F.coalesce(F.col(WEIGHT), F.lit(0))).alias(COUNT),
+    )
     merged = _with_info(merged, info, pcols, ["_complete"])
     order = _total_order(node, changed.schema, columns)
     position = F.row_number().over(Window.partitionBy(*pcols).orderBy(*order))
     merged = merged.select("*", position.alias("_pos"))
     boundary = F.max(F.when(F.col("_was"), F.col("_pos"))).over(Window.partitionBy(*pcols))
-    prefix = merged.select("*", boundary.alias("_bound")) \
-        .where((F.col("_complete") | (F.col("_pos") <= F.col("_bound"))) & (F.col(COUNT) > 0)) \
+    prefix = (
+        merged.select("*", boundary.alias("_bound"))
+        .where((F.col("_complete") | (F.col("_pos") <= F.col("_bound"))) & (F.col(COUNT) > 0))
         .select(*columns, *pcols, COUNT)
+    )
     prefix = batch.keep_small(prefix)
 
     # 2. Partitions whose prefix no longer shows the top N for sure: read again from the input.
@@ -108,13 +127,21 @@ def delta(node: TopN, batch: Batch, child_delta) -> DataFrame:
             old_rows = child_delta(node.child, before)
             if uses_time:
                 old_rows = old_rows.select(*names, F.col(MTIME).alias(TIME), WEIGHT, MTIME)
-            whole = with_partition(consolidate(
-                old_rows.select(*columns, WEIGHT, MTIME).unionByName(changed.select(*columns, WEIGHT, MTIME)),
-                columns))
+            whole = with_partition(
+                consolidate(
+                    old_rows.select(*columns, WEIGHT, MTIME).unionByName(
+                        changed.select(*columns, WEIGHT, MTIME)
+                    ),
+                    columns,
+                )
+            )
             whole = _join(whole, unsure, pcols, "left_semi")[0]
             kept = _join(prefix, unsure, pcols, "left_anti")[0]
-            prefix = batch.keep_small(kept.unionByName(
-                whole.where(F.col(WEIGHT) > 0).select(*columns, *pcols, F.col(WEIGHT).alias(COUNT))))
+            prefix = batch.keep_small(
+                kept.unionByName(
+                    whole.where(F.col(WEIGHT) > 0).select(*columns, *pcols, F.col(WEIGHT).alias(COUNT))
+                )
+            )
 
     # 3. The first N + buffer rows of each partition, ties at rank N whole.
     copies = batch.keep_small(_ranked(node, prefix, order, pcols))
@@ -125,31 +152,46 @@ def delta(node: TopN, batch: Batch, child_delta) -> DataFrame:
         trimmed = copies
     new_state = trimmed.groupBy(*columns, *pcols).agg(F.count(F.lit(1)).cast("long").alias(COUNT))
     gone = _join(old.select(*columns, *pcols), new_state.select(*columns), columns, "left_anti")[0]
-    batch.state.stage(rows_name, new_state.select(*columns, *pcols, COUNT, F.lit(False).alias(DELETE)).unionByName(
-        gone.select(*columns, *pcols, F.lit(0).cast("long").alias(COUNT), F.lit(True).alias(DELETE))), columns,
-        DELETE)
+    batch.state.stage(
+        rows_name,
+        new_state.select(*columns, *pcols, COUNT, F.lit(False).alias(DELETE)).unionByName(
+            gone.select(*columns, *pcols, F.lit(0).cast("long").alias(COUNT), F.lit(True).alias(DELETE))
+        ),
+        columns,
+        DELETE,
+    )
     counted = info.where((F.col("_count") != 0) | F.col("_existed"))
-    batch.state.stage(counts_name, counted.select(*pcols, F.col("_count").alias(COUNT),
-                                                  (F.col("_count") == 0).alias(DELETE)), pcols, DELETE)
+    batch.state.stage(
+        counts_name,
+        counted.select(*pcols, F.col("_count").alias(COUNT), (F.col("_count") == 0).alias(DELETE)),
+        pcols,
+        DELETE,
+    )
 
     # 4. The old top N out, the new one in; rows that stay cancel out.
     outputs = names + (["_rank"] if node.ranked else [])
     new_top = copies.where(F.col("_rank") <= node.limit).select(*names, F.col("_rank"))
-    old_top = _ranked(node, old, order, pcols).where(F.col("_rank") <= node.limit).select(*names, F.col("_rank"))
-    emitted = (new_top.select(*outputs, F.lit(1).cast("long").alias(WEIGHT))
-               .unionByName(old_top.select(*outputs, F.lit(-1).cast("long").alias(WEIGHT)))
-               .withColumn(MTIME, batch_time(changed)))
+    old_top = (
+        _ranked(node, old, order, pcols).where(F.col("_rank") <= node.limit).select(*names, F.col("_rank"))
+    )
+    emitted = (
+        new_top.select(*outputs, F.lit(1).cast("long").alias(WEIGHT))
+        .unionByName(old_top.select(*outputs, F.lit(-1).cast("long").alias(WEIGHT)))
+        .withColumn(MTIME, batch_time(changed))
+    )
     return consolidate(emitted, outputs)
 
 
 def _local(e: exp.Expression) -> str:
     """`e` as Spark SQL over the rule's unqualified columns (PROCTIME() is the kept commit time)."""
+
     def strip(n: exp.Expression) -> exp.Expression:
         if isinstance(n, exp.Column) and n.meta.get("proctime"):
             return exp.column(TIME, quoted=True)
         if isinstance(n, exp.Column):
             return exp.column(n.name, quoted=True)
         return n
+
     return e.copy().transform(strip).sql("spark")
 
 
@@ -171,10 +213,11 @@ def _order_keys(node: TopN) -> list[Column]:
     return keys
 
 
-def _total_order(node: TopN, schema, columns: list[str]) -> list[Column]:
+def _total_order(node: TopN, schema: StructType, columns: list[str]) -> list[Column]:
     """The ORDER BY, then every column ascending (maps cannot be ordered, and are left out)."""
-    return _order_keys(node) + [F.col(quote(c)).asc_nulls_first() for c in columns
-                                if not isinstance(schema[c].dataType, MapType)]
+    return _order_keys(node) + [
+        F.col(quote(c)).asc_nulls_first() for c in columns if not isinstance(schema[c].dataType, MapType)
+    ]
 
 
 def _ranked(node: TopN, rows: DataFrame, order: list[Column], pcols: list[str]) -> DataFrame:
@@ -196,7 +239,10 @@ def _unsure(node: TopN, copies: DataFrame, info: DataFrame, pcols: list[str]) ->
     joined = _with_info(info.where(F.col("_count") > 0), stats, pcols, ["_size", "_top"])
     size = F.coalesce(F.col("_size"), F.lit(0))
     certain = (size == F.col("_count")) | (
-        (size >= node.limit) if node.function == "row_number" else (F.coalesce(F.col("_top"), F.lit(0)) > node.limit))
+        (size >= node.limit)
+        if node.function == "row_number"
+        else (F.coalesce(F.col("_top"), F.lit(0)) > node.limit)
+    )
     return joined.where(~certain).select(*pcols)
 
 
@@ -206,13 +252,16 @@ def _with_info(rows: DataFrame, info: DataFrame, pcols: list[str], wanted: list[
     return joined.select(*[F.col(quote(c)) for c in rows.columns], *[i(c).alias(c) for c in wanted])
 
 
-def _join(left: DataFrame, right: DataFrame, on: list[str], how: str) -> tuple[DataFrame, Callable[[str], Column]]:
+def _join(
+    left: DataFrame, right: DataFrame, on: list[str], how: str
+) -> tuple[DataFrame, Callable[[str], Column]]:
     """`left` joined to `right` where the `on` columns are equal (NULL matching NULL), and how to name a column
     of `right` in the result (its columns are renamed apart: the two sides often share their lineage)."""
     index = {c: i for i, c in enumerate(right.columns)}
     renamed = right.select(*[F.col(quote(c)).alias(f"_r{i}") for c, i in index.items()])
-    condition = reduce(lambda a, b: a & b, [F.col(quote(c)).eqNullSafe(F.col(f"_r{index[c]}")) for c in on],
-                       F.lit(True))
+    condition = reduce(
+        lambda a, b: a & b, [F.col(quote(c)).eqNullSafe(F.col(f"_r{index[c]}")) for c in on], F.lit(True)
+    )
     return left.join(renamed, condition, how), lambda c: F.col(f"_r{index[c]}")
 
 
@@ -231,7 +280,7 @@ def _refillable(child: Node) -> bool:
 # NULLs first or last per key, strings by code point (UTF-8 byte order), NaN refused (NotOnDriver).
 
 
-def driver_delta(node: TopN, batch, child_delta) -> pa.Table:
+def driver_delta(node: TopN, batch: DriverBatch, child_delta: DriverChildDelta) -> pa.Table:
     nid = batch.node_id(node)
     names = [f.name for f in node.child.fields]
     if any(c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)):
@@ -250,26 +299,41 @@ def driver_delta(node: TopN, batch, child_delta) -> pa.Table:
     weights = child.column(WEIGHT).to_pylist()
     mtime = pc.max(child.column(MTIME))
     parts = list(dict.fromkeys(changed.partition))
-    touched = pa.table([pa.array([p[j] for p in parts], counts_schema.field(c).type) for j, c in enumerate(pcols)],
-                       names=pcols)
+    touched = pa.table(
+        [pa.array([p[j] for p in parts], counts_schema.field(c).type) for j, c in enumerate(pcols)],
+        names=pcols,
+    )
     old_rows = batch.state.lookup(rows_name, touched, pcols)
     old_counts = batch.state.lookup(counts_name, touched, pcols)
-    old = _keyed(node, [old_rows.column(n).cast(child.column(i).type) for i, n in enumerate(names)], names,
-                 counts_schema, pcols) if old_rows is not None and old_rows.num_rows else None
-    counts = {tuple(r[c] for c in pcols): r[COUNT] for r in old_counts.to_pylist()} if old_counts is not None else {}
+    old = (
+        _keyed(
+            node,
+            [old_rows.column(n).cast(child.column(i).type) for i, n in enumerate(names)],
+            names,
+            counts_schema,
+            pcols,
+        )
+        if old_rows is not None and old_rows.num_rows
+        else None
+    )
+    counts = (
+        {tuple(r[c] for c in pcols): r[COUNT] for r in old_counts.to_pylist()}
+        if old_counts is not None
+        else {}
+    )
 
-    prefix: dict[tuple, dict[tuple, int]] = {}  # partition → row → multiplicity, before the batch
-    if old is not None:
+    prefix: dict[Row, dict[Row, int]] = {}  # partition → row → multiplicity, before the batch
+    if old is not None and old_rows is not None:
         for i, n in enumerate(old_rows.column(COUNT).to_pylist()):
             prefix.setdefault(old.partition[i], {})[old.rows[i]] = n
-    moved: dict[tuple, dict[tuple, int]] = {}
+    moved: dict[Row, dict[Row, int]] = {}
     for i, w in enumerate(weights):
         rows = moved.setdefault(changed.partition[i], {})
         rows[changed.rows[i]] = rows.get(changed.rows[i], 0) + w
     order = {**(old.order if old is not None else {}), **changed.order}
     keep = node.limit + buffer_size(node, is_append_only(node.child))
 
-    emitted: dict[tuple, int] = {}
+    emitted: dict[Row, int] = {}
     staged_rows, staged_counts = [], []
     for part, deltas in moved.items():
         before = prefix.get(part, {})
@@ -280,13 +344,19 @@ def driver_delta(node: TopN, batch, child_delta) -> pa.Table:
             merged[row] = merged.get(row, 0) + w
         ranked_before = _ranked_rows(node, before, order)
         boundary = ranked_before[-1][0] if ranked_before else None
-        after = {row: n for row, n in merged.items() if n > 0 and (
-            complete or (boundary is not None and _compare(node, order, row, boundary) <= 0))}
+        after = {
+            row: n
+            for row, n in merged.items()
+            if n > 0 and (complete or (boundary is not None and _compare(node, order, row, boundary) <= 0))
+        }
         new_count = count + sum(deltas.values())
         ranked = _ranked_rows(node, after, order)
         size = len(ranked)
-        certain = size == new_count or (size >= node.limit if node.function == "row_number"
-                                        else any(rank > node.limit for _, rank in ranked))
+        certain = size == new_count or (
+            size >= node.limit
+            if node.function == "row_number"
+            else any(rank > node.limit for _, rank in ranked)
+        )
         if new_count > 0 and not certain:
             raise NotOnDriver("a top-N partition drained by deletes is read again from the input")
         for row, rank in ranked:
@@ -297,7 +367,7 @@ def driver_delta(node: TopN, batch, child_delta) -> pa.Table:
             if rank <= node.limit:
                 key = row + ((rank,) if node.ranked else ())
                 emitted[key] = emitted.get(key, 0) - 1
-        kept: dict[tuple, int] = {}
+        kept: dict[Row, int] = {}
         for place, (row, rank) in enumerate(ranked, start=1):
             if place <= keep or rank <= node.limit:
                 kept[row] = kept.get(row, 0) + 1
@@ -309,18 +379,22 @@ def driver_delta(node: TopN, batch, child_delta) -> pa.Table:
     batch.state.stage(rows_name, _table(staged_rows, rows_schema), names, DELETE)
     batch.state.stage(counts_name, _table(staged_counts, counts_schema), pcols, DELETE)
     out = [(*key, w) for key, w in emitted.items() if w != 0]
-    result = pa.Table.from_pylist([dict(zip(outputs.names, (*row, mtime.as_py()))) for row in out], schema=outputs)
+    result = pa.Table.from_pylist(
+        [dict(zip(outputs.names, (*row, mtime.as_py()))) for row in out], schema=outputs
+    )
     return result
 
 
 class _Keyed:
     """Rows as Python tuples, with each row's partition and order values."""
 
-    def __init__(self, rows: list[tuple], partition: list[tuple], order: dict[tuple, tuple]) -> None:
+    def __init__(self, rows: list[Row], partition: list[Row], order: dict[Row, Row]) -> None:
         self.rows, self.partition, self.order = rows, partition, order
 
 
-def _keyed(node: TopN, columns: list, names: list[str], counts_schema: pa.Schema, pcols: list[str]) -> _Keyed:
+def _keyed(
+    node: TopN, columns: list[Any], names: list[str], counts_schema: pa.Schema, pcols: list[str]
+) -> _Keyed:
     for c in columns:
         if pa.types.is_nested(c.type):
             raise NotOnDriver(f"a top-N over a column of type {c.type}")
@@ -330,8 +404,10 @@ def _keyed(node: TopN, columns: list, names: list[str], counts_schema: pa.Schema
     fields = node.child.fields
     rows = list(zip(*[c.to_pylist() for c in columns])) if columns else []
     if node.partition:
-        parts = [evaluate(p, table, fields).cast(counts_schema.field(c).type).to_pylist()
-                 for p, c in zip(node.partition, pcols)]
+        parts = [
+            evaluate(p, table, fields).cast(counts_schema.field(c).type).to_pylist()
+            for p, c in zip(node.partition, pcols)
+        ]
         partition = list(zip(*parts))
     else:
         partition = [(0,)] * len(rows)
@@ -343,12 +419,18 @@ def _keyed(node: TopN, columns: list, names: list[str], counts_schema: pa.Schema
     return _Keyed(rows, partition, order)
 
 
-def _compare(node: TopN, order: dict[tuple, tuple], a: tuple, b: tuple) -> int:
+def _compare(node: TopN, order: dict[Row, Row], a: Row, b: Row) -> int:
     """The total order: the ORDER BY keys (with their directions and NULL placement), then every column
     ascending with NULLs first."""
     for o, x, y in zip(node.order, order[a], order[b]):
-        c = _values(x, y, bool(o.args.get("nulls_first")) if o.args.get("nulls_first") is not None
-                    else not o.args.get("desc"), bool(o.args.get("desc")))
+        c = _values(
+            x,
+            y,
+            bool(o.args.get("nulls_first"))
+            if o.args.get("nulls_first") is not None
+            else not o.args.get("desc"),
+            bool(o.args.get("desc")),
+        )
         if c:
             return c
     for x, y in zip(a, b):
@@ -358,7 +440,7 @@ def _compare(node: TopN, order: dict[tuple, tuple], a: tuple, b: tuple) -> int:
     return 0
 
 
-def _values(x, y, nulls_first: bool, desc: bool) -> int:
+def _values(x: Any, y: Any, nulls_first: bool, desc: bool) -> int:
     if x is None or y is None:
         if x is None and y is None:
             return 0
@@ -368,10 +450,14 @@ def _values(x, y, nulls_first: bool, desc: bool) -> int:
     return (-1 if x < y else 1) * (-1 if desc else 1)
 
 
-def _ranked_rows(node: TopN, rows: dict[tuple, int], order: dict[tuple, tuple]) -> list[tuple[tuple, int]]:
+def _ranked_rows(node: TopN, rows: dict[Row, int], order: dict[Row, Row]) -> list[tuple[Row, int]]:
     """Each copy of the rows in the total order, with the node's function's value."""
-    ordered = sorted(rows, key=cmp_to_key(lambda a, b: _compare(node, order, a, b)))
-    ranked: list[tuple[tuple, int]] = []
+
+    def compare(a: Row, b: Row) -> int:
+        return _compare(node, order, a, b)
+
+    ordered = sorted(rows, key=cmp_to_key(compare))
+    ranked: list[tuple[Row, int]] = []
     place, rank, dense, previous = 0, 0, 0, object()
     for row in ordered:
         for _ in range(rows[row]):
@@ -383,12 +469,12 @@ def _ranked_rows(node: TopN, rows: dict[tuple, int], order: dict[tuple, tuple]) 
 
 
 def _output_schema(node: TopN, child: pa.Table) -> pa.Schema:
-    fields = [pa.field(f"c{i}", t) for i, t in enumerate(child.schema.types[:len(node.child.fields)])]
+    fields = [pa.field(f"c{i}", t) for i, t in enumerate(child.schema.types[: len(node.child.fields)])]
     if node.ranked:
         fields.append(pa.field(f"c{len(fields)}", pa.int32()))
     return pa.schema([*fields, pa.field(WEIGHT, pa.int64()), pa.field(MTIME, child.schema.field(MTIME).type)])
 
 
-def _table(rows: list[tuple], schema: pa.Schema) -> pa.Table:
+def _table(rows: list[Row], schema: pa.Schema) -> pa.Table:
     target = pa.schema([f.with_nullable(True) for f in schema] + [pa.field(DELETE, pa.bool_())])
     return pa.Table.from_pylist([dict(zip(target.names, r)) for r in rows], schema=target)

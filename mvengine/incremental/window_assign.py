@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import DriverBatch, concat, data, zset
+from mvengine.incremental.batch import Batch, ChildDelta
+from mvengine.incremental.driver import DriverBatch, DriverChildDelta, concat, data, zset
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import WindowAssign
 
@@ -27,22 +27,29 @@ from mvengine.plan.nodes import WindowAssign
 def time_position(node: WindowAssign) -> int:
     """Which of the child's fields the window's time column is."""
     fields = node.child.fields
-    return next(i for i, f in enumerate(fields)
-                if f.name == node.time.name and f.qualifier == (node.time.table or None))
+    return next(
+        i
+        for i, f in enumerate(fields)
+        if f.name == node.time.name and f.qualifier == (node.time.table or None)
+    )
 
 
-def delta(node: WindowAssign, batch: Batch, child_delta) -> DataFrame:
+def delta(node: WindowAssign, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     """The child's changes with Spark's window() of their time: a struct column named by the window's qualifier
     (GROUP BY window(...) reads `window`.`start`, as Spark does), or for a table-valued function the flat
     window_start, window_end and window_time columns."""
     child = without_late_rows(node, child_delta(node.child, batch), batch)
     spec = node.spec
-    window = F.window(F.expr(node.time.sql("spark")), f"{spec.size} microseconds", f"{spec.slide} microseconds",
-                      f"{spec.offset} microseconds")
+    window = F.window(
+        F.expr(node.time.sql("spark")),
+        f"{spec.size} microseconds",
+        f"{spec.slide} microseconds",
+        f"{spec.offset} microseconds",
+    )
     if spec.qualifier:
         return child.select("*", window.alias(spec.qualifier)).where(F.col(spec.qualifier).isNotNull())
     windowed = child.select("*", window.alias("_win")).where(F.col("_win").isNotNull())
-    names = [f.name for f in node.fields[len(node.child.fields):]]
+    names = [f.name for f in node.fields[len(node.child.fields) :]]
     bounds = [F.col("_win.start"), F.col("_win.end"), F.col("_win.end") - F.expr("INTERVAL 1 MICROSECOND")]
     return windowed.withColumns(dict(zip(names, bounds))).drop("_win")
 
@@ -53,12 +60,20 @@ def without_late_rows(node: WindowAssign, changes: DataFrame, batch: Batch) -> D
     if batch.late_before is None:
         return changes
     time = F.expr(node.time.sql("spark")).cast("timestamp")
-    flagged = changes.withColumn("_late", F.coalesce(F.unix_micros(time) < F.lit(batch.late_before), F.lit(False)))
+    flagged = changes.withColumn(
+        "_late", F.coalesce(F.unix_micros(time) < F.lit(batch.late_before), F.lit(False))
+    )
     n = len(node.child.fields)
     late = flagged.where("_late").toDF(*[f"_c{i}" for i in range(n)], WEIGHT, MTIME, "_late")
-    batch.late.append(late.select(
-        F.to_json(F.struct(*[F.col(f"_c{i}").alias(f.name) for i, f in enumerate(node.child.fields)])).alias("row"),
-        F.col(f"_c{time_position(node)}").cast("timestamp").alias("event_time"), F.col(WEIGHT)))
+    batch.late.append(
+        late.select(
+            F.to_json(
+                F.struct(*[F.col(f"_c{i}").alias(f.name) for i, f in enumerate(node.child.fields)])
+            ).alias("row"),
+            F.col(f"_c{time_position(node)}").cast("timestamp").alias("event_time"),
+            F.col(WEIGHT),
+        )
+    )
     return flagged.where(~F.col("_late")).drop("_late")
 
 
@@ -70,17 +85,26 @@ def without_late_rows_on_driver(node: WindowAssign, changes: pa.Table, batch: Dr
     found = changes.filter(late)
     if found.num_rows:
         names = [f.name for f in node.child.fields]
-        rows = [json.dumps(dict(zip(names, values)), default=lambda v: v.isoformat() if hasattr(v, "isoformat")
-                           else str(v))
-                for values in zip(*(c.to_pylist() for c in data(found)))]
-        batch.late.append(pa.table({"row": pa.array(rows, pa.string()),
-                                    "event_time": pc.cast(found.column(time_position(node)),
-                                                          pa.timestamp("us", tz="UTC")),
-                                    WEIGHT: found.column(WEIGHT)}))
+        rows = [
+            json.dumps(
+                dict(zip(names, values)),
+                default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v),
+            )
+            for values in zip(*(c.to_pylist() for c in data(found)))
+        ]
+        batch.late.append(
+            pa.table(
+                {
+                    "row": pa.array(rows, pa.string()),
+                    "event_time": pc.cast(found.column(time_position(node)), pa.timestamp("us", tz="UTC")),
+                    WEIGHT: found.column(WEIGHT),
+                }
+            )
+        )
     return changes.filter(pc.invert(late))
 
 
-def driver_delta(node: WindowAssign, batch: DriverBatch, child_delta) -> pa.Table:
+def driver_delta(node: WindowAssign, batch: DriverBatch, child_delta: DriverChildDelta) -> pa.Table:
     changes = without_late_rows_on_driver(node, child_delta(node.child, batch), batch)
     time = changes.column(time_position(node))
     changes = changes.filter(pc.is_valid(time))

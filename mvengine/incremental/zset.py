@@ -9,7 +9,9 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from mvengine.names import quote_identifier as quote  # column names as Spark's column parser needs them
+from mvengine.names import quote_identifier
+
+quote = quote_identifier  # column names as Spark's column parser needs them (the rules import it from here)
 
 WEIGHT = "_w"
 MTIME = "_mtime"
@@ -18,8 +20,11 @@ MTIME = "_mtime"
 def from_change_feed(df: DataFrame, columns: Sequence[str]) -> DataFrame:
     """Delta CDF rows as a Z-set: insert and update_postimage weigh +1, delete and update_preimage -1."""
     sign = F.when(F.col("_change_type").isin("insert", "update_postimage"), F.lit(1)).otherwise(F.lit(-1))
-    return df.select(*[F.col(quote(c)) for c in columns], sign.cast("long").alias(WEIGHT),
-                     F.col("_commit_timestamp").alias(MTIME))
+    return df.select(
+        *[F.col(quote(c)) for c in columns],
+        sign.cast("long").alias(WEIGHT),
+        F.col("_commit_timestamp").alias(MTIME),
+    )
 
 
 def inserts(df: DataFrame, mtime: Column) -> DataFrame:
@@ -29,9 +34,11 @@ def inserts(df: DataFrame, mtime: Column) -> DataFrame:
 
 def consolidate(df: DataFrame, columns: Sequence[str]) -> DataFrame:
     """Equal rows summed into one with their net weight; rows whose weight cancels out are gone."""
-    return (df.groupBy(*[F.col(quote(c)) for c in columns])
-            .agg(F.sum(WEIGHT).alias(WEIGHT), F.max(MTIME).alias(MTIME))
-            .where(F.col(WEIGHT) != 0))
+    return (
+        df.groupBy(*[F.col(quote(c)) for c in columns])
+        .agg(F.sum(WEIGHT).alias(WEIGHT), F.max(MTIME).alias(MTIME))
+        .where(F.col(WEIGHT) != 0)
+    )
 
 
 def null_safe_equal(left: DataFrame, right: DataFrame, columns: Sequence[str]) -> Column:

@@ -35,13 +35,16 @@ def full_refresh_reasons(root: Node) -> list[str]:
         if operator is None:
             add(f"{type(node).__name__} has no incremental rule")
             continue
-        for reason in operator.full_reasons(node):
+        for reason in operator.full_reasons(node, is_append_only):
             add(reason)
         inputs = tuple(f for child in node.children for f in child.fields)
-        if any(c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)) \
-                and not all(is_append_only(child) for child in node.children):
-            add("PROCTIME() over an input that updates or deletes rows (a retraction's time would not match the "
-                "row's)")
+        if any(
+            c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)
+        ) and not all(is_append_only(child) for child in node.children):
+            add(
+                "PROCTIME() over an input that updates or deletes rows (a retraction's time would not match the "
+                "row's)"
+            )
         for e in node.expressions():
             for f in e.find_all(exp.Func):
                 if function_name(f) in NON_DETERMINISTIC:
@@ -61,8 +64,9 @@ def by_arrival(root: Node) -> str | None:
     for node in root.walk():
         if any(c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)):
             return "PROCTIME()"
-        if isinstance(node, Aggregate) and any(getattr(aggregate_call(a), "kind", None) in ARRIVAL
-                                               for a in node.aggregates):
+        if isinstance(node, Aggregate) and any(
+            getattr(aggregate_call(a), "kind", None) in ARRIVAL for a in node.aggregates
+        ):
             return "FIRST/LAST by arrival"
     return None
 
@@ -85,8 +89,11 @@ def is_append_only(node: Node) -> bool:
 
 def _reads_beyond_row(e: exp.Expression) -> bool:
     """Whether the expression's value for a row can change after the row was emitted."""
-    return (e.find(exp.Window) is not None or e.find(exp.Query) is not None
-            or any(function_name(f) in NON_DETERMINISTIC for f in e.find_all(exp.Func)))
+    return (
+        e.find(exp.Window) is not None
+        or e.find(exp.Query) is not None
+        or any(function_name(f) in NON_DETERMINISTIC for f in e.find_all(exp.Func))
+    )
 
 
 def key_is_guaranteed(root: Node) -> bool:
@@ -120,8 +127,12 @@ def changelog_kind(root: Node, deterministic: bool) -> str:
 
 
 def is_deterministic(root: Node) -> bool:
-    return not any(function_name(f) in NON_DETERMINISTIC
-                   for node in root.walk() for e in node.expressions() for f in e.find_all(exp.Func))
+    return not any(
+        function_name(f) in NON_DETERMINISTIC
+        for node in root.walk()
+        for e in node.expressions()
+        for f in e.find_all(exp.Func)
+    )
 
 
 def state_of(root: Node, strategy: str, purged: bool = False) -> State:

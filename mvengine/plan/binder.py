@@ -15,8 +15,8 @@ from sqlglot import exp
 
 from mvengine.errors import SqlError
 from mvengine.names import did_you_mean
-from mvengine.plan.naming import spark_name
 from mvengine.plan.functions import NULLS_OPTIONS, aggregate_function, in_window, spark_aggregates
+from mvengine.plan.naming import spark_name
 from mvengine.plan.nodes import (
     Aggregate,
     Distinct,
@@ -61,7 +61,9 @@ from mvengine.plan.windows import (
 class Binder:
     """Binds the SELECT of one view. `lookup` finds sources and views by name (case-insensitively)."""
 
-    def __init__(self, lookup: Callable[[str], Relation | None], known: list[str], file: str, obj: str) -> None:
+    def __init__(
+        self, lookup: Callable[[str], Relation | None], known: list[str], file: str, obj: str
+    ) -> None:
         self.lookup = lookup
         self.known = known
         self.file = file
@@ -71,12 +73,14 @@ class Binder:
         self.full_reasons: list[str] = []  # constructs that force a full refresh, found while binding
         self.notes: list[str] = []
         self.random_sampling = False  # TABLESAMPLE: another sample on every run
-        self.table_windows: dict[str, str] = {}  # a window function in FROM → its Spark SQL (windows.spark_sql)
+        self.table_windows: dict[
+            str, str
+        ] = {}  # a window function in FROM → its Spark SQL (windows.spark_sql)
         self.drops: list[str] = []  # "source: condition" of the inputs read without rows expectations drop
 
     # -- errors -----------------------------------------------------------------------------------------------
 
-    def error(self, message: str, at: exp.Expression | None = None, hint: str | None = None) -> SqlError:
+    def error(self, message: str, at: exp.Expr | None = None, hint: str | None = None) -> SqlError:
         line, col = _position(at)
         return SqlError(message, file=self.file, line=line, col=col, obj=self.obj, hint=hint)
 
@@ -86,15 +90,20 @@ class Binder:
 
     # -- queries ----------------------------------------------------------------------------------------------
 
-    def query(self, q: exp.Expression, outer: Scope | None = None, ctes: dict[str, Node] | None = None,
-              names_required: bool = True) -> Node:
+    def query(
+        self,
+        q: exp.Expr,
+        outer: Scope | None = None,
+        ctes: dict[str, Node] | None = None,
+        names_required: bool = True,
+    ) -> Node:
         visible = self.ctes
         try:
             return self._query(spark_aggregates(q), outer, dict(ctes or {}), names_required)
         finally:
             self.ctes = visible
 
-    def _query(self, q: exp.Expression, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
+    def _query(self, q: exp.Expr, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
         with_ = q.args.get("with_") or q.args.get("with")
         if with_ is not None:
             if with_.args.get("recursive"):
@@ -113,16 +122,20 @@ class Binder:
             left = self.query(q.this, outer, ctes, names_required)
             right = self.query(q.expression, outer, ctes, names_required=False)  # named by the left side
             self._check_arity(left, right, word, q)
-            node = Opaque(fields=left.fields, inputs=(left, right), what=word,
-                          reason=f"{word} is recomputed in full")
+            node = Opaque(
+                fields=left.fields, inputs=(left, right), what=word, reason=f"{word} is recomputed in full"
+            )
         elif isinstance(q, exp.Select):
             return self._select(q, outer, ctes, names_required)
         else:
-            raise self.error(f"unsupported query: {_first_words(q)}", q,
-                             hint="a view is a SELECT, possibly with UNION ALL, JOIN, GROUP BY, DISTINCT")
+            raise self.error(
+                f"unsupported query: {_first_words(q)}",
+                q,
+                hint="a view is a SELECT, possibly with UNION ALL, JOIN, GROUP BY, DISTINCT",
+            )
         return self._order_limit(q, node, None)
 
-    def _union(self, q: exp.Union, outer, ctes, names_required) -> Node:
+    def _union(self, q: exp.Union, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
         branches: list[Node] = []
 
         def add(part: exp.Expression) -> None:
@@ -147,20 +160,31 @@ class Binder:
         for other in branches[1:]:
             self._check_arity(first, other, "UNION", q)
         fields = tuple(
-            Field(f.name, wider_type([b.fields[i].type for b in branches]), any(b.fields[i].nullable for b in branches),
-                  None, all(b.fields[i].time_attr for b in branches))
-            for i, f in enumerate(first.fields))
+            Field(
+                f.name,
+                wider_type([b.fields[i].type for b in branches]),
+                any(b.fields[i].nullable for b in branches),
+                None,
+                all(b.fields[i].time_attr for b in branches),
+            )
+            for i, f in enumerate(first.fields)
+        )
         union = UnionAll(fields=fields, inputs=tuple(branches))
         return Distinct(fields=fields, child=union) if q.args.get("distinct") else union
 
     def _check_arity(self, left: Node, right: Node, word: str, at: exp.Expression) -> None:
         if len(left.fields) != len(right.fields):
-            raise self.error(f"the branches of {word} have {len(left.fields)} and {len(right.fields)} columns", at,
-                             hint=f"every branch of {word} must select the same number of columns")
+            raise self.error(
+                f"the branches of {word} have {len(left.fields)} and {len(right.fields)} columns",
+                at,
+                hint=f"every branch of {word} must select the same number of columns",
+            )
 
     # -- SELECT -----------------------------------------------------------------------------------------------
 
-    def _select(self, q: exp.Select, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
+    def _select(
+        self, q: exp.Select, outer: Scope | None, ctes: dict[str, Node], names_required: bool
+    ) -> Node:
         q = _named_windows(q)
         if q.args.get("qualify") is not None:
             return self._qualify(q, outer, ctes, names_required)
@@ -168,7 +192,9 @@ class Binder:
         self.ctes = ctes  # for subqueries inside expressions, which bind() meets
         from_ = q.args.get("from_") or q.args.get("from")
         if from_ is None:
-            node: Node = Opaque(fields=(), what="SELECT without FROM", reason="a SELECT without FROM is a constant")
+            node: Node = Opaque(
+                fields=(), what="SELECT without FROM", reason="a SELECT without FROM is a constant"
+            )
         else:
             first, steps = self._from(q, from_, scope, ctes)
             laterals = [self._lateral(lateral, scope) for lateral in q.args.get("laterals") or []]
@@ -178,15 +204,16 @@ class Binder:
         projections = self._expand_stars(q, scope)
         written = projections  # as written: they name the columns
         group = q.args.get("group")
-        has_aggregates = any(_aggregates_in(p) for p in projections) or (
-            q.args.get("having") is not None)
+        has_aggregates = any(_aggregates_in(p) for p in projections) or (q.args.get("having") is not None)
         grouping_sets = group is not None and any(
-            isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group.expressions)
+            isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)) for g in group.expressions
+        )
         if group is not None or has_aggregates:
             node, projections, having = self._aggregate(q, node, projections, scope)
             if isinstance(node.child, WindowAssign) and node.child.spec.kind == "session":
-                node = SessionAggregate(fields=node.fields, child=node.child, groups=node.groups,
-                                        aggregates=node.aggregates)
+                node = SessionAggregate(
+                    fields=node.fields, child=node.child, groups=node.groups, aggregates=node.aggregates
+                )
             if having is not None:
                 node = Filter(fields=node.fields, child=node, predicate=having)
             bound = projections
@@ -195,15 +222,21 @@ class Binder:
         fields = self._output_fields(written, bound, names_required, q)
         node = Project(fields=fields, child=node, projections=tuple(_unalias(b) for b in bound))
         if grouping_sets:
-            node = Opaque(fields=tuple(replace(f, nullable=True) for f in fields), inputs=(node,),
-                          what="GROUPING SETS", reason="GROUP BY ROLLUP, CUBE or GROUPING SETS is recomputed in full")
+            node = Opaque(
+                fields=tuple(replace(f, nullable=True) for f in fields),
+                inputs=(node,),
+                what="GROUPING SETS",
+                reason="GROUP BY ROLLUP, CUBE or GROUPING SETS is recomputed in full",
+            )
         if q.args.get("distinct") is not None:
             if q.args["distinct"].args.get("on"):
                 raise self.error("DISTINCT ON is not Spark SQL", q.args["distinct"])
             node = Distinct(fields=node.fields, child=node)
         return self._order_limit(q, node, (projections, scope))
 
-    def _qualify(self, q: exp.Select, outer: Scope | None, ctes: dict[str, Node], names_required: bool) -> Node:
+    def _qualify(
+        self, q: exp.Select, outer: Scope | None, ctes: dict[str, Node], names_required: bool
+    ) -> Node:
         """`SELECT ... QUALIFY p`, as Spark evaluates it (after the windows, before DISTINCT, ORDER BY and LIMIT):
         the SELECT without those, with each window of p (and each input column p reads that is not selected)
         as a column of its own, filtered by p over them. The columns are dropped again above the filter; a
@@ -216,16 +249,21 @@ class Binder:
         helpers: list[exp.Expression] = []
 
         def lift(node: exp.Expression) -> exp.Expression:
-            if isinstance(node, exp.Window) or (isinstance(node, exp.Column) and (
-                    node.table or node.name.lower() not in selected)):
+            if isinstance(node, exp.Window) or (
+                isinstance(node, exp.Column) and (node.table or node.name.lower() not in selected)
+            ):
                 name = f"__qualify_{len(helpers)}"
-                helpers.append(exp.alias_(node.copy(), name, quoted=True))
+                helpers.append(_alias(node.copy(), name))
                 return exp.column(name, quoted=True)
             return node
+
         predicate = predicate.copy().transform(lift)
         inner.set("expressions", [*inner.expressions, *helpers])
-        wrapper = exp.select("*").from_(exp.Subquery(this=inner, alias=exp.TableAlias(
-            this=exp.to_identifier("__qualified")))).where(predicate)
+        wrapper = (
+            exp.select("*")
+            .from_(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier("__qualified"))))
+            .where(predicate)
+        )
         node = self.query(wrapper, outer, ctes, names_required)
         kept = tuple(f for f in node.fields if not f.name.startswith("__qualify_"))
         node = Project(fields=kept, child=node, projections=tuple(f.ref() for f in kept))
@@ -233,8 +271,9 @@ class Binder:
             node = Distinct(fields=node.fields, child=node)
         return self._order_limit(q, node, None)
 
-    def _from(self, q: exp.Select, from_: exp.From, scope: Scope,
-              ctes: dict[str, Node]) -> tuple[Node, list[JoinStep]]:
+    def _from(
+        self, q: exp.Select, from_: exp.From, scope: Scope, ctes: dict[str, Node]
+    ) -> tuple[Node, list[JoinStep]]:
         """The first FROM item and the join steps after it; the WHERE clause may still add join conditions."""
         alias, first = self._from_item(from_.this, scope, ctes)
         scope.relations.append((alias, first))
@@ -242,13 +281,19 @@ class Binder:
         for j in q.args.get("joins") or []:
             kind = join_kind(j)
             if kind is None:
-                raise self.error(f"unsupported join: {_first_words(j)}", j,
-                                 hint="use [INNER | LEFT | RIGHT | FULL] [OUTER] JOIN ... ON, CROSS JOIN, "
-                                      "LEFT SEMI JOIN or LEFT ANTI JOIN")
+                raise self.error(
+                    f"unsupported join: {_first_words(j)}",
+                    j,
+                    hint="use [INNER | LEFT | RIGHT | FULL] [OUTER] JOIN ... ON, CROSS JOIN, "
+                    "LEFT SEMI JOIN or LEFT ANTI JOIN",
+                )
             alias, right = self._from_item(j.this, scope, ctes)
             if scope.find(alias) is not None:
-                raise self.error(f"the alias {alias} is used twice in FROM", j.this,
-                                 hint="give each table in FROM its own alias, e.g. FROM orders a JOIN orders b")
+                raise self.error(
+                    f"the alias {alias} is used twice in FROM",
+                    j.this,
+                    hint="give each table in FROM its own alias, e.g. FROM orders a JOIN orders b",
+                )
             left_aliases = [a for a, _ in scope.relations]
             scope.relations.append((alias, right))
             step = JoinStep(kind, alias, right, [], [])
@@ -279,9 +324,14 @@ class Binder:
         function = lateral.this
         alias_node = lateral.args.get("alias")
         alias = alias_node.name if alias_node is not None and alias_node.name else "_lateral"
-        if not isinstance(function, (exp.Explode, exp.Posexplode, exp.Inline)) or not lateral.args.get("view"):
-            raise self.error(f"unsupported LATERAL: {_first_words(lateral)}", lateral,
-                             hint="use LATERAL VIEW [OUTER] explode(...), posexplode(...) or inline(...)")
+        if not isinstance(function, (exp.Explode, exp.Posexplode, exp.Inline)) or not lateral.args.get(
+            "view"
+        ):
+            raise self.error(
+                f"unsupported LATERAL: {_first_words(lateral)}",
+                lateral,
+                hint="use LATERAL VIEW [OUTER] explode(...), posexplode(...) or inline(...)",
+            )
         argument = self.bind(function.this, scope)
         element = infer_type(argument)
         params = element.expressions
@@ -290,7 +340,9 @@ class Binder:
         elif element.this == exp.DataType.Type.ARRAY and params:
             item = params[0]
             if isinstance(function, exp.Inline) and item.this == exp.DataType.Type.STRUCT:
-                produced = [(p.name, p.args["kind"]) for p in item.expressions if isinstance(p, exp.ColumnDef)]
+                produced = [
+                    (p.name, p.args["kind"]) for p in item.expressions if isinstance(p, exp.ColumnDef)
+                ]
             else:
                 produced = [("col", item)]
         else:
@@ -299,24 +351,33 @@ class Binder:
             produced.insert(0, ("pos", build("INT")))
         names = [c.name for c in alias_node.columns] if alias_node is not None and alias_node.columns else []
         if names and len(names) != len(produced):
-            raise self.error(f"{show(function)} produces {len(produced)} columns but {len(names)} names are given",
-                             lateral)
-        fields = tuple(Field(name, dtype, True, alias) for name, (_, dtype) in
-                       zip(names or [n for n, _ in produced], produced))
+            raise self.error(
+                f"{show(function)} produces {len(produced)} columns but {len(names)} names are given", lateral
+            )
+        fields = tuple(
+            Field(name, dtype, True, alias)
+            for name, (_, dtype) in zip(names or [n for n, _ in produced], produced)
+        )
         scope.relations.append((alias, Opaque(fields=fields, what="LATERAL VIEW")))
         return fields
 
     def _using(self, j: exp.Join, step: JoinStep, scope: Scope, left_aliases: list[str]) -> None:
         for ident in j.args["using"]:
             name = ident.name
-            left = self._resolve(name, None, Scope(relations=[r for r in scope.relations
-                                                                 if r[0] in left_aliases], using=scope.using),
-                                    ident)
+            left = self._resolve(
+                name,
+                None,
+                Scope(relations=[r for r in scope.relations if r[0] in left_aliases], using=scope.using),
+                ident,
+            )
             right_node = scope.relations[-1][1]
             right_field = field_named(right_node, name)
             if right_field is None:
-                raise self.error(f"USING column {name!r} is not a column of {step.alias}", ident,
-                                 hint=did_you_mean(name, [f.name for f in right_node.fields], "its columns"))
+                raise self.error(
+                    f"USING column {name!r} is not a column of {step.alias}",
+                    ident,
+                    hint=did_you_mean(name, [f.name for f in right_node.fields], "its columns"),
+                )
             right = right_field.ref()
             step.equi.append((left, right))
             if step.kind == "right":
@@ -336,11 +397,17 @@ class Binder:
             return self._table_window(item, scope, ctes)
         if isinstance(item, exp.Table):
             if not isinstance(item.this, exp.Identifier):
-                raise self.error(f"unsupported FROM item {_first_words(item)}", item,
-                                 hint="read sources and views by name, or a subquery in parentheses")
+                raise self.error(
+                    f"unsupported FROM item {_first_words(item)}",
+                    item,
+                    hint="read sources and views by name, or a subquery in parentheses",
+                )
             if item.args.get("db") or item.args.get("catalog"):
-                raise self.error(f"table names cannot have a database or catalog prefix ({show(item)})", item,
-                                 hint="a view reads the project's own sources and views, by name")
+                raise self.error(
+                    f"table names cannot have a database or catalog prefix ({show(item)})",
+                    item,
+                    hint="a view reads the project's own sources and views, by name",
+                )
             alias = item.alias_or_name
             name = item.name
             if item.args.get("sample") is not None:
@@ -350,13 +417,21 @@ class Binder:
                 return alias, requalify(ctes[name.lower()], alias)
             relation = self.lookup(name)
             if relation is None:
-                raise self.error(f"unknown table or view {name!r}", item,
-                                 hint=did_you_mean(name, self.known + list(ctes), "sources and views"))
+                raise self.error(
+                    f"unknown table or view {name!r}",
+                    item,
+                    hint=did_you_mean(name, self.known + list(ctes), "sources and views"),
+                )
             if relation.name not in self.inputs:
                 self.inputs.append(relation.name)
             fields = tuple(replace(f, qualifier=alias) for f in relation.fields)
-            scan = Scan(fields=fields, input=relation.name, input_kind=relation.kind, input_key=relation.key,
-                        append_only=relation.append_only)
+            scan = Scan(
+                fields=fields,
+                input=relation.name,
+                input_kind=relation.kind,
+                input_key=relation.key,
+                append_only=relation.append_only,
+            )
             if relation.kept is None:
                 return alias, scan
             # The source as its DROP ROW / QUARANTINE expectations leave it, in every computation of the view.
@@ -369,8 +444,11 @@ class Binder:
             if item.args.get("alias") is not None and item.args["alias"].columns:
                 node = self._rename(node, [c.name for c in item.args["alias"].columns], item)
             return alias, requalify(node, alias)
-        raise self.error(f"unsupported FROM item {_first_words(item)}", item,
-                         hint="read sources and views by name, or a subquery in parentheses")
+        raise self.error(
+            f"unsupported FROM item {_first_words(item)}",
+            item,
+            hint="read sources and views by name, or a subquery in parentheses",
+        )
 
     # -- event-time windows (plan/windows.py) ----------------------------------------------------------------
 
@@ -382,22 +460,30 @@ class Binder:
         except WindowError as e:
             raise self.error(e.message, e.at, hint=e.hint) from None
         if found is None:
-            raise self.error(f"unsupported FROM item {_first_words(item)}", item,
-                             hint="read sources and views by name, a subquery in parentheses, or "
-                                  "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))")
+            raise self.error(
+                f"unsupported FROM item {_first_words(item)}",
+                item,
+                hint="read sources and views by name, a subquery in parentheses, or "
+                "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))",
+            )
         name, spec = found
         alias = item.alias_or_name if item.alias else name
         _, inner = self._from_item(exp.Table(this=exp.to_identifier(name)), scope, ctes)
         inner = requalify(inner, alias)
-        time = self._event_time(spec.time, Scope(relations=[(alias, inner)], outer=scope.outer), spec)
-        bounds = (Field("window_start", time.type, True, alias, False, "start"),  # nullable, as Spark's window()
-                  Field("window_end", time.type, True, alias, False, "end"),
-                  Field("window_time", time.type, True, alias, True, None))
+        time, time_type = self._event_time(
+            spec.time, Scope(relations=[(alias, inner)], outer=scope.outer), spec
+        )
+        bounds = (
+            Field("window_start", time_type, True, alias, False, "start"),  # nullable, as Spark's window()
+            Field("window_end", time_type, True, alias, False, "end"),
+            Field("window_time", time_type, True, alias, True, None),
+        )
         columns = ", ".join(show_name(f.name) for f in inner.fields)
         self.table_windows[item.sql("spark")] = (
             f"(SELECT {columns}, `window`.start AS window_start, `window`.end AS window_end, "
             f"window_time(`window`) AS window_time FROM (SELECT *, {spec.spark_call(show_name(time.name))} AS "
-            f"`window` FROM {show_name(name)})) AS {show_name(alias)}")
+            f"`window` FROM {show_name(name)})) AS {show_name(alias)}"
+        )
         return alias, WindowAssign(fields=inner.fields + bounds, child=inner, time=time, spec=spec)
 
     def _group_window(self, q: exp.Select, node: Node, scope: Scope) -> tuple[Node, exp.Select]:
@@ -413,20 +499,28 @@ class Binder:
             if spec is not None:
                 found.append((g, spec))
         if not found:
-            for call in q.find_all(exp.Anonymous):
-                if function_name(call) in BOUND_FUNCTIONS:
-                    raise self.error(f"{call.name.upper()}(...) names the bound of a window the query does not "
-                                     "group by", call, hint=f"add {call.name.upper().rsplit('_', 1)[0]}(...) with "
-                                                            "the same arguments to GROUP BY")
+            for misplaced in q.find_all(exp.Anonymous):
+                if function_name(misplaced) in BOUND_FUNCTIONS:
+                    raise self.error(
+                        f"{misplaced.name.upper()}(...) names the bound of a window the query does not group by",
+                        misplaced,
+                        hint=f"add {misplaced.name.upper().rsplit('_', 1)[0]}(...) with "
+                        "the same arguments to GROUP BY",
+                    )
             return node, q
         if len(found) > 1:
-            raise self.error("a query can group by one window", found[1][0],
-                             hint="group by one window; window the result again in a view over this one")
+            raise self.error(
+                "a query can group by one window",
+                found[1][0],
+                hint="group by one window; window the result again in a view over this one",
+            )
         call, spec = found[0]
-        time = self._event_time(spec.time, scope, spec)
+        time, time_type = self._event_time(spec.time, scope, spec)
         session = "session " if spec.kind == "session" else ""
-        bounds = (Field("start", time.type, True, spec.qualifier, False, f"{session}start"),
-                  Field("end", time.type, True, spec.qualifier, False, f"{session}end"))
+        bounds = (
+            Field("start", time_type, True, spec.qualifier, False, f"{session}start"),
+            Field("end", time_type, True, spec.qualifier, False, f"{session}end"),
+        )
         scope.relations.append((spec.qualifier, Opaque(fields=bounds, what="window")))
         q = q.copy()
         columns = [exp.column("start", table=spec.qualifier), exp.column("end", table=spec.qualifier)]
@@ -438,6 +532,7 @@ class Binder:
         def bound(e: exp.Expression) -> exp.Expression:
             name = function_name(e)
             return exp.column(BOUND_FUNCTIONS[name], table=spec.qualifier) if name in BOUND_FUNCTIONS else e
+
         for part in ("expressions", "having"):
             value = q.args.get(part)
             if isinstance(value, list):
@@ -446,17 +541,29 @@ class Binder:
                 q.set(part, value.transform(bound))
         return WindowAssign(fields=node.fields + bounds, child=node, time=time, spec=spec), q
 
-    def _event_time(self, e: exp.Expression, scope: Scope, spec: WindowSpec) -> exp.Expression:
+    def _event_time(
+        self, e: exp.Expression, scope: Scope, spec: WindowSpec
+    ) -> tuple[exp.Column, exp.DataType]:
         """The window's time column, bound: a timestamp column. An event-time attribute (a source's WATERMARK
         column) gives the window a watermark, for EMIT and allowed lateness; any other timestamp windows rows
         all the same (as Spark does), without one."""
         time = self.bind(e, scope)
-        if not isinstance(time, exp.Column) or time.type.this not in (exp.DataType.Type.TIMESTAMPTZ,
-                                                                      exp.DataType.Type.TIMESTAMP,
-                                                                      exp.DataType.Type.TIMESTAMPNTZ):
-            raise self.error(f"a window's time must be a timestamp column, not {show(time)}", e,
-                             hint="window a source's event-time column (its WATERMARK FOR column)")
-        return time
+        if (
+            not isinstance(time, exp.Column)
+            or time.type is None
+            or time.type.this
+            not in (
+                exp.DataType.Type.TIMESTAMPTZ,
+                exp.DataType.Type.TIMESTAMP,
+                exp.DataType.Type.TIMESTAMPNTZ,
+            )
+        ):
+            raise self.error(
+                f"a window's time must be a timestamp column, not {show(time)}",
+                e,
+                hint="window a source's event-time column (its WATERMARK FOR column)",
+            )
+        return time, time.type
 
     def _rename(self, node: Node, names: list[str], at: exp.Expression) -> Node:
         if len(names) != len(node.fields):
@@ -465,8 +572,15 @@ class Binder:
 
     # -- WHERE ------------------------------------------------------------------------------------------------
 
-    def _where(self, predicate: exp.Expression | None, first: Node, steps: list[JoinStep],
-               laterals: list[tuple[Field, ...]], scope: Scope, ctes: dict[str, Node]) -> Node:
+    def _where(
+        self,
+        predicate: exp.Expression | None,
+        first: Node,
+        steps: list[JoinStep],
+        laterals: list[tuple[Field, ...]],
+        scope: Scope,
+        ctes: dict[str, Node],
+    ) -> Node:
         semi_joins: list[Join] = []
         rest: list[exp.Expression] = []
         for conjunct in conjuncts(predicate) if predicate is not None else []:
@@ -478,15 +592,19 @@ class Binder:
         remaining = push_equalities(rest, scope, steps)
         node = build_joins(first, steps)
         for lateral_fields in laterals:
-            node = Opaque(fields=node.fields + lateral_fields, inputs=(node,), what="LATERAL VIEW",
-                          reason="LATERAL VIEW is recomputed in full")
+            node = Opaque(
+                fields=node.fields + lateral_fields,
+                inputs=(node,),
+                what="LATERAL VIEW",
+                reason="LATERAL VIEW is recomputed in full",
+            )
         for semi in semi_joins:
             node = replace(semi, fields=node.fields, left=node)
         if remaining:
             node = Filter(fields=node.fields, child=node, predicate=conjunction(remaining))
         return node
 
-    def _semi_join(self, conjunct: exp.Expression, scope: Scope, ctes) -> Join | None:
+    def _semi_join(self, conjunct: exp.Expression, scope: Scope, ctes: dict[str, Node]) -> Join | None:
         """`[NOT] EXISTS (...)` and `x [NOT] IN (SELECT ...)` as semi/anti joins; None for other conjuncts."""
         negated = isinstance(conjunct, exp.Not)
         inner = conjunct.this if negated else conjunct
@@ -509,7 +627,7 @@ class Binder:
         split = split_correlation(sub)
         if split is None:
             self.full("a correlated subquery other than WHERE inner = outer equalities")
-            right, pairs = sub, []
+            right, pairs = sub, list[tuple[exp.Expression, exp.Expression]]()
         else:
             right, pairs = split
         equi.extend(pairs)
@@ -518,16 +636,28 @@ class Binder:
             # key on both sides makes it the equi semi (anti) join the join rule maintains.
             equi.append((constant_key(), constant_key()))
         if probe is not None:
-            inner_expr = sub.projections[0] if isinstance(sub, Project) and split and right is not sub \
+            inner_expr = (
+                sub.projections[0]
+                if isinstance(sub, Project) and split and right is not sub
                 else sub.fields[0].ref()
+            )
             equi.insert(0, (bound_probe, inner_expr))
         null_aware = negated and probe is not None
         # The left side is the node the WHERE clause filters; the caller puts it in.
-        return Join(fields=(), left=None, right=right, kind=kind, equi=tuple(equi), null_aware=null_aware)
+        return Join(
+            fields=(),
+            left=None,  # type: ignore[arg-type]
+            right=right,
+            kind=kind,
+            equi=tuple(equi),
+            null_aware=null_aware,
+        )
 
     # -- GROUP BY ---------------------------------------------------------------------------------------------
 
-    def _aggregate(self, q: exp.Select, child: Node, projections: list[exp.Expression], scope: Scope):
+    def _aggregate(
+        self, q: exp.Select, child: Node, projections: list[exp.Expression], scope: Scope
+    ) -> tuple[Aggregate, list[exp.Expression], exp.Expression | None]:
         aliases = {p.alias.lower(): p.this for p in projections if isinstance(p, exp.Alias)}
         groups: list[exp.Expression] = []
         group = q.args.get("group")
@@ -535,10 +665,16 @@ class Binder:
             if isinstance(g, exp.Literal) and not g.is_string:
                 position = int(g.name)
                 if not 1 <= position <= len(projections):
-                    raise self.error(f"GROUP BY {position} is not a column position (1..{len(projections)})", g)
+                    raise self.error(
+                        f"GROUP BY {position} is not a column position (1..{len(projections)})", g
+                    )
                 g = _unalias(projections[position - 1])
-            elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
-                    and g.name.lower() not in {c.lower() for c in scope.columns()}:
+            elif (
+                isinstance(g, exp.Column)
+                and not g.table
+                and g.name.lower() in aliases
+                and g.name.lower() not in {c.lower() for c in scope.columns()}
+            ):
                 g = aliases[g.name.lower()]
             bound = self.bind(g, scope)
             if not any(bound == existing for existing in groups):
@@ -550,8 +686,10 @@ class Binder:
         if having is not None:
             bound_having = self.bind(_resolve_aliases(having.this, aliases, scope), scope, aggregates=True)
         group_names = _group_names(groups)
-        group_fields = [Field(n, infer_type(g), infer_nullable(g), None, False, g.meta.get("window_bound"))
-                        for n, g in zip(group_names, groups)]
+        group_fields = [
+            Field(n, infer_type(g), infer_nullable(g), None, False, g.meta.get("window_bound"))
+            for n, g in zip(group_names, groups)
+        ]
 
         def over(e: exp.Expression) -> exp.Expression:
             for i, g in enumerate(groups):
@@ -566,8 +704,11 @@ class Binder:
                 return agg_refs[-1]
             if isinstance(e, exp.Column) and not e.meta.get("outer"):
                 name = show(e, scope_fields(scope))
-                raise self.error(f"column {name} is neither in GROUP BY nor inside an aggregate", e,
-                                 hint=f"add it to GROUP BY, or aggregate it (e.g. MAX({name}))")
+                raise self.error(
+                    f"column {name} is neither in GROUP BY nor inside an aggregate",
+                    e,
+                    hint=f"add it to GROUP BY, or aggregate it (e.g. MAX({name}))",
+                )
             if isinstance(e, exp.Query):
                 return e
             e = e.copy()
@@ -581,8 +722,12 @@ class Binder:
         agg_fields = tuple(self._agg_field(a, i) for i, a in enumerate(aggregates))
         for a in aggregates:
             self._check_aggregate(a)
-        node = Aggregate(fields=tuple(group_fields) + agg_fields, child=child, groups=tuple(groups),
-                         aggregates=tuple(aggregates))
+        node = Aggregate(
+            fields=tuple(group_fields) + agg_fields,
+            child=child,
+            groups=tuple(groups),
+            aggregates=tuple(aggregates),
+        )
         for e in [*rewritten, *([having_rewritten] if having_rewritten is not None else [])]:
             for column in e.find_all(exp.Column):
                 column.meta.setdefault("nullable", True)
@@ -591,6 +736,7 @@ class Binder:
     def _agg_field(self, agg: exp.Expression, i: int) -> Field:
         """The field holding aggregate `agg` (an AggFunc, with FILTER (WHERE ...) or IGNORE NULLS)."""
         agg = aggregate_function(agg)
+        assert isinstance(agg, exp.AggFunc)  # _aggregates_in found it
         arg = agg.this.expressions[0] if isinstance(agg.this, exp.Distinct) else agg.this
         arg_type = arg.type if isinstance(arg, exp.Expression) and not isinstance(arg, exp.Star) else None
         dtype = aggregate_type(agg, arg_type) or infer_type(agg.copy())
@@ -602,7 +748,9 @@ class Binder:
 
     # -- ORDER BY / LIMIT -------------------------------------------------------------------------------------
 
-    def _order_limit(self, q: exp.Expression, node: Node, select) -> Node:
+    def _order_limit(
+        self, q: exp.Expression, node: Node, select: tuple[list[exp.Expression], Scope] | None
+    ) -> Node:
         order, limit = q.args.get("order"), q.args.get("limit")
         offset = q.args.get("offset")
         if order is not None and select is not None:
@@ -610,19 +758,25 @@ class Binder:
             aliases = {p.alias_or_name.lower() for p in projections}
             for o in order.expressions:
                 key = o.this
-                if isinstance(key, exp.Literal) or (isinstance(key, exp.Column) and not key.table
-                                                   and key.name.lower() in aliases):
+                if isinstance(key, exp.Literal) or (
+                    isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases
+                ):
                     continue
                 if not _aggregates_in(key):
                     self.bind(key, scope)
         if limit is None and offset is None:
             if order is not None:
-                self.notes.append("ORDER BY without LIMIT is ignored: a view is a set of rows, not a sequence")
+                self.notes.append(
+                    "ORDER BY without LIMIT is ignored: a view is a set of rows, not a sequence"
+                )
             return node
-        return Limit(fields=node.fields, child=node,
-                     order=tuple(o.sql("spark") for o in order.expressions) if order is not None else (),
-                     limit=limit.expression.sql("spark") if limit is not None else None,
-                     offset=offset.expression.sql("spark") if offset is not None else None)
+        return Limit(
+            fields=node.fields,
+            child=node,
+            order=tuple(o.sql("spark") for o in order.expressions) if order is not None else (),
+            limit=limit.expression.sql("spark") if limit is not None else None,
+            offset=offset.expression.sql("spark") if offset is not None else None,
+        )
 
     # -- expressions ------------------------------------------------------------------------------------------
 
@@ -634,7 +788,7 @@ class Binder:
                     raise self.error("SELECT * needs a FROM clause", q)
                 seen_using = set()
                 for name, merged in scope.using.items():
-                    out.append(exp.alias_(_marker(merged), _field_name(merged), quoted=True))
+                    out.append(_alias(_marker(merged), _field_name(merged)))
                     seen_using.add(name)
                 for alias, node in scope.relations:
                     for f in node.fields:
@@ -642,31 +796,45 @@ class Binder:
                             continue
                         out.append(exp.column(f.name, table=alias, quoted=True))
             elif isinstance(p, exp.Column) and isinstance(p.this, exp.Star):
-                node = scope.find(p.table)
-                if node is None:
-                    raise self.error(f"unknown table alias {p.table!r} in {p.table}.*", p,
-                                     hint=did_you_mean(p.table, [a for a, _ in scope.relations], "aliases"))
-                out.extend(exp.column(f.name, table=p.table, quoted=True) for f in node.fields)
+                found = scope.find(p.table)
+                if found is None:
+                    raise self.error(
+                        f"unknown table alias {p.table!r} in {p.table}.*",
+                        p,
+                        hint=did_you_mean(p.table, [a for a, _ in scope.relations], "aliases"),
+                    )
+                out.extend(exp.column(f.name, table=p.table, quoted=True) for f in found.fields)
             else:
                 out.append(p)
         return out
 
-    def _output_fields(self, projections, bound, names_required: bool, q: exp.Select) -> tuple[Field, ...]:
+    def _output_fields(
+        self,
+        projections: list[exp.Expression],
+        bound: list[exp.Expression],
+        names_required: bool,
+        q: exp.Select,
+    ) -> tuple[Field, ...]:
         fields: list[Field] = []
-        for i, (p, b) in enumerate(zip(projections, bound)):
+        for p, b in zip(projections, bound):
             name = spark_name(p)  # its alias, or the name Spark gives it
             value = _unalias(b)
             column = isinstance(value, exp.Column)
             time_attr = column and bool(value.meta.get("time_attr"))
             window_bound = value.meta.get("window_bound") if column else None
-            fields.append(Field(name, infer_type(value), infer_nullable(value), None, time_attr, window_bound))
+            fields.append(
+                Field(name, infer_type(value), infer_nullable(value), None, time_attr, window_bound)
+            )
         if names_required:
             seen: dict[str, int] = {}
             for i, f in enumerate(fields):
                 if f.name.lower() in seen:
-                    raise self.error(f"column name {show_name(f.name)} is used twice (columns {seen[f.name.lower()] + 1} "
-                                     f"and {i + 1})", projections[i],
-                                     hint="give one of them another name with AS")
+                    raise self.error(
+                        f"column name {show_name(f.name)} is used twice (columns {seen[f.name.lower()] + 1} "
+                        f"and {i + 1})",
+                        projections[i],
+                        hint="give one of them another name with AS",
+                    )
                 seen[f.name.lower()] = i
         return tuple(fields)
 
@@ -680,17 +848,26 @@ class Binder:
             return e
         replacements = []
         for node in e.walk(prune=lambda n: isinstance(n, exp.Query)):
-            if isinstance(node, exp.Column) and not node.meta.get("bound") and not isinstance(node.this, exp.Star):
+            if (
+                isinstance(node, exp.Column)
+                and not node.meta.get("bound")
+                and not isinstance(node.this, exp.Star)
+            ):
                 replacements.append(node)
-            elif isinstance(node, exp.Query) and node is not e:
+            elif isinstance(node, exp.Query) and id(node) != id(e):
                 self.query(node, scope, self.ctes, names_required=False)  # to check its names and inputs
             elif isinstance(node, exp.AggFunc) and not aggregates and not in_window(node):
-                raise self.error(f"aggregate {show(node)} is not allowed here", node,
-                                 hint="aggregates belong in SELECT and HAVING of a grouped query")
+                raise self.error(
+                    f"aggregate {show(node)} is not allowed here",
+                    node,
+                    hint="aggregates belong in SELECT and HAVING of a grouped query",
+                )
         for column in replacements:
             bound = self._resolve(column.name, column.table or None, scope, column)
             if "line" in column.this.meta:  # keep the position, for errors found later (e.g. GROUP BY checks)
-                bound.meta.update({k: v for k, v in column.this.meta.items() if k in ("line", "col", "start", "end")})
+                bound.meta.update(
+                    {k: v for k, v in column.this.meta.items() if k in ("line", "col", "start", "end")}
+                )
             if column is e:
                 return bound
             column.replace(bound)
@@ -703,6 +880,7 @@ class Binder:
                 if result is not None:
                     agg.type = result
         return e
+
 
 # -- helpers ------------------------------------------------------------------------------------------------------
 
@@ -732,7 +910,7 @@ def _field_name(e: exp.Expression) -> str:
     return e.name if isinstance(e, exp.Column) else next(e.find_all(exp.Column)).name
 
 
-def _position(at: exp.Expression | None) -> tuple[int | None, int | None]:
+def _position(at: exp.Expr | None) -> tuple[int | None, int | None]:
     if at is None:
         return None, None
     for node in at.walk():
@@ -746,7 +924,7 @@ def _position(at: exp.Expression | None) -> tuple[int | None, int | None]:
     return None, None
 
 
-def _first_words(e: exp.Expression) -> str:
+def _first_words(e: exp.Expr) -> str:
     text = e.sql("spark")
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -762,8 +940,10 @@ def _is_aggregate(e: exp.Expression) -> bool:
 
 
 def _aggregates_in(e: exp.Expression) -> bool:
-    return any(isinstance(n, exp.AggFunc) and not in_window(n)
-               for n in e.walk(prune=lambda n: isinstance(n, exp.Query)))
+    return any(
+        isinstance(n, exp.AggFunc) and not in_window(n)
+        for n in e.walk(prune=lambda n: isinstance(n, exp.Query))
+    )
 
 
 def _named_windows(q: exp.Select) -> exp.Select:
@@ -780,8 +960,12 @@ def _named_windows(q: exp.Select) -> exp.Select:
         window.set("alias", None)
         for part in ("partition_by", "order", "spec"):
             if not window.args.get(part) and spec.args.get(part):
-                window.set(part, spec.args[part].copy() if isinstance(spec.args[part], exp.Expression)
-                           else [p.copy() for p in spec.args[part]])
+                window.set(
+                    part,
+                    spec.args[part].copy()
+                    if isinstance(spec.args[part], exp.Expression)
+                    else [p.copy() for p in spec.args[part]],
+                )
     q.set("windows", None)
     return q
 
@@ -795,7 +979,12 @@ def _unalias(e: exp.Expression) -> exp.Expression:
 
 
 def _realias(original: exp.Expression, value: exp.Expression) -> exp.Expression:
-    return exp.alias_(value, original.alias, quoted=True) if isinstance(original, exp.Alias) else value
+    return _alias(value, original.alias) if isinstance(original, exp.Alias) else value
+
+
+def _alias(e: exp.Expression, name: str) -> exp.Alias:
+    """`e AS name`, the name quoted."""
+    return exp.Alias(this=e, alias=exp.to_identifier(name, quoted=True))
 
 
 def _resolve_aliases(e: exp.Expression, aliases: dict[str, exp.Expression], scope: Scope) -> exp.Expression:
@@ -824,7 +1013,7 @@ def _flatten_grouping(items: list[exp.Expression]) -> list[exp.Expression]:
 
 
 def _group_names(groups: list[exp.Expression]) -> list[str]:
-    names = []
+    names: list[str] = []
     for i, g in enumerate(groups):
         name = g.name if isinstance(g, exp.Column) else f"_g{i}"
         names.append(name if name.lower() not in {n.lower() for n in names} else f"_g{i}")

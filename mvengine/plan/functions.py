@@ -5,15 +5,34 @@ from __future__ import annotations
 from sqlglot import exp
 
 # Functions whose result changes from one run to the next: a view using them can only be recomputed.
-NON_DETERMINISTIC = frozenset({
-    "rand", "randn", "random", "uuid", "shuffle", "current_timestamp", "current_date", "now", "localtimestamp",
-    "unix_timestamp", "monotonically_increasing_id", "spark_partition_id", "input_file_name",
-    "input_file_block_start", "input_file_block_length", "randstr", "uniform", "current_user", "user",
-    "session_user", "current_time",
-})
+NON_DETERMINISTIC = frozenset(
+    {
+        "rand",
+        "randn",
+        "random",
+        "uuid",
+        "shuffle",
+        "current_timestamp",
+        "current_date",
+        "now",
+        "localtimestamp",
+        "unix_timestamp",
+        "monotonically_increasing_id",
+        "spark_partition_id",
+        "input_file_name",
+        "input_file_block_start",
+        "input_file_block_length",
+        "randstr",
+        "uniform",
+        "current_user",
+        "user",
+        "session_user",
+        "current_time",
+    }
+)
 
 
-def function_name(f: exp.Expression) -> str:
+def function_name(f: exp.Expr) -> str:
     """The function's name as Spark SQL spells it (sqlglot's own class names differ, e.g. for
     percentile_approx)."""
     if isinstance(f, exp.Anonymous):
@@ -23,17 +42,27 @@ def function_name(f: exp.Expression) -> str:
 
 # Spark aggregates sqlglot parses as plain calls: synonyms become sqlglot's class for the same aggregate, the rest
 # anonymous aggregates (so that they are grouped as Spark groups them, and planned full with the reason).
-_AGGREGATE_SYNONYMS = {"every": exp.LogicalAnd, "some": exp.LogicalOr, "any": exp.LogicalOr, "std": exp.Stddev,
-                       "mean": exp.Avg}
-_OTHER_AGGREGATES = frozenset({"try_sum", "try_avg", "histogram_numeric", "count_min_sketch", "hll_sketch_agg",
-                               "hll_union_agg"})
+_AGGREGATE_SYNONYMS: dict[str, type[exp.Expression]] = {
+    "every": exp.LogicalAnd,
+    "some": exp.LogicalOr,
+    "any": exp.LogicalOr,
+    "std": exp.Stddev,
+    "mean": exp.Avg,
+}
+_OTHER_AGGREGATES = frozenset(
+    {"try_sum", "try_avg", "histogram_numeric", "count_min_sketch", "hll_sketch_agg", "hll_union_agg"}
+)
 
 
-def spark_aggregates(e: exp.Expression) -> exp.Expression:
+def spark_aggregates(e: exp.Expr) -> exp.Expr:
     """`e` with Spark's aggregate calls that sqlglot does not know as aggregates made into aggregates."""
+
     def fix(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Any) and not isinstance(node.this, (exp.Query, exp.Subquery)) \
-                and not isinstance(node.parent, (exp.Predicate, exp.Binary)):
+        if (
+            isinstance(node, exp.Any)
+            and not isinstance(node.this, (exp.Query, exp.Subquery))
+            and not isinstance(node.parent, (exp.Predicate, exp.Binary))
+        ):
             return exp.LogicalOr(this=node.this)  # any(b); `x = ANY (subquery)` stays
         if not isinstance(node, exp.Anonymous):
             return node
@@ -43,6 +72,7 @@ def spark_aggregates(e: exp.Expression) -> exp.Expression:
         if name in _OTHER_AGGREGATES:
             return exp.AnonymousAggFunc(this=node.this, expressions=node.expressions)
         return node
+
     return e.transform(fix, copy=False)
 
 
@@ -56,7 +86,7 @@ def aggregate_function(call: exp.Expression) -> exp.Expression:
     return call.this if isinstance(call, NULLS_OPTIONS) else call
 
 
-def in_window(e: exp.Expression) -> bool:
+def in_window(e: exp.Expr) -> bool:
     """Whether `e` is the function of a window (`f(x) OVER (...)`, `f(x) IGNORE NULLS OVER (...)`)."""
     parent = e.parent
     if isinstance(parent, NULLS_OPTIONS):

@@ -9,15 +9,30 @@ from __future__ import annotations
 from sqlglot import exp
 
 # Operators Spark prints between its operands, in parentheses.
-_BINARY = {
-    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.EQ: "=", exp.NEQ: "!=",
-    exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.NullSafeEQ: "<=>", exp.And: "AND",
-    exp.Or: "OR", exp.DPipe: "||", exp.BitwiseAnd: "&", exp.BitwiseOr: "|", exp.BitwiseXor: "^",
+_BINARY: dict[type[exp.Expr], str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+    exp.EQ: "=",
+    exp.NEQ: "!=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.NullSafeEQ: "<=>",
+    exp.And: "AND",
+    exp.Or: "OR",
+    exp.DPipe: "||",
+    exp.BitwiseAnd: "&",
+    exp.BitwiseOr: "|",
+    exp.BitwiseXor: "^",
     exp.IntDiv: "div",
 }
 
 
-def spark_name(e: exp.Expression) -> str:
+def spark_name(e: exp.Expr) -> str:
     """The column name Spark gives expression `e` written without an alias."""
     if isinstance(e, exp.Alias):
         return e.alias
@@ -32,7 +47,7 @@ def spark_name(e: exp.Expression) -> str:
     if isinstance(e, exp.Boolean):
         return "true" if e.this else "false"
     operator = _BINARY.get(type(e))
-    if operator is not None:
+    if operator is not None and isinstance(e, exp.Binary):
         return f"({spark_name(e.left)} {operator} {spark_name(e.right)})"
     if isinstance(e, exp.Neg):
         return f"(- {spark_name(e.this)})"
@@ -51,11 +66,11 @@ def spark_name(e: exp.Expression) -> str:
     if isinstance(e, exp.In) and e.expressions:
         return f"({spark_name(e.this)} IN ({', '.join(spark_name(v) for v in e.expressions)}))"
     if isinstance(e, exp.Between):
-        return (f"({spark_name(e.this)} BETWEEN {spark_name(e.args['low'])} AND "
-                f"{spark_name(e.args['high'])})")
+        return f"({spark_name(e.this)} BETWEEN {spark_name(e.args['low'])} AND {spark_name(e.args['high'])})"
     if isinstance(e, exp.Case):
-        whens = " ".join(f"WHEN {spark_name(w.this)} THEN {spark_name(w.args['true'])}"
-                         for w in e.args.get("ifs") or [])
+        whens = " ".join(
+            f"WHEN {spark_name(w.this)} THEN {spark_name(w.args['true'])}" for w in e.args.get("ifs") or []
+        )
         otherwise = f" ELSE {spark_name(e.args['default'])}" if e.args.get("default") is not None else ""
         subject = f" {spark_name(e.this)}" if e.this is not None else ""
         return f"CASE{subject} {whens}{otherwise} END"

@@ -8,9 +8,14 @@ be derived (as positions into its fields; () means "at most one row"), and which
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
+
+if TYPE_CHECKING:
+    from mvengine.plan.windows import WindowSpec
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,7 @@ class Node:
     def describe(self) -> str:
         return type(self).__name__
 
-    def walk(self):
+    def walk(self) -> Iterator[Node]:
         yield self
         for child in self.children:
             yield from child.walk()
@@ -65,6 +70,7 @@ class Node:
 @dataclass(frozen=True, eq=False)
 class Unary(Node):
     """A node over one input; by default it keeps its input's key."""
+
     child: Node = None  # type: ignore[assignment]
 
     @property
@@ -120,8 +126,11 @@ class Project(Unary):
             source = self.child.fields[k]
             hit = next((i for i, e in enumerate(self.projections) if _is_ref_to(e, source)), None)
             if hit is None and bounds == {"start", "end"} and source.window_bound in bounds:
-                other = next(self.child.fields[j] for j in self.child.key
-                             if self.child.fields[j].window_bound in bounds - {source.window_bound})
+                other = next(
+                    self.child.fields[j]
+                    for j in self.child.key
+                    if self.child.fields[j].window_bound in bounds - {source.window_bound}
+                )
                 if any(_is_ref_to(e, other) for e in self.projections):
                     continue
             if hit is None:
@@ -133,7 +142,9 @@ class Project(Unary):
         return list(self.projections)
 
     def describe(self) -> str:
-        shown = ", ".join(_render(e, f.name, self.child.fields) for e, f in zip(self.projections, self.fields))
+        shown = ", ".join(
+            _render(e, f.name, self.child.fields) for e, f in zip(self.projections, self.fields)
+        )
         return f"Project {shown}"
 
 
@@ -163,9 +174,19 @@ class Join(Node):
         offset = len(self.left.fields)
         right_shifted = None if right is None else tuple(k + offset for k in right)
         # A side whose key is fully matched by equalities joins at most one row to each row of the other side.
-        if self.kind in ("inner", "left") and right is not None and left is not None and self._covers(right, 1):
+        if (
+            self.kind in ("inner", "left")
+            and right is not None
+            and left is not None
+            and self._covers(right, 1)
+        ):
             return left
-        if self.kind in ("inner", "right") and left is not None and right is not None and self._covers(left, 0):
+        if (
+            self.kind in ("inner", "right")
+            and left is not None
+            and right is not None
+            and self._covers(left, 0)
+        ):
             return right_shifted
         if left is not None and right_shifted is not None:
             return left + right_shifted
@@ -177,7 +198,9 @@ class Join(Node):
         return all(any(_is_ref_to(e, node.fields[k]) for e in equated) for k in key)
 
     def expressions(self) -> list[exp.Expression]:
-        return [e for pair in self.equi for e in pair] + ([self.residual] if self.residual is not None else [])
+        return [e for pair in self.equi for e in pair] + (
+            [self.residual] if self.residual is not None else []
+        )
 
     def conditions(self) -> tuple[list[exp.Expression], list[exp.Expression], list[exp.Expression]]:
         """The parts of the residual condition that read the left side only, the right side only, and both."""
@@ -224,8 +247,8 @@ class WindowAssign(Unary):
     start and end. A tumbling window holds each row once, a hopping window size/slide times; session windows
     depend on the other rows of their group (`spec.kind == "session"`)."""
 
-    time: exp.Expression = None  # type: ignore[assignment]
-    spec: object = None  # plan/windows.WindowSpec (not imported here: nodes stay free of the parsing)
+    time: exp.Column = None  # type: ignore[assignment]
+    spec: WindowSpec = None  # type: ignore[assignment]  # plan/windows.py (only its type: nodes stay free of the parsing)
 
     @property
     def key(self) -> Key | None:
@@ -280,9 +303,11 @@ class Limit(Unary):
     offset: str | None = None
 
     def describe(self) -> str:
-        parts = [f"first {self.limit}" if self.limit is not None else "all",
-                 f"after {self.offset}" if self.offset is not None else "",
-                 f"by {', '.join(self.order)}" if self.order else "(in no order)"]
+        parts = [
+            f"first {self.limit}" if self.limit is not None else "all",
+            f"after {self.offset}" if self.offset is not None else "",
+            f"by {', '.join(self.order)}" if self.order else "(in no order)",
+        ]
         return "Limit " + " ".join(p for p in parts if p)
 
 
@@ -304,10 +329,13 @@ class TopN(Unary):
         """One row per partition (ROW_NUMBER ... = 1, deduplication) is keyed by the partition's columns;
         otherwise the child's key."""
         if self.function == "row_number" and self.limit == 1:
-            positions = [next((i for i, f in enumerate(self.child.fields) if _is_ref_to(p, f)), None)
-                         for p in self.partition]
-            if None not in positions:
-                return tuple(positions)
+            positions = [
+                next((i for i, f in enumerate(self.child.fields) if _is_ref_to(p, f)), None)
+                for p in self.partition
+            ]
+            found = [p for p in positions if p is not None]
+            if len(found) == len(positions):
+                return tuple(found)
         return self.child.key
 
     def expressions(self) -> list[exp.Expression]:
@@ -341,8 +369,10 @@ class Over(Unary):
         return parts
 
     def describe(self) -> str:
-        return "Over " + ", ".join(f"{show(w, self.child.fields)} AS {show_name(f.name)}"
-                                   for w, f in zip(self.windows, self.fields[len(self.child.fields):]))
+        return "Over " + ", ".join(
+            f"{show(w, self.child.fields)} AS {show_name(f.name)}"
+            for w, f in zip(self.windows, self.fields[len(self.child.fields) :])
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -390,13 +420,20 @@ def conjunction(parts: list[exp.Expression]) -> exp.Expression:
 
 
 def _is_ref_to(expression: exp.Expression, target: Field) -> bool:
-    return (isinstance(expression, exp.Column) and expression.name == target.name
-            and (expression.table or None) == target.qualifier)
+    return (
+        isinstance(expression, exp.Column)
+        and expression.name == target.name
+        and (expression.table or None) == target.qualifier
+    )
 
 
 def _render(expression: exp.Expression, name: str, inputs: tuple[Field, ...]) -> str:
     sql = show(expression, inputs)
-    return sql if isinstance(expression, exp.Column) and expression.name == name else f"{sql} AS {show_name(name)}"
+    return (
+        sql
+        if isinstance(expression, exp.Column) and expression.name == name
+        else f"{sql} AS {show_name(name)}"
+    )
 
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -406,7 +443,7 @@ def show_name(name: str) -> str:
     return name if _PLAIN.fullmatch(name) else "`" + name.replace("`", "``") + "`"
 
 
-def show(expression: exp.Expression, inputs: tuple[Field, ...] = ()) -> str:
+def show(expression: exp.Expr, inputs: tuple[Field, ...] = ()) -> str:
     """An expression as readable Spark SQL: identifiers quoted only where they must be, and columns qualified
     only where their name is not unique among the `inputs` fields."""
     names = [f.name.lower() for f in inputs]
@@ -419,6 +456,7 @@ def show(expression: exp.Expression, inputs: tuple[Field, ...] = ()) -> str:
         if isinstance(node, exp.Identifier) and node.quoted and _PLAIN.fullmatch(node.name):
             return exp.to_identifier(node.name, quoted=False)
         return node
+
     return expression.transform(simplify).sql("spark")
 
 

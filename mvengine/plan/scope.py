@@ -3,7 +3,7 @@ case-insensitively, innermost scope first, USING columns merged), to a bound col
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -40,8 +40,9 @@ class Scope:
         return [f.name for _, node in self.relations for f in node.fields]
 
 
-def resolve(name: str, table: str | None, scope: Scope, at: exp.Expression,
-            error: Callable[..., SqlError]) -> exp.Expression:
+def resolve(
+    name: str, table: str | None, scope: Scope, at: exp.Expression, error: Callable[..., SqlError]
+) -> exp.Expression:
     """The bound column (or merged USING value) that `table.name` names in `scope` or an outer one (marked
     `outer` with its depth); `error(message, at, hint=...)` makes the SqlError of an unknown or ambiguous name."""
     depth = 0
@@ -54,24 +55,34 @@ def resolve(name: str, table: str | None, scope: Scope, at: exp.Expression,
             if node is not None:
                 f = field_named(node, name)
                 if f is None:
-                    raise error(f"unknown column {table}.{name}", at,
-                                hint=did_you_mean(name, [x.name for x in node.fields], f"the columns of {table}"))
+                    raise error(
+                        f"unknown column {table}.{name}",
+                        at,
+                        hint=did_you_mean(name, [x.name for x in node.fields], f"the columns of {table}"),
+                    )
                 return bound_column(f, depth)
         else:
-            hits = [(alias, f) for alias, node in current.relations
-                    if (f := field_named(node, name)) is not None]
+            hits = [
+                (alias, f) for alias, node in current.relations if (f := field_named(node, name)) is not None
+            ]
             if len(hits) > 1:
                 where = " and ".join(alias for alias, _ in hits)
-                raise error(f"column {name!r} is ambiguous: it is a column of {where}", at,
-                                 hint="qualify it: " + " or ".join(f"{a}.{name}" for a, _ in hits))
+                raise error(
+                    f"column {name!r} is ambiguous: it is a column of {where}",
+                    at,
+                    hint="qualify it: " + " or ".join(f"{a}.{name}" for a, _ in hits),
+                )
             if hits:
                 return bound_column(hits[0][1], depth)
         current = current.outer
         depth += 1
     if table is not None:
         aliases = [a for s in scopes(scope) for a, _ in s.relations]
-        raise error(f"unknown table alias {table!r} in {table}.{name}", at,
-                         hint=did_you_mean(table, aliases, "the tables in FROM"))
+        raise error(
+            f"unknown table alias {table!r} in {table}.{name}",
+            at,
+            hint=did_you_mean(table, aliases, "the tables in FROM"),
+        )
     raise error(f"unknown column {name!r}", at, hint=did_you_mean(name, scope.columns(), "columns"))
 
 
@@ -83,8 +94,6 @@ def bound_column(f: Field, depth: int) -> exp.Column:
     if depth:
         column.meta["outer"] = depth
     return column
-
-
 
 
 def mark_outer(e: exp.Expression, depth: int) -> exp.Expression:
@@ -107,7 +116,7 @@ def scope_fields(scope: Scope) -> tuple[Field, ...]:
     return tuple(f for _, node in scope.relations for f in node.fields)
 
 
-def scopes(scope: Scope | None):
+def scopes(scope: Scope | None) -> Iterator[Scope]:
     while scope is not None:
         yield scope
         scope = scope.outer

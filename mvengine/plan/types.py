@@ -16,14 +16,36 @@ T = exp.DataType.Type
 _INTEGRAL = {T.TINYINT, T.SMALLINT, T.INT, T.BIGINT}
 _FRACTIONAL = {T.FLOAT, T.DOUBLE}
 _NAMES = {
-    T.TEXT: "string", T.VARCHAR: "string", T.CHAR: "string", T.BOOLEAN: "boolean", T.TINYINT: "tinyint",
-    T.SMALLINT: "smallint", T.INT: "int", T.BIGINT: "bigint", T.FLOAT: "float", T.DOUBLE: "double",
-    T.DATE: "date", T.BINARY: "binary", T.TIMESTAMPTZ: "timestamp", T.TIMESTAMP: "timestamp_ntz",
-    T.TIMESTAMPNTZ: "timestamp_ntz", T.NULL: "void", T.UNKNOWN: "unknown", T.INTERVAL: "interval",
+    T.TEXT: "string",
+    T.VARCHAR: "string",
+    T.CHAR: "string",
+    T.BOOLEAN: "boolean",
+    T.TINYINT: "tinyint",
+    T.SMALLINT: "smallint",
+    T.INT: "int",
+    T.BIGINT: "bigint",
+    T.FLOAT: "float",
+    T.DOUBLE: "double",
+    T.DATE: "date",
+    T.BINARY: "binary",
+    T.TIMESTAMPTZ: "timestamp",
+    T.TIMESTAMP: "timestamp_ntz",
+    T.TIMESTAMPNTZ: "timestamp_ntz",
+    T.NULL: "void",
+    T.UNKNOWN: "unknown",
+    T.INTERVAL: "interval",
 }
 # Functions whose sqlglot type differs from Spark's.
-_INT_RESULT = (exp.Year, exp.Month, exp.Day, exp.DayOfMonth, exp.DayOfWeek, exp.DayOfYear, exp.Quarter,
-               exp.WeekOfYear)
+_INT_RESULT = (
+    exp.Year,
+    exp.Month,
+    exp.Day,
+    exp.DayOfMonth,
+    exp.DayOfWeek,
+    exp.DayOfYear,
+    exp.Quarter,
+    exp.WeekOfYear,
+)
 
 
 def build(sql_type: str) -> exp.DataType:
@@ -110,14 +132,23 @@ def _spark_types(e: exp.Expression) -> None:
             values = [i.args["true"] for i in e.args.get("ifs") or []] + [e.args.get("default")]
         else:
             values = [e.args.get("true"), e.args.get("false")]
-        wider = _wider_numeric([annotate_types(v, dialect=DIALECT, overwrite_types=False).type
-                                for v in values if v is not None and not isinstance(v, exp.Null)])
+        wider = _wider_numeric(
+            [
+                annotate_types(v, dialect=DIALECT, overwrite_types=False).type
+                for v in values
+                if v is not None and not isinstance(v, exp.Null)
+            ]
+        )
         if wider is not None:
             e.type = wider
     elif isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
         # A number written with a decimal point is a DECIMAL literal in Spark, not a DOUBLE.
-        sides = [None if isinstance(side, exp.Literal) else
-                 annotate_types(side, dialect=DIALECT, overwrite_types=False).type for side in (e.this, e.expression)]
+        sides = [
+            None
+            if isinstance(side, exp.Literal)
+            else annotate_types(side, dialect=DIALECT, overwrite_types=False).type
+            for side in (e.this, e.expression)
+        ]
         if any(t is not None and t.this in _FRACTIONAL for t in sides):
             e.type = build("DOUBLE")
             return
@@ -142,6 +173,10 @@ def _wider_numeric(types: list[exp.DataType | None]) -> exp.DataType | None:
     """The type Spark widens numeric branches to (COALESCE, CASE, IF); None when they are not all numeric."""
     if not types or any(t is None or t.this not in _INTEGRAL | _FRACTIONAL | {T.DECIMAL} for t in types):
         return None
+    return _wider_of_numbers([t for t in types if t is not None])
+
+
+def _wider_of_numbers(types: list[exp.DataType]) -> exp.DataType:
     if any(t.this in _FRACTIONAL for t in types):
         return build("DOUBLE")
     decimals = [_precision_scale(t) for t in types if t.this == T.DECIMAL]
@@ -155,8 +190,11 @@ def _wider_numeric(types: list[exp.DataType | None]) -> exp.DataType | None:
 
 def _precision_scale(t: exp.DataType) -> tuple[int, int]:
     params = t.expressions
-    return (int(params[0].name), int(params[1].name)) if len(params) == 2 else (
-        (int(params[0].name), 0) if params else (10, 0))
+    return (
+        (int(params[0].name), int(params[1].name))
+        if len(params) == 2
+        else ((int(params[0].name), 0) if params else (10, 0))
+    )
 
 
 def _number_literal_type(text: str) -> exp.DataType:
@@ -212,11 +250,24 @@ def infer_nullable(expression: exp.Expression) -> bool:
     if isinstance(e, (exp.Alias, exp.Paren)):
         return infer_nullable(e.this)
     if isinstance(e, exp.Column):
-        return e.meta.get("nullable", True)
+        return bool(e.meta.get("nullable", True))
     if isinstance(e, exp.Null):
         return True
-    if isinstance(e, (exp.DataType, exp.Var, exp.Interval, exp.Literal, exp.Boolean, exp.Count, exp.Is, exp.RowNumber, exp.CurrentTimestamp,
-                      exp.CurrentDate)):
+    if isinstance(
+        e,
+        (
+            exp.DataType,
+            exp.Var,
+            exp.Interval,
+            exp.Literal,
+            exp.Boolean,
+            exp.Count,
+            exp.Is,
+            exp.RowNumber,
+            exp.CurrentTimestamp,
+            exp.CurrentDate,
+        ),
+    ):
         return False
     if isinstance(e, exp.Coalesce):
         return all(infer_nullable(a) for a in [e.this, *e.expressions])
@@ -230,6 +281,7 @@ def infer_nullable(expression: exp.Expression) -> bool:
         false = e.args.get("false")
         return false is None or infer_nullable(e.args["true"]) or infer_nullable(false)
     if isinstance(e, (exp.Cast, exp.Neg, exp.Not, exp.Binary, exp.Func)) and not isinstance(
-            e, (exp.AggFunc, exp.Div, exp.Mod, exp.TryCast, exp.Anonymous, exp.Window)):
+        e, (exp.AggFunc, exp.Div, exp.Mod, exp.TryCast, exp.Anonymous, exp.Window)
+    ):
         return any(infer_nullable(child) for child in e.iter_expressions())
     return True

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sqlglot import exp
 
 from mvengine.errors import SqlError
 from mvengine.names import RESERVED_VIEW_COLUMNS
-from mvengine.plan.analysis import by_arrival, changelog_kind, full_refresh_reasons, is_deterministic, state_of
+from mvengine.plan.analysis import (
+    by_arrival,
+    changelog_kind,
+    full_refresh_reasons,
+    is_deterministic,
+    state_of,
+)
 from mvengine.plan.binder import Binder
 from mvengine.plan.nodes import Aggregate, Field, Filter, Node, WindowAssign, show, show_name
 from mvengine.plan.rewrites.over import over_windows
@@ -18,6 +25,7 @@ from mvengine.plan.scope import Relation, Scope
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import spark_sql
 from mvengine.sql.expectations import check_columns, kept_rows
+from mvengine.sql.time_syntax import Emit
 from mvengine.sql.views import ViewDef
 
 
@@ -57,14 +65,23 @@ class ViewPlan:
         found = [n for n in self.root.walk() if isinstance(n, WindowAssign)]
         return "; ".join(f"{n.spec.describe()} over {show(n.time, n.child.fields)}" for n in found) or None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "file": self.view.file, "line": self.view.line, "inputs": list(self.inputs),
-            "columns": [{"name": f.name, "type": type_name(f.type), "nullable": f.nullable} for f in self.columns],
+            "name": self.name,
+            "file": self.view.file,
+            "line": self.view.line,
+            "inputs": list(self.inputs),
+            "columns": [
+                {"name": f.name, "type": type_name(f.type), "nullable": f.nullable} for f in self.columns
+            ],
             "key": None if self.key is None else list(self.key),
-            "event_time": [f.name for f in self.columns if f.time_attr], "window": self.window(),
-            "emit": self.view.emit.text if self.view.emit else None, "changelog": self.changelog,
-            "strategy": self.strategy, "reason": self.reason, "refresh_policy": self.view.refresh_policy,
+            "event_time": [f.name for f in self.columns if f.time_attr],
+            "window": self.window(),
+            "emit": self.view.emit.text if self.view.emit else None,
+            "changelog": self.changelog,
+            "strategy": self.strategy,
+            "reason": self.reason,
+            "refresh_policy": self.view.refresh_policy,
             "state": self.state,
             "bounded_state": self.bounded_state,
         }
@@ -77,20 +94,32 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     columns = root.fields
     if view.column_names is not None:
         if len(view.column_names) != len(columns):
-            raise SqlError(f"the view names {len(view.column_names)} columns but its SELECT has {len(columns)}",
-                           file=view.file, line=view.line, obj=f"view {view.name}",
-                           hint="list one name per selected column, or drop the column list")
+            raise SqlError(
+                f"the view names {len(view.column_names)} columns but its SELECT has {len(columns)}",
+                file=view.file,
+                line=view.line,
+                obj=f"view {view.name}",
+                hint="list one name per selected column, or drop the column list",
+            )
         columns = tuple(replace(f, name=n) for f, n in zip(columns, view.column_names))
         _check_unique(columns, view)
     for f in columns:
         if f.name.lower() in RESERVED_VIEW_COLUMNS:
-            raise SqlError(f"column name {f.name} is reserved for mvengine's own columns", file=view.file,
-                           line=view.line, obj=f"view {view.name}",
-                           hint=f"rename it with AS; reserved: {', '.join(sorted(RESERVED_VIEW_COLUMNS))}")
+            raise SqlError(
+                f"column name {f.name} is reserved for mvengine's own columns",
+                file=view.file,
+                line=view.line,
+                obj=f"view {view.name}",
+                hint=f"rename it with AS; reserved: {', '.join(sorted(RESERVED_VIEW_COLUMNS))}",
+            )
     columns = tuple(replace(f, qualifier=None) for f in columns)
     root = replace(root, fields=columns)
-    view = replace(view, expectations=check_columns(view.expectations, [f.name for f in columns], view.file,
-                                                    f"view {view.name}"))
+    view = replace(
+        view,
+        expectations=check_columns(
+            view.expectations, [f.name for f in columns], view.file, f"view {view.name}"
+        ),
+    )
     kept = kept_rows(view.expectations)
     drops = list(dict.fromkeys(binder.drops))
     if kept is not None:  # the rows its DROP ROW / QUARANTINE expectations leave, in every computation of it
@@ -101,9 +130,14 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
         drops.append(f"{view.name}: {kept.sql('spark')}")
     reasons = binder.full_reasons + [r for r in full_refresh_reasons(root) if r not in binder.full_reasons]
     if reasons and view.refresh_policy == "incremental_strict":
-        raise SqlError(f"refresh_policy 'incremental_strict', but the view cannot be maintained incrementally: "
-                       f"{'; '.join(reasons)}", file=view.file, line=view.line, obj=f"view {view.name}",
-                       hint="rewrite the query without what is listed, or choose refresh_policy 'auto'")
+        raise SqlError(
+            f"refresh_policy 'incremental_strict', but the view cannot be maintained incrementally: "
+            f"{'; '.join(reasons)}",
+            file=view.file,
+            line=view.line,
+            obj=f"view {view.name}",
+            hint="rewrite the query without what is listed, or choose refresh_policy 'auto'",
+        )
     if view.refresh_policy == "full":
         reasons = ["refresh_policy 'full'"]
     strategy = "full" if reasons else "incremental"
@@ -114,38 +148,72 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     deterministic = is_deterministic(root) and not binder.random_sampling
     changelog = changelog_kind(root, deterministic)
     if view.emit is not None:
-        _check_emit(view, columns, strategy, root)
-        if view.emit.watermark_past is not None and view.emit.late_after is None and strategy == "incremental":
+        _check_emit(view, view.emit, columns, strategy, root)
+        if (
+            view.emit.watermark_past is not None
+            and view.emit.late_after is None
+            and strategy == "incremental"
+        ):
             changelog = "append-only"  # each window's row comes out once, final; what comes later is dropped
-    held = ("; emit: the changes of windows not yet emitted (their rows wait in _state/emit_pending)"
-            if view.emit is not None and strategy == "incremental" else "")
+    held = (
+        "; emit: the changes of windows not yet emitted (their rows wait in _state/emit_pending)"
+        if view.emit is not None and strategy == "incremental"
+        else ""
+    )
     arrival = by_arrival(root) if strategy == "incremental" else None
     notes = _origin(view) + binder.notes
     if arrival is not None:
-        effect = "gives every row its own time" if arrival == "PROCTIME()" else "takes the rows as Spark reads them"
-        notes.append(f"{arrival} depends on when rows arrived, which only batches know: never recomputed by cost; "
-                     f"a full computation (the first refresh, mv refresh --full) {effect}")
-    notes += [f"without the rows of {d.split(': ', 1)[0]} its DROP ROW / QUARANTINE expectations fail "
-              f"(keeps {d.split(': ', 1)[1]})" for d in drops]
-    return ViewPlan(view, root, tuple(binder.inputs), columns, key, changelog, strategy,
-                    "; ".join(reasons) if reasons else None, state.description + held, state.bounded,
-                    tuple(notes), spark_sql(view.query, binder.table_windows), by_arrival=arrival is not None,
-                    drops=tuple(drops))
+        effect = (
+            "gives every row its own time"
+            if arrival == "PROCTIME()"
+            else "takes the rows as Spark reads them"
+        )
+        notes.append(
+            f"{arrival} depends on when rows arrived, which only batches know: never recomputed by cost; "
+            f"a full computation (the first refresh, mv refresh --full) {effect}"
+        )
+    notes += [
+        f"without the rows of {d.split(': ', 1)[0]} its DROP ROW / QUARANTINE expectations fail "
+        f"(keeps {d.split(': ', 1)[1]})"
+        for d in drops
+    ]
+    return ViewPlan(
+        view,
+        root,
+        tuple(binder.inputs),
+        columns,
+        key,
+        changelog,
+        strategy,
+        "; ".join(reasons) if reasons else None,
+        state.description + held,
+        state.bounded,
+        tuple(notes),
+        spark_sql(view.query, binder.table_windows),
+        by_arrival=arrival is not None,
+        drops=tuple(drops),
+    )
 
 
 def _check_lateness(view: ViewDef, root: Node) -> None:
     """allowed_lateness drops late rows where they meet their window: every window must be what an aggregate
     groups by (a window under a join would see rows its other input kept)."""
-    where = {"file": view.file, "line": view.line, "obj": f"view {view.name}"}
+    where: dict[str, Any] = {"file": view.file, "line": view.line, "obj": f"view {view.name}"}
     windows = event_time_windows(root)
     grouped = {id(n.child) for n in root.walk() if isinstance(n, Aggregate)}
     if not windows:
-        raise SqlError("allowed_lateness is for views that group by an event-time window", **where,
-                       hint="group by window(ts, ...) of a source's WATERMARK column, or drop the option")
+        raise SqlError(
+            "allowed_lateness is for views that group by an event-time window",
+            **where,
+            hint="group by window(ts, ...) of a source's WATERMARK column, or drop the option",
+        )
     if any(id(w) not in grouped for w in windows):
-        raise SqlError("allowed_lateness needs the window to be what an aggregate groups by", **where,
-                       hint="GROUP BY the window directly (a window under a join or without GROUP BY cannot "
-                            "drop late rows consistently)")
+        raise SqlError(
+            "allowed_lateness needs the window to be what an aggregate groups by",
+            **where,
+            hint="GROUP BY the window directly (a window under a join or without GROUP BY cannot "
+            "drop late rows consistently)",
+        )
 
 
 def _origin(view: ViewDef) -> list[str]:
@@ -159,30 +227,49 @@ def event_time_windows(root: Node) -> list[WindowAssign]:
     return [n for n in root.walk() if isinstance(n, WindowAssign) and n.time.meta.get("time_attr")]
 
 
-def _check_emit(view: ViewDef, columns: tuple[Field, ...], strategy: str, root: Node) -> None:
+def _check_emit(view: ViewDef, emit: Emit, columns: tuple[Field, ...], strategy: str, root: Node) -> None:
     """An EMIT clause needs an event-time window among the view's columns (its bounds are selected); WATERMARK
     PAST names one of its bounds; EMIT AFTER holds rows in the state of an incremental view."""
-    emit = view.emit
-    where = {"file": view.file, "line": emit.line, "col": emit.col, "obj": f"view {view.name}"}
+    where: dict[str, Any] = {
+        "file": view.file,
+        "line": emit.line,
+        "col": emit.col,
+        "obj": f"view {view.name}",
+    }
     bounds = [f.name for f in columns if f.window_bound is not None]
     if not bounds or not event_time_windows(root):
-        raise SqlError(f"{emit.text}: the view has no event-time window, so there is nothing to emit per window",
-                       **where, hint="group by a window of a source's WATERMARK column, e.g. GROUP BY "
-                                     "window(ts, '1 minute'), and select its end")
+        raise SqlError(
+            f"{emit.text}: the view has no event-time window, so there is nothing to emit per window",
+            **where,
+            hint="group by a window of a source's WATERMARK column, e.g. GROUP BY "
+            "window(ts, '1 minute'), and select its end",
+        )
     if emit.watermark_past is not None:
         column = next((f for f in columns if f.name.lower() == emit.watermark_past.lower()), None)
         if column is None or column.window_bound is None:
-            raise SqlError(f"{emit.text}: {emit.watermark_past} is not a window bound of the view", **where,
-                           hint=f"name one of its window bounds: {', '.join(bounds)}")
+            raise SqlError(
+                f"{emit.text}: {emit.watermark_past} is not a window bound of the view",
+                **where,
+                hint=f"name one of its window bounds: {', '.join(bounds)}",
+            )
     elif strategy != "incremental":
-        raise SqlError(f"{emit.text}: EMIT AFTER holds rows in the state of an incremental view, and this view is "
-                       "recomputed in full", **where, hint="drop the EMIT clause, or make the view incremental")
+        raise SqlError(
+            f"{emit.text}: EMIT AFTER holds rows in the state of an incremental view, and this view is "
+            "recomputed in full",
+            **where,
+            hint="drop the EMIT clause, or make the view incremental",
+        )
 
 
 def _check_unique(columns: tuple[Field, ...], view: ViewDef) -> None:
     seen: set[str] = set()
     for f in columns:
         if f.name.lower() in seen:
-            raise SqlError(f"column name {show_name(f.name)} is used twice", file=view.file, line=view.line,
-                           obj=f"view {view.name}", hint="give every column of the view its own name")
+            raise SqlError(
+                f"column name {show_name(f.name)} is used twice",
+                file=view.file,
+                line=view.line,
+                obj=f"view {view.name}",
+                hint="give every column of the view its own name",
+            )
         seen.add(f.name.lower())

@@ -59,8 +59,10 @@ class WindowSpec:
         parses it (spark_sql spells it back)."""
         if self.kind == "session":
             return f"session_window({time_sql}, '{self.size} microseconds')"
-        return (f"{WINDOW_FUNCTION}({time_sql}, '{self.size} microseconds', '{self.slide} microseconds', "
-                f"'{self.offset} microseconds')")
+        return (
+            f"{WINDOW_FUNCTION}({time_sql}, '{self.size} microseconds', '{self.slide} microseconds', "
+            f"'{self.offset} microseconds')"
+        )
 
 
 def function_name(e: exp.Expression) -> str | None:
@@ -80,7 +82,9 @@ def group_window(e: exp.Expression) -> WindowSpec | None:
         size = micros(args[1])
         slide = micros(args[2]) if len(args) > 2 else size
         offset = micros(args[3]) if len(args) > 3 else 0
-        return _checked(WindowSpec("tumble" if slide == size else "hop", args[0], size, slide, offset, "window", e))
+        return _checked(
+            WindowSpec("tumble" if slide == size else "hop", args[0], size, slide, offset, "window", e)
+        )
     if name == "session_window":
         _arity(e, args, 2, 2, "session_window(ts, '5 minutes')")
         return _checked(WindowSpec("session", args[0], micros(args[1]), 0, 0, "session_window", e))
@@ -94,13 +98,16 @@ def calcite_window(name: str, args: list[exp.Expression], e: exp.Expression, qua
     if name == "tumble":
         _arity(e, args, 2, 3, "TUMBLE(ts, INTERVAL '2' MINUTE)")
         size = micros(args[1])
-        return _checked(WindowSpec("tumble", args[0], size, size, micros(args[2]) if len(args) > 2 else 0,
-                                   qualifier, e))
+        return _checked(
+            WindowSpec("tumble", args[0], size, size, micros(args[2]) if len(args) > 2 else 0, qualifier, e)
+        )
     if name == "hop":
         _arity(e, args, 3, 4, "HOP(ts, INTERVAL '1' MINUTE, INTERVAL '5' MINUTE) (slide, then size)")
         size, slide = micros(args[2]), micros(args[1])
         offset = micros(args[3]) if len(args) > 3 else 0
-        return _checked(WindowSpec("tumble" if size == slide else "hop", args[0], size, slide, offset, qualifier, e))
+        return _checked(
+            WindowSpec("tumble" if size == slide else "hop", args[0], size, slide, offset, qualifier, e)
+        )
     _arity(e, args, 2, 2, "SESSION(ts, INTERVAL '5' MINUTE)")
     return _checked(WindowSpec("session", args[0], micros(args[1]), 0, 0, qualifier, e))
 
@@ -113,32 +120,49 @@ def table_window(e: exp.Expression) -> tuple[str, WindowSpec] | None:
         return None
     args = e.expressions
     if name in ("session", "cumulate"):
-        raise WindowError(f"the table-valued function {name.upper()} is not supported", e,
-                          "use TUMBLE or HOP in FROM, or GROUP BY session_window(ts, '5 minutes')")
+        raise WindowError(
+            f"the table-valued function {name.upper()} is not supported",
+            e,
+            "use TUMBLE or HOP in FROM, or GROUP BY session_window(ts, '5 minutes')",
+        )
     if not args or not isinstance(args[0], exp.Column) or len(args) < 3:
-        raise WindowError(f"cannot read {name.upper()}(...) in FROM", e,
-                          f"write TABLE({name.upper()}(TABLE source, DESCRIPTOR(ts), "
-                          + ("INTERVAL '10' SECOND))" if name == "tumble" else "slide, size))"))
+        raise WindowError(
+            f"cannot read {name.upper()}(...) in FROM",
+            e,
+            f"write TABLE({name.upper()}(TABLE source, DESCRIPTOR(ts), "
+            + ("INTERVAL '10' SECOND))" if name == "tumble" else "slide, size))"),
+        )
     spec = calcite_window(name, args[1:], e, "")
     return args[0].name, spec
 
 
 def _arity(e: exp.Expression, args: list[exp.Expression], least: int, most: int, form: str) -> None:
     if not least <= len(args) <= most:
-        raise WindowError(f"{_call_name(e)}(...) takes {least}" + (f" to {most}" if most > least else "")
-                          + f" arguments, not {len(args)}", e, f"write {form}")
+        raise WindowError(
+            f"{_call_name(e)}(...) takes {least}"
+            + (f" to {most}" if most > least else "")
+            + f" arguments, not {len(args)}",
+            e,
+            f"write {form}",
+        )
 
 
 def _checked(spec: WindowSpec) -> WindowSpec:
     if spec.size <= 0 or (spec.kind != "session" and spec.slide <= 0):
         raise WindowError("a window's size and slide must be positive", spec.call, "e.g. '10 minutes'")
     if spec.kind == "hop" and spec.slide > spec.size:
-        raise WindowError(f"the slide ({duration(spec.slide)}) is longer than the window ({duration(spec.size)}): "
-                          "rows between windows would belong to none", spec.call,
-                          "make the slide at most the window's size")
+        raise WindowError(
+            f"the slide ({duration(spec.slide)}) is longer than the window ({duration(spec.size)}): "
+            "rows between windows would belong to none",
+            spec.call,
+            "make the slide at most the window's size",
+        )
     if abs(spec.offset) >= spec.slide and spec.kind != "session":
-        raise WindowError("the start offset must be shorter than the slide", spec.call,
-                          "e.g. window(ts, '1 hour', '1 hour', '15 minutes')")
+        raise WindowError(
+            "the start offset must be shorter than the slide",
+            spec.call,
+            "e.g. window(ts, '1 hour', '1 hour', '15 minutes')",
+        )
     return spec
 
 
@@ -160,8 +184,11 @@ def micros(e: exp.Expression) -> int:
         return _duration_text(e.name, e)
     if isinstance(e, exp.Literal):
         return int(e.name)
-    raise WindowError(f"the duration {e.sql('spark')} is not a constant", e,
-                      "write it as '10 minutes' or INTERVAL '10' MINUTE")
+    raise WindowError(
+        f"the duration {e.sql('spark')} is not a constant",
+        e,
+        "write it as '10 minutes' or INTERVAL '10' MINUTE",
+    )
 
 
 def _duration_text(text: str, at: exp.Expression) -> int:
@@ -175,30 +202,40 @@ def _duration_text(text: str, at: exp.Expression) -> int:
             break
         total += int(value) * unit_us
     if not parts or leftover:
-        raise WindowError(f"cannot read the duration {text!r}", at,
-                          "write e.g. '10 seconds', '5 minutes', '1 hour' (months and years vary in length)")
+        raise WindowError(
+            f"cannot read the duration {text!r}",
+            at,
+            "write e.g. '10 seconds', '5 minutes', '1 hour' (months and years vary in length)",
+        )
     return total
 
 
 def duration(us: int) -> str:
     """A duration in the largest unit that divides it: 10 minutes, 90 seconds, 1500 milliseconds."""
-    for name, size in (("day", 86_400_000_000), ("hour", 3_600_000_000), ("minute", 60_000_000),
-                       ("second", 1_000_000), ("millisecond", 1000)):
+    for name, size in (
+        ("day", 86_400_000_000),
+        ("hour", 3_600_000_000),
+        ("minute", 60_000_000),
+        ("second", 1_000_000),
+        ("millisecond", 1000),
+    ):
         if us and us % size == 0:
             n = us // size
             return f"{n} {name}{'s' if n != 1 else ''}"
     return f"{us} microseconds"
 
 
-def spark_sql(query: exp.Expression, table_windows: dict[str, str]) -> str:
+def spark_sql(query: exp.Expr, table_windows: dict[str, str]) -> str:
     """The view's query as SQL Spark runs: Calcite's group windows as Spark's window()/session_window() and
     their TUMBLE_START/... as the struct's fields, and each table-valued window function as the subquery the
     binder wrote for it (`table_windows`, by the FROM item's SQL)."""
+
     def spark(e: exp.Expression) -> exp.Expression:
         name = function_name(e)
         if isinstance(e, exp.Table) and isinstance(e.this, exp.Anonymous) and e.sql("spark") in table_windows:
             select = sqlglot.parse_one(f"SELECT * FROM {table_windows[e.sql('spark')]}", read="spark")
-            return select.args["from_"].this
+            table: exp.Expression = select.args["from_"].this
+            return table
         if name == "proctime" and not e.expressions:  # the recomputation's time
             return exp.Anonymous(this="current_timestamp", expressions=[])
         if name in BOUND_FUNCTIONS:
@@ -209,5 +246,6 @@ def spark_sql(query: exp.Expression, table_windows: dict[str, str]) -> str:
             if spec is not None:
                 return exp.maybe_parse(spec.spark_call(spec.time.sql("spark")), dialect="spark")
         return e
+
     text = query.transform(spark).sql("spark")
     return re.sub(rf"\b{WINDOW_FUNCTION}\(", "window(", text, flags=re.IGNORECASE)

@@ -39,8 +39,10 @@ class Catalog:
         for name in names:
             hit = self.find(name)
             if hit is None:
-                raise ConfigError(f"no source or view named {name!r} in views/",
-                                  hint=did_you_mean(name, list(self.graph.nodes), "sources and views"))
+                raise ConfigError(
+                    f"no source or view named {name!r} in views/",
+                    hint=did_you_mean(name, list(self.graph.nodes), "sources and views"),
+                )
             found.append(hit)
         return found
 
@@ -51,8 +53,9 @@ class Catalog:
         wanted: set[str] = set()
         for name in self.require(names):
             if name not in self.plans:
-                raise ConfigError(f"{name} is a source, not a view",
-                                  hint="mv refresh VIEW ...; sources need no refresh")
+                raise ConfigError(
+                    f"{name} is a source, not a view", hint="mv refresh VIEW ...; sources need no refresh"
+                )
             wanted.add(name)
             wanted.update(a for a in nx.ancestors(self.graph, name) if a in self.plans)
         return [self.plans[n] for n in self.order if n in wanted]
@@ -80,10 +83,14 @@ def load_catalog(config: Config) -> Catalog:
         plan = plan_view(views[name], lambda n: relations.get(n.lower()), known)
         if config.require_bounded_state and not plan.bounded_state:
             view = views[name]
-            raise SqlError(f"its state grows without bound ({plan.state})", file=view.file, line=view.line,
-                           obj=f"view {name}",
-                           hint="bound it (e.g. a time predicate on an event-time column), or set "
-                                "[plan] require_bounded_state = false in conf/mvengine.toml")
+            raise SqlError(
+                f"its state grows without bound ({plan.state})",
+                file=view.file,
+                line=view.line,
+                obj=f"view {name}",
+                hint="bound it (e.g. a time predicate on an event-time column), or set "
+                "[plan] require_bounded_state = false in conf/mvengine.toml",
+            )
         plans[name] = plan
         relations[name.lower()] = plan.relation()
     return Catalog(sources, views, graph, order, plans)
@@ -91,16 +98,20 @@ def load_catalog(config: Config) -> Catalog:
 
 def source_relation(source: SourceDef) -> Relation:
     time_attr = source.watermark.column if source.watermark else None
-    fields = tuple(Field(f.name, t, f.nullable, source.name, f.name == time_attr)
-                   for f, t in zip(source.schema, source.sql_types))
+    fields = tuple(
+        Field(f.name, t, f.nullable, source.name, f.name == time_attr)
+        for f, t in zip(source.schema, source.sql_types)
+    )
     key = None if source.key is None else tuple(source.schema.names.index(k) for k in source.key)
     return Relation(source.name, "source", fields, key, source.append_only, kept_rows(source.expectations))
 
 
 def _declarations(config: Config) -> tuple[dict[str, SourceDef], dict[str, ViewDef]]:
     if not config.views_dir.is_dir():
-        raise ConfigError(f"no views/ folder in {config.project_dir}",
-                          hint="run mv from a project folder (one holding conf/ and views/) or pass --project DIR")
+        raise ConfigError(
+            f"no views/ folder in {config.project_dir}",
+            hint="run mv from a project folder (one holding conf/ and views/) or pass --project DIR",
+        )
     sources: dict[str, SourceDef] = {}
     views: dict[str, ViewDef] = {}
     places: dict[str, tuple[str, int]] = {}
@@ -115,9 +126,13 @@ def _declarations(config: Config) -> tuple[dict[str, SourceDef], dict[str, ViewD
             raise _unsupported(statement)
         first = places.get(declared.name.lower())
         if first is not None:
-            raise SqlError(f"{declared.name!r} is already declared at {first[0]}:{first[1]}",
-                           file=declared.file, line=declared.line, obj=f"{kind} {declared.name}",
-                           hint="sources and views share one namespace (case-insensitive): rename one of them")
+            raise SqlError(
+                f"{declared.name!r} is already declared at {first[0]}:{first[1]}",
+                file=declared.file,
+                line=declared.line,
+                obj=f"{kind} {declared.name}",
+                hint="sources and views share one namespace (case-insensitive): rename one of them",
+            )
         places[declared.name.lower()] = (declared.file, declared.line)
         if kind == "source":
             sources[declared.name] = declared  # type: ignore[assignment]

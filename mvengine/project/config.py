@@ -37,8 +37,13 @@ _KNOWN = {
     "project": {"warehouse"},
     "spark": {"master", "conf", "log_level"},
     "storage": {"options"},
-    "refresh": {"interval", "recompute_above", "recompute_above_in_spark", "recompute_min_changes",
-                "driver_max_changes"},
+    "refresh": {
+        "interval",
+        "recompute_above",
+        "recompute_above_in_spark",
+        "recompute_min_changes",
+        "driver_max_changes",
+    },
     "plan": {"require_bounded_state"},
 }
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -81,10 +86,17 @@ class Config:
         """A view's or source's 'path' option, resolved: a relative path must stay inside the project (an
         absolute path or a URI says plainly where it goes; `../` would do so by accident)."""
         resolved = resolve_path(self.project_dir, path)
-        if "://" not in path and not os.path.isabs(path) and not Path(resolved).is_relative_to(self.project_dir):
-            raise SqlError(f"'path' = {path!r} leads outside the project folder, to {resolved}", **where,
-                           hint="give a path inside the project, or an absolute path (or URI) if the table "
-                                "really lives elsewhere")
+        if (
+            "://" not in path
+            and not os.path.isabs(path)
+            and not Path(resolved).is_relative_to(self.project_dir)
+        ):
+            raise SqlError(
+                f"'path' = {path!r} leads outside the project folder, to {resolved}",
+                **where,
+                hint="give a path inside the project, or an absolute path (or URI) if the table "
+                "really lives elsewhere",
+            )
         return resolved
 
     def redacted_storage_options(self) -> dict[str, str]:
@@ -95,8 +107,10 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
     """Read `<project_dir>/conf/mvengine.toml`; a missing file means all defaults."""
     root = Path(project_dir).resolve()
     if not root.is_dir():
-        raise ConfigError(f"project folder {root} does not exist",
-                          hint="pass --project DIR with a folder that holds conf/ and views/")
+        raise ConfigError(
+            f"project folder {root} does not exist",
+            hint="pass --project DIR with a folder that holds conf/ and views/",
+        )
     path = root / CONFIG_PATH
     data: dict[str, Any] = {}
     text = ""
@@ -105,8 +119,9 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"not valid TOML: {e}", file=str(path),
-                              hint="fix the syntax; see README 'Configuration'") from None
+            raise ConfigError(
+                f"not valid TOML: {e}", file=str(path), hint="fix the syntax; see README 'Configuration'"
+            ) from None
         _check_keys(data, text, str(path))
     project = data.get("project", {})
     spark = data.get("spark", {})
@@ -115,17 +130,27 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
     plan = data.get("plan", {})
     require_bounded = plan.get("require_bounded_state", False)
     if not isinstance(require_bounded, bool):
-        raise ConfigError("require_bounded_state must be true or false", file=str(path),
-                          line=_line_of(text, "require_bounded_state"))
+        raise ConfigError(
+            "require_bounded_state must be true or false",
+            file=str(path),
+            line=_line_of(text, "require_bounded_state"),
+        )
     conf = dict(DEFAULT_SPARK_CONF)
-    conf.update({str(k): _scalar(v, f"spark.conf.{k}", text, str(path)) for k, v in spark.get("conf", {}).items()})
-    options = {str(k): _expand_env(_scalar(v, f"storage.options.{k}", text, str(path)), str(k), str(path), text)
-               for k, v in storage.get("options", {}).items()}
+    conf.update(
+        {str(k): _scalar(v, f"spark.conf.{k}", text, str(path)) for k, v in spark.get("conf", {}).items()}
+    )
+    options = {
+        str(k): _expand_env(_scalar(v, f"storage.options.{k}", text, str(path)), str(k), str(path), text)
+        for k, v in storage.get("options", {}).items()
+    }
     warehouse = resolve_path(root, str(project.get("warehouse", "warehouse")))
     if os.path.exists(warehouse) and not os.path.isdir(warehouse):
-        raise ConfigError(f"the warehouse {warehouse} is a file, not a folder", file=str(path),
-                          line=_line_of(text, "warehouse") if text else None,
-                          hint="set [project] warehouse to a folder (it is made when missing)")
+        raise ConfigError(
+            f"the warehouse {warehouse} is a file, not a folder",
+            file=str(path),
+            line=_line_of(text, "warehouse") if text else None,
+            hint="set [project] warehouse to a folder (it is made when missing)",
+        )
     return Config(
         project_dir=root,
         warehouse=warehouse,
@@ -133,8 +158,9 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         spark_conf=conf,
         spark_log_level=str(spark.get("log_level", "ERROR")).upper(),
         storage_options=options,
-        refresh_interval_s=parse_duration(str(refresh.get("interval", "1s")), file=str(path),
-                                          line=_line_of(text, "interval")),
+        refresh_interval_s=parse_duration(
+            str(refresh.get("interval", "1s")), file=str(path), line=_line_of(text, "interval")
+        ),
         require_bounded_state=require_bounded,
         recompute_above=_share(refresh, "recompute_above", 0.8, str(path), text),
         recompute_above_in_spark=_share(refresh, "recompute_above_in_spark", 0.1, str(path), text),
@@ -144,33 +170,46 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
 
 
 # What Spark takes as a master URL (sc:// too: session.py refuses it with what to set instead).
-_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]"
-                     r"|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+|sc://\S+")
+_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]"
+    r"|spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+|sc://\S+"
+)
 
 
 def _master(section: dict, file: str, text: str) -> str:
     value = section.get("master", "local[*]")
     if not isinstance(value, str) or not _MASTER.fullmatch(value.strip()):
-        raise ConfigError(f"[spark] master must be a Spark master URL, not {value!r}", file=file,
-                          line=_line_of(text, "master"),
-                          hint='e.g. master = "local[*]" (every core here), "local[4]", or '
-                               '"spark://host:7077" for a standalone cluster (a string, in quotes)')
+        raise ConfigError(
+            f"[spark] master must be a Spark master URL, not {value!r}",
+            file=file,
+            line=_line_of(text, "master"),
+            hint='e.g. master = "local[*]" (every core here), "local[4]", or '
+            '"spark://host:7077" for a standalone cluster (a string, in quotes)',
+        )
     return value.strip()
 
 
 def _count(section: dict, key: str, default: int, file: str, text: str) -> int:
     value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"[refresh] {key} must be a whole number of rows, not {value!r}",
-                          file=file, line=_line_of(text, key), hint=f"e.g. {key} = {default}")
+        raise ConfigError(
+            f"[refresh] {key} must be a whole number of rows, not {value!r}",
+            file=file,
+            line=_line_of(text, key),
+            hint=f"e.g. {key} = {default}",
+        )
     return value
 
 
 def _share(section: dict, key: str, default: float, file: str, text: str) -> float:
     value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ConfigError(f"[refresh] {key} must be a number from 0 to 1, not {value!r}", file=file,
-                          line=_line_of(text, key), hint=f"write a share of the inputs' rows, e.g. {key} = {default}")
+        raise ConfigError(
+            f"[refresh] {key} must be a number from 0 to 1, not {value!r}",
+            file=file,
+            line=_line_of(text, key),
+            hint=f"write a share of the inputs' rows, e.g. {key} = {default}",
+        )
     return float(value)
 
 
@@ -185,8 +224,12 @@ def parse_duration(text: str, *, file: str | None = None, line: int | None = Non
     """'500ms', '1s', '2m', '1h' -> seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*", text)
     if not m:
-        raise ConfigError(f"invalid duration {text!r}", file=file, line=line,
-                          hint="write a number with a unit: 500ms, 1s, 2m or 1h")
+        raise ConfigError(
+            f"invalid duration {text!r}",
+            file=file,
+            line=line,
+            hint="write a number with a unit: 500ms, 1s, 2m or 1h",
+        )
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
@@ -214,29 +257,45 @@ def redact_text(text: str, options: dict[str, str]) -> str:
 def _check_keys(data: dict[str, Any], text: str, file: str) -> None:
     for section, value in data.items():
         if section not in _KNOWN:
-            raise ConfigError(f"unknown section [{section}]", file=file, line=_line_of(text, section),
-                              hint=f"known sections: {', '.join('[' + s + ']' for s in _KNOWN)}")
+            raise ConfigError(
+                f"unknown section [{section}]",
+                file=file,
+                line=_line_of(text, section),
+                hint=f"known sections: {', '.join('[' + s + ']' for s in _KNOWN)}",
+            )
         if not isinstance(value, dict):
-            raise ConfigError(f"{section} must be a table ([{section}])", file=file, line=_line_of(text, section))
+            raise ConfigError(
+                f"{section} must be a table ([{section}])", file=file, line=_line_of(text, section)
+            )
         for key in value:
             if key not in _KNOWN[section]:
-                raise ConfigError(f"unknown key {key!r} in [{section}]", file=file, line=_line_of(text, key),
-                                  hint=f"known keys: {', '.join(sorted(_KNOWN[section]))}")
+                raise ConfigError(
+                    f"unknown key {key!r} in [{section}]",
+                    file=file,
+                    line=_line_of(text, key),
+                    hint=f"known keys: {', '.join(sorted(_KNOWN[section]))}",
+                )
 
 
 def _scalar(value: Any, key: str, text: str, file: str) -> str:
     if isinstance(value, (dict, list)):
-        raise ConfigError(f"{key} must be a string, number or boolean", file=file,
-                          line=_line_of(text, key.rsplit('.', 1)[-1]))
+        raise ConfigError(
+            f"{key} must be a string, number or boolean",
+            file=file,
+            line=_line_of(text, key.rsplit(".", 1)[-1]),
+        )
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _expand_env(value: str, key: str, file: str, text: str) -> str:
     def repl(m: re.Match[str]) -> str:
         if m.group(1) not in os.environ:
-            raise ConfigError(f"storage option {key!r} refers to ${{{m.group(1)}}}, which is not set",
-                              file=file, line=_line_of(text, key),
-                              hint=f"export {m.group(1)}=... before running mv")
+            raise ConfigError(
+                f"storage option {key!r} refers to ${{{m.group(1)}}}, which is not set",
+                file=file,
+                line=_line_of(text, key),
+                hint=f"export {m.group(1)}=... before running mv",
+            )
         return os.environ[m.group(1)]
 
     return _ENV_REF.sub(repl, value)

@@ -9,12 +9,16 @@ from mvengine.errors import SqlError
 from mvengine.sql.views import ViewDef
 
 
-def referenced_names(query: exp.Expression) -> list[str]:
+def referenced_names(query: exp.Expr) -> list[str]:
     """Names of the tables a query reads (CTE names excluded), in order of appearance, as written."""
     ctes = {cte.alias.lower() for cte in query.find_all(exp.CTE)}
     names: list[str] = []
     for table in query.find_all(exp.Table):
-        if isinstance(table.this, exp.Identifier) and table.name.lower() not in ctes and table.name not in names:
+        if (
+            isinstance(table.this, exp.Identifier)
+            and table.name.lower() not in ctes
+            and table.name not in names
+        ):
             names.append(table.name)
     return names
 
@@ -48,8 +52,13 @@ def check_acyclic(graph: nx.DiGraph, views: dict[str, ViewDef]) -> None:
     start = names.index(first)
     path = names[start:] + names[:start] + [first]
     view = views[first]
-    raise SqlError(f"views read each other in a cycle: {' -> '.join(path)}", file=view.file, line=view.line,
-                   obj=f"view {first}", hint="a view cannot depend on itself; break the cycle")
+    raise SqlError(
+        f"views read each other in a cycle: {' -> '.join(path)}",
+        file=view.file,
+        line=view.line,
+        obj=f"view {first}",
+        hint="a view cannot depend on itself; break the cycle",
+    )
 
 
 def topological_order(graph: nx.DiGraph) -> list[str]:

@@ -16,8 +16,8 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from mvengine.sql.views import ViewDef
 from mvengine.project.config import join_uri
+from mvengine.sql.views import ViewDef
 
 
 def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: str) -> dict[str, ViewDef]:
@@ -41,9 +41,19 @@ def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: s
                     continue
                 name = _name(f"{view.name}__{side.alias}", names)
                 names.add(name.lower())
-                extracted.append(ViewDef(
-                    name, view.file, view.line, side.this.copy(), None, join_uri(warehouse, name),
-                    side.this.sql("spark"), view.refresh_policy, origin=f"{side.alias} of view {view.name}"))
+                extracted.append(
+                    ViewDef(
+                        name,
+                        view.file,
+                        view.line,
+                        side.this.copy(),
+                        None,
+                        join_uri(warehouse, name),
+                        side.this.sql("spark"),
+                        view.refresh_policy,
+                        origin=f"{side.alias} of view {view.name}",
+                    )
+                )
                 alias = side.args["alias"].copy()
                 side.replace(exp.Table(this=exp.to_identifier(name, quoted=True), alias=alias))
         for inner in extracted:

@@ -26,13 +26,18 @@ class ViewTables:
     @property
     def late(self) -> TableRef:
         """The input rows later than the view's allowed lateness, not applied (runtime/event_time.py)."""
-        return TableRef(join_uri(self.root, "late"), self.snapshot.storage_options, f"{self.snapshot.name}_late")
+        return TableRef(
+            join_uri(self.root, "late"), self.snapshot.storage_options, f"{self.snapshot.name}_late"
+        )
 
     @property
     def quarantine(self) -> TableRef:
         """The view's rows its QUARANTINE expectations refused (runtime/expectations.py)."""
-        return TableRef(join_uri(self.root, "quarantine"), self.snapshot.storage_options,
-                        f"{self.snapshot.name}_quarantine")
+        return TableRef(
+            join_uri(self.root, "quarantine"),
+            self.snapshot.storage_options,
+            f"{self.snapshot.name}_quarantine",
+        )
 
 
 def source_quarantine(warehouse: str, source: str, storage_options: dict[str, str]) -> TableRef:
@@ -43,9 +48,12 @@ def source_quarantine(warehouse: str, source: str, storage_options: dict[str, st
 
 def view_tables(plan: ViewPlan, storage_options: dict[str, str]) -> ViewTables:
     root = plan.view.path
-    return ViewTables(root, TableRef(join_uri(root, "snapshot"), storage_options, plan.name),
-                      TableRef(join_uri(root, "changelog"), storage_options, f"{plan.name}_changelog"),
-                      join_uri(root, "_state"))
+    return ViewTables(
+        root,
+        TableRef(join_uri(root, "snapshot"), storage_options, plan.name),
+        TableRef(join_uri(root, "changelog"), storage_options, f"{plan.name}_changelog"),
+        join_uri(root, "_state"),
+    )
 
 
 def source_table(source: SourceDef, storage_options: dict[str, str]) -> TableRef:
@@ -81,17 +89,28 @@ class Committed:
     def from_info(cls, ref: TableRef, info: dict[str, Any]) -> Committed:
         """From one entry of the table's history (its commitInfo)."""
         if "mvengine.batch_id" not in info:
-            raise MvError(f"{ref.label} was not written by mvengine (its commit {info.get('version')} has no "
-                          "mvengine.batch_id)", hint="move the table away, or give the view another 'path'")
+            raise MvError(
+                f"{ref.label} was not written by mvengine (its commit {info.get('version')} has no "
+                "mvengine.batch_id)",
+                hint="move the table away, or give the view another 'path'",
+            )
         changes = info.get("mvengine.changes")
-        return cls(int(info["version"]), int(info["timestamp"]), int(info["mvengine.batch_id"]),
-                   int(info["mvengine.generation"]), info["mvengine.sql_hash"], info["mvengine.kind"],
-                   json.loads(info["mvengine.inputs"]), None if changes is None else int(changes),
-                   json.loads(info.get("mvengine.input_ids", "{}")),
-                   int(info["mvengine.watermark"]) if info.get("mvengine.watermark") else None,
-                   json.loads(info.get("mvengine.expectations", "[]")),
-                   _int_or_none(info.get("mvengine.rows_in")), _int_or_none(info.get("mvengine.batch_ms")),
-                   info.get("mvengine.engine"))
+        return cls(
+            int(info["version"]),
+            int(info["timestamp"]),
+            int(info["mvengine.batch_id"]),
+            int(info["mvengine.generation"]),
+            info["mvengine.sql_hash"],
+            info["mvengine.kind"],
+            json.loads(info["mvengine.inputs"]),
+            None if changes is None else int(changes),
+            json.loads(info.get("mvengine.input_ids", "{}")),
+            int(info["mvengine.watermark"]) if info.get("mvengine.watermark") else None,
+            json.loads(info.get("mvengine.expectations", "[]")),
+            _int_or_none(info.get("mvengine.rows_in")),
+            _int_or_none(info.get("mvengine.batch_ms")),
+            info.get("mvengine.engine"),
+        )
 
 
 def _int_or_none(value: str | None) -> int | None:
@@ -110,4 +129,6 @@ def snapshot_commits(ref: TableRef) -> list[Committed]:
     """Every commit of a view's snapshot still in its log, oldest first ([] when never refreshed)."""
     if not ref.exists():
         return []
-    return sorted((Committed.from_info(ref, info) for info in commit_history(ref.open())), key=lambda c: c.version)
+    return sorted(
+        (Committed.from_info(ref, info) for info in commit_history(ref.open())), key=lambda c: c.version
+    )

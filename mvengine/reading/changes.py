@@ -34,14 +34,21 @@ def _timing(plan: ViewPlan) -> list[str]:
 
 def upsert(changelog: DataFrame, plan: ViewPlan) -> DataFrame:
     if plan.key is None:
-        raise MvError(f"view {plan.name} has no unique key, so its changes have no upsert form: a row of a bag "
-                      "cannot be updated in place, only retracted and inserted",
-                      hint=f"show them in retract form: mv changes {plan.name} (without --upsert)")
+        raise MvError(
+            f"view {plan.name} has no unique key, so its changes have no upsert form: a row of a bag "
+            "cannot be updated in place, only retracted and inserted",
+            hint=f"show them in retract form: mv changes {plan.name} (without --upsert)",
+        )
     deleted = F.col("_op") == "-D"
-    values = [_col(c.name) if c.name in plan.key else F.when(deleted, F.lit(None)).otherwise(_col(c.name))
-              .alias(c.name) for c in plan.columns]
-    rows = changelog.where(F.col("_op") != "-U").select(*values, "_op", deleted.alias("_tombstone"),
-                                                        *[c for c in UPSERT_SHOWN[2:]], *_timing(plan))
+    values = [
+        _col(c.name)
+        if c.name in plan.key
+        else F.when(deleted, F.lit(None)).otherwise(_col(c.name)).alias(c.name)
+        for c in plan.columns
+    ]
+    rows = changelog.where(F.col("_op") != "-U").select(
+        *values, "_op", deleted.alias("_tombstone"), *[c for c in UPSERT_SHOWN[2:]], *_timing(plan)
+    )
     return _ordered(rows, plan)
 
 

@@ -35,13 +35,27 @@ def history(versions: Versions, name: str) -> list[dict[str, Any]]:
         ref = versions.table(name)
         versions.commits(name)  # the error for a missing table
         entries = sorted(commit_history(ref.open()), key=lambda h: h["version"])
-        return [{"version": int(h["version"]), "committed": show_time(int(h["timestamp"])),
-                 "operation": h.get("operation")} for h in entries]
-    return [{"version": c.version, "committed": show_time(c.timestamp_ms), "batch_id": c.batch_id,
-             "kind": c.kind, "changes": c.changes, "inputs": c.inputs,
-             **lineage(versions.source_versions(name, c.version)),
-             **({"expectations": c.expectations} if c.expectations else {})}
-            for c in versions.snapshot_commits(name).values()]
+        return [
+            {
+                "version": int(h["version"]),
+                "committed": show_time(int(h["timestamp"])),
+                "operation": h.get("operation"),
+            }
+            for h in entries
+        ]
+    return [
+        {
+            "version": c.version,
+            "committed": show_time(c.timestamp_ms),
+            "batch_id": c.batch_id,
+            "kind": c.kind,
+            "changes": c.changes,
+            "inputs": c.inputs,
+            **lineage(versions.source_versions(name, c.version)),
+            **({"expectations": c.expectations} if c.expectations else {}),
+        }
+        for c in versions.snapshot_commits(name).values()
+    ]
 
 
 def lineage(reflects: dict[str, list[int]]) -> dict[str, Any]:
@@ -49,18 +63,28 @@ def lineage(reflects: dict[str, list[int]]) -> dict[str, Any]:
     different versions of one source, that source's oldest is given and `mixed_source_versions` lists all."""
     mixed = {s: v for s, v in reflects.items() if len(v) > 1}
     return {"source_versions": {s: v[0] for s, v in reflects.items()}} | (
-        {"mixed_source_versions": mixed} if mixed else {})
+        {"mixed_source_versions": mixed} if mixed else {}
+    )
 
 
 def _describe_view(versions: Versions, name: str) -> dict[str, Any]:
     plan = versions.catalog.plans[name]
     tables = view_tables(plan, versions.config.storage_options)
     info: dict[str, Any] = {
-        "name": name, "kind": "view", "file": plan.view.file, "line": plan.view.line,
-        "snapshot_path": tables.snapshot.uri, "changelog_path": tables.changelog.uri, "state_path": tables.state,
-        "key": None if plan.key is None else list(plan.key), "changelog": plan.changelog,
-        "strategy": plan.strategy, "reason": plan.reason, "inputs_declared": list(plan.inputs),
-        "columns": _columns(plan.columns), **_expectations(plan.view.expectations, tables.quarantine),
+        "name": name,
+        "kind": "view",
+        "file": plan.view.file,
+        "line": plan.view.line,
+        "snapshot_path": tables.snapshot.uri,
+        "changelog_path": tables.changelog.uri,
+        "state_path": tables.state,
+        "key": None if plan.key is None else list(plan.key),
+        "changelog": plan.changelog,
+        "strategy": plan.strategy,
+        "reason": plan.reason,
+        "inputs_declared": list(plan.inputs),
+        "columns": _columns(plan.columns),
+        **_expectations(plan.view.expectations, tables.quarantine),
     }
     if not tables.snapshot.exists():
         return info | {"refreshed": False, "version": None, "inputs": None, "source_versions": None}
@@ -70,15 +94,25 @@ def _describe_view(versions: Versions, name: str) -> dict[str, Any]:
     changelog_rows, changelog_bytes = table_size(tables.changelog) if tables.changelog.exists() else (0, 0)
     stale = stale_since(versions, reflects)
     return info | {
-        "refreshed": True, "version": latest.version, "batch_id": latest.batch_id,
-        "generation": latest.generation, "inputs": latest.inputs, **lineage(reflects),
-        "row_count": snapshot_rows, "changelog_rows": changelog_rows,
-        "sizes": {"snapshot_bytes": snapshot_bytes, "changelog_bytes": changelog_bytes,
-                  "state_bytes": folder_bytes(tables.state)},
+        "refreshed": True,
+        "version": latest.version,
+        "batch_id": latest.batch_id,
+        "generation": latest.generation,
+        "inputs": latest.inputs,
+        **lineage(reflects),
+        "row_count": snapshot_rows,
+        "changelog_rows": changelog_rows,
+        "sizes": {
+            "snapshot_bytes": snapshot_bytes,
+            "changelog_bytes": changelog_bytes,
+            "state_bytes": folder_bytes(tables.state),
+        },
         "last_refresh": show_time(latest.timestamp_ms),
         "late_rows": table_size(tables.late)[0] if tables.late.exists() else 0,
         "last_batch_expectations": latest.expectations,
-        "watermark": None if latest.watermark is None else show_time(EPOCH + timedelta(microseconds=latest.watermark)),
+        "watermark": None
+        if latest.watermark is None
+        else show_time(EPOCH + timedelta(microseconds=latest.watermark)),
         "stale_since": None if stale is None else show_time(stale),
         "freshness_lag_s": 0.0 if stale is None else round(time.time() - stale / 1000, 3),
     }
@@ -89,30 +123,54 @@ def _describe_source(versions: Versions, name: str) -> dict[str, Any]:
     ref = versions.table(name)
     info: dict[str, Any] = {
         # DESIGN §5: `snapshot_path` (a source's table, as a view's snapshot), with `path` kept as its alias.
-        "name": name, "kind": "source", "file": source.file, "line": source.line, "snapshot_path": ref.uri,
-        "path": ref.uri, "changelog_path": None, "key": None if source.key is None else list(source.key),
+        "name": name,
+        "kind": "source",
+        "file": source.file,
+        "line": source.line,
+        "snapshot_path": ref.uri,
+        "path": ref.uri,
+        "changelog_path": None,
+        "key": None if source.key is None else list(source.key),
         "append_only": source.append_only,
-        "watermark": f"{source.watermark.column} AS {source.watermark.expression}" if source.watermark else None,
-        "strategy": None, "reason": None, "inputs": None,
-        "columns": [{"name": f.name, "type": type_name(t), "nullable": f.nullable}
-                    for f, t in zip(source.schema, source.sql_types)],
-        **_expectations(source.expectations, source_quarantine(versions.config.warehouse, name,
-                                                               versions.config.storage_options)),
+        "watermark": f"{source.watermark.column} AS {source.watermark.expression}"
+        if source.watermark
+        else None,
+        "strategy": None,
+        "reason": None,
+        "inputs": None,
+        "columns": [
+            {"name": f.name, "type": type_name(t), "nullable": f.nullable}
+            for f, t in zip(source.schema, source.sql_types)
+        ],
+        **_expectations(
+            source.expectations,
+            source_quarantine(versions.config.warehouse, name, versions.config.storage_options),
+        ),
     }
     if not ref.exists():
         return info | {"exists": False, "version": None, "source_versions": None}
     rows, size = table_size(ref)
     last = versions.commits(name)[-1]
-    return info | {"exists": True, "version": last.version, "source_versions": {name: last.version},
-                   "row_count": rows, "sizes": {"table_bytes": size}, "last_commit": show_time(last.timestamp_ms)}
+    return info | {
+        "exists": True,
+        "version": last.version,
+        "source_versions": {name: last.version},
+        "row_count": rows,
+        "sizes": {"table_bytes": size},
+        "last_commit": show_time(last.timestamp_ms),
+    }
 
 
 def _expectations(expectations, quarantine: TableRef) -> dict[str, Any]:
     """The declared expectations, and where the rows QUARANTINE refused are (and how many)."""
-    return {"expectations": [{"name": e.name, "on_violation": e.on_violation, "declared": " ".join(e.text.split())}
-                             for e in expectations],
-            "quarantine_path": quarantine.uri,
-            "quarantined_rows": table_size(quarantine)[0] if quarantine.exists() else 0}
+    return {
+        "expectations": [
+            {"name": e.name, "on_violation": e.on_violation, "declared": " ".join(e.text.split())}
+            for e in expectations
+        ],
+        "quarantine_path": quarantine.uri,
+        "quarantined_rows": table_size(quarantine)[0] if quarantine.exists() else 0,
+    }
 
 
 def _columns(fields) -> list[dict[str, Any]]:

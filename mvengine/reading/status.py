@@ -24,10 +24,14 @@ class Status:
     name: str
     kind: str  # source or view
     strategy: str | None = None  # incremental or full (views)
-    version: int | None = None  # None: the table does not exist yet (a source) or was never refreshed (a view)
+    version: int | None = (
+        None  # None: the table does not exist yet (a source) or was never refreshed (a view)
+    )
     behind: int | None = None  # source commits not reflected yet (views)
     lag_s: float | None = None  # seconds since the oldest of them (0 when fresh)
-    last_time: str | None = None  # the last commit (a source) or the last batch's snapshot commit (a view), UTC
+    last_time: str | None = (
+        None  # the last commit (a source) or the last batch's snapshot commit (a view), UTC
+    )
     age_s: float | None = None  # seconds since then
     rows_in: int | None = None  # the last batch's changes in (None: recomputed)
     rows_out: int | None = None  # its changelog rows
@@ -57,11 +61,20 @@ def status(versions: Versions) -> list[Status]:
 def _source(versions: Versions, name: str) -> Status:
     ref = versions.table(name)
     if not ref.exists():
-        return Status(name, "source",
-                      problem="the table does not exist yet (mv sources --create, or mv refresh, creates it)")
+        return Status(
+            name,
+            "source",
+            problem="the table does not exist yet (mv sources --create, or mv refresh, creates it)",
+        )
     last = versions.commits(name)[-1]
-    return Status(name, "source", version=last.version, last_time=show_time(last.timestamp_ms),
-                  age_s=_age(last.timestamp_ms), rows=table_size(ref)[0])
+    return Status(
+        name,
+        "source",
+        version=last.version,
+        last_time=show_time(last.timestamp_ms),
+        age_s=_age(last.timestamp_ms),
+        rows=table_size(ref)[0],
+    )
 
 
 def _view(versions: Versions, name: str, problem: str | None) -> Status:
@@ -72,13 +85,28 @@ def _view(versions: Versions, name: str, problem: str | None) -> Status:
         return Status(name, "view", plan.strategy, problem=problem or "never refreshed", reason=reason)
     latest = versions.snapshot_commit(name, versions.latest(name))
     reflects = versions.source_versions(name, latest.version)
-    behind = sum(sum(1 for c in versions.commits(source) if c.version > min(seen))
-                 for source, seen in reflects.items())
+    behind = sum(
+        sum(1 for c in versions.commits(source) if c.version > min(seen)) for source, seen in reflects.items()
+    )
     since = stale_since(versions, reflects)
-    return Status(name, "view", plan.strategy, latest.version, behind, 0.0 if since is None else _age(since),
-                  show_time(latest.timestamp_ms), _age(latest.timestamp_ms), latest.rows_in, latest.changes,
-                  latest.batch_ms, latest.engine, table_size(tables.snapshot)[0], folder_bytes(tables.state),
-                  problem, reason)
+    return Status(
+        name,
+        "view",
+        plan.strategy,
+        latest.version,
+        behind,
+        0.0 if since is None else _age(since),
+        show_time(latest.timestamp_ms),
+        _age(latest.timestamp_ms),
+        latest.rows_in,
+        latest.changes,
+        latest.batch_ms,
+        latest.engine,
+        table_size(tables.snapshot)[0],
+        folder_bytes(tables.state),
+        problem,
+        reason,
+    )
 
 
 def _age(epoch_ms: int) -> float:
@@ -105,5 +133,3 @@ def _pipeline_trouble(versions: Versions) -> dict[str, str]:
         for name in versions.catalog.plans:
             trouble.setdefault(name, "a batch was left half-done: the next mv refresh finishes it")
     return trouble
-
-

@@ -24,7 +24,9 @@ from mvengine.reading.versions import Versions
 from mvengine.sql.files import parse_error_text, snippet
 
 # `... AS OF SYSTEM TIME '12:03'` at the very end of the query (optionally `TIMESTAMP '...'`).
-TRAILING_AS_OF = re.compile(r"\s+AS\s+OF\s+SYSTEM\s+TIME\s+(?:TIMESTAMP\s+)?'([^']*)'\s*;?\s*$", re.IGNORECASE)
+TRAILING_AS_OF = re.compile(
+    r"\s+AS\s+OF\s+SYSTEM\s+TIME\s+(?:TIMESTAMP\s+)?'([^']*)'\s*;?\s*$", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -40,23 +42,32 @@ class PinnedQuery:
     reads: tuple[TableRead, ...]
 
 
-def pin_versions(sql: str, versions: Versions, *, as_of_source: dict[str, int] | None = None,
-                 evaluate: Callable[[str], datetime]) -> PinnedQuery:
+def pin_versions(
+    sql: str,
+    versions: Versions,
+    *,
+    as_of_source: dict[str, int] | None = None,
+    evaluate: Callable[[str], datetime],
+) -> PinnedQuery:
     """Resolve every table of `sql` to a version; `evaluate` computes a timestamp expression that is not a
     plain literal (e.g. `current_timestamp() - INTERVAL 1 HOUR`) with Spark."""
     default_time = None
     trailing = TRAILING_AS_OF.search(sql)
     if trailing:
-        default_time, sql = trailing.group(1), sql[:trailing.start()]
+        default_time, sql = trailing.group(1), sql[: trailing.start()]
         if as_of_source:
-            raise MvError("the query ends with AS OF SYSTEM TIME and --as-of-source is given too: they both say "
-                          "which versions to read by default", hint="keep one of them")
+            raise MvError(
+                "the query ends with AS OF SYSTEM TIME and --as-of-source is given too: they both say "
+                "which versions to read by default",
+                hint="keep one of them",
+            )
     tree = _parse(sql)
     cte_names = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
     reads: dict[tuple[str, int], TableRead] = {}
     for table in list(tree.find_all(exp.Table)):
-        if not isinstance(table.this, exp.Identifier) or (not table.args.get("db")
-                                                          and table.name.lower() in cte_names):
+        if not isinstance(table.this, exp.Identifier) or (
+            not table.args.get("db") and table.name.lower() in cte_names
+        ):
             continue
         name = _declared(table, versions)
         clause = table.args.get("version")
@@ -70,19 +81,24 @@ def pin_versions(sql: str, versions: Versions, *, as_of_source: dict[str, int] |
             version = versions.latest(name)
         read = reads.setdefault((name, version), TableRead(name, version, f"__mv_{name}_v{version}"))
         alias = table.alias or name
-        table.replace(exp.Table(this=exp.to_identifier(read.temp_view),
-                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        table.replace(
+            exp.Table(
+                this=exp.to_identifier(read.temp_view), alias=exp.TableAlias(this=exp.to_identifier(alias))
+            )
+        )
     return PinnedQuery(tree.sql("spark"), tuple(reads.values()))
 
 
-def _parse(sql: str) -> exp.Expression:
+def _parse(sql: str) -> exp.Expr:
     try:
         trees = [t for t in sqlglot.parse(sql, read="spark") if t is not None]
     except ParseError as e:
         raise _syntax_error(sql, e) from None
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
-        raise MvError("mv query runs one SELECT query (WITH, UNION and VALUES included), nothing else",
-                      hint="views are declared in views/*.sql; sources change through their own writers")
+        raise MvError(
+            "mv query runs one SELECT query (WITH, UNION and VALUES included), nothing else",
+            hint="views are declared in views/*.sql; sources change through their own writers",
+        )
     return trees[0]
 
 
@@ -96,38 +112,50 @@ def _syntax_error(sql: str, e: ParseError) -> MvError:
     first = words[0].upper() if words else ""
     if first and not first.startswith(QUERY_STARTS):
         close = did_you_mean(first, ["SELECT", "WITH", "VALUES"], "")
-        return MvError(f"the query starts with {words[0]!r}: a query starts with SELECT, WITH or VALUES" + (
-            f" ({close})" if close.startswith("did you mean") else ""),
-            hint="mv query takes one Spark SQL SELECT statement, in quotes")
+        return MvError(
+            f"the query starts with {words[0]!r}: a query starts with SELECT, WITH or VALUES"
+            + (f" ({close})" if close.startswith("did you mean") else ""),
+            hint="mv query takes one Spark SQL SELECT statement, in quotes",
+        )
     detail = e.errors[0] if e.errors else {}
     line, col = detail.get("line"), detail.get("col")
     where = f" at line {line}, column {col}" if line else ""
     text = parse_error_text(str(detail.get("description") or e))
     shown = snippet(sql, int(line), int(col) if col else None) if line else ""
-    return MvError(f"the query is not valid SQL{where}: {text}" + (f"\n{shown}" if shown else ""),
-                   hint="mv query takes one Spark SQL SELECT statement, in quotes")
+    return MvError(
+        f"the query is not valid SQL{where}: {text}" + (f"\n{shown}" if shown else ""),
+        hint="mv query takes one Spark SQL SELECT statement, in quotes",
+    )
 
 
 def _declared(table: exp.Table, versions: Versions) -> str:
     full = ".".join(p.name for p in table.parts)
     if table.args.get("db"):
-        raise MvError(f"the query reads {full}, but mvengine's sources and views have one-part names",
-                      hint=f"write {table.name}")
+        raise MvError(
+            f"the query reads {full}, but mvengine's sources and views have one-part names",
+            hint=f"write {table.name}",
+        )
     hit = versions.catalog.find(table.name)
     if hit is None:
-        raise MvError(f"the query reads {table.name!r}, which is no source or view of this project",
-                      hint=did_you_mean(table.name, list(versions.catalog.graph.nodes), "sources and views"))
+        raise MvError(
+            f"the query reads {table.name!r}, which is no source or view of this project",
+            hint=did_you_mean(table.name, list(versions.catalog.graph.nodes), "sources and views"),
+        )
     return hit
 
 
-def _clause_version(clause: exp.Expression, name: str, versions: Versions,
-                    evaluate: Callable[[str], datetime]) -> int:
+def _clause_version(
+    clause: exp.Expression, name: str, versions: Versions, evaluate: Callable[[str], datetime]
+) -> int:
     value = clause.expression
     if str(clause.this).upper() == "VERSION":
         if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
-            raise MvError(f"VERSION AS OF for {name} needs a whole number, not {value.sql('spark')}",
-                          hint=f"e.g. FROM {name} VERSION AS OF 3; versions are listed by mv history {name}"
-                          if versions.is_view(name) else f"e.g. FROM {name} VERSION AS OF 3")
+            raise MvError(
+                f"VERSION AS OF for {name} needs a whole number, not {value.sql('spark')}",
+                hint=f"e.g. FROM {name} VERSION AS OF 3; versions are listed by mv history {name}"
+                if versions.is_view(name)
+                else f"e.g. FROM {name} VERSION AS OF 3",
+            )
         return versions.check_version(name, int(value.this))
     if isinstance(value, exp.Cast) and isinstance(value.this, exp.Literal) and value.this.is_string:
         value = value.this

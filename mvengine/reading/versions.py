@@ -59,8 +59,10 @@ class Versions:
     def view(self, name: str) -> str:
         name = self.name(name)
         if not self.is_view(name):
-            raise MvError(f"{name} is a source, not a view: it has no changelog or refresh history of mvengine's",
-                          hint=f"read the source with mv query \"SELECT * FROM {name}\"")
+            raise MvError(
+                f"{name} is a source, not a view: it has no changelog or refresh history of mvengine's",
+                hint=f'read the source with mv query "SELECT * FROM {name}"',
+            )
         return name
 
     def table(self, name: str) -> TableRef:
@@ -81,8 +83,9 @@ class Versions:
             if not ref.exists():
                 raise self._missing(name)
             entries = commit_history(ref.open())
-            self._commits[name] = sorted((Commit(int(h["version"]), int(h["timestamp"])) for h in entries),
-                                         key=lambda c: c.version)
+            self._commits[name] = sorted(
+                (Commit(int(h["version"]), int(h["timestamp"])) for h in entries), key=lambda c: c.version
+            )
         return self._commits[name]
 
     def latest(self, name: str) -> int:
@@ -91,9 +94,11 @@ class Versions:
     def check_version(self, name: str, version: int) -> int:
         commits = self.commits(name)
         if not commits[0].version <= version <= commits[-1].version:
-            raise MvError(f"{self._kind(name)} {name} has no version {version}: its versions are "
-                          f"{commits[0].version}..{commits[-1].version}",
-                          hint=f"see them with mv history {name}" if self.is_view(name) else None)
+            raise MvError(
+                f"{self._kind(name)} {name} has no version {version}: its versions are "
+                f"{commits[0].version}..{commits[-1].version}",
+                hint=f"see them with mv history {name}" if self.is_view(name) else None,
+            )
         return version
 
     def version_at(self, name: str, when: str | datetime) -> int:
@@ -103,9 +108,11 @@ class Versions:
         commits = self.commits(name)
         before = [c for c in commits if c.timestamp_ms <= millis]
         if not before:
-            raise MvError(f"{self._kind(name)} {name} has no version as of {show_time(moment)}: its earliest "
-                          f"version ({commits[0].version}) was committed at {show_time(commits[0].time)}",
-                          hint=f"use a time at or after {show_time(commits[0].time)} (UTC)")
+            raise MvError(
+                f"{self._kind(name)} {name} has no version as of {show_time(moment)}: its earliest "
+                f"version ({commits[0].version}) was committed at {show_time(commits[0].time)}",
+                hint=f"use a time at or after {show_time(commits[0].time)} (UTC)",
+            )
         return before[-1].version
 
     def first_version_since(self, name: str, when: str | datetime) -> int:
@@ -129,8 +136,11 @@ class Versions:
         commits = self.snapshot_commits(view)
         if version not in commits:
             self.check_version(view, version)
-            raise MvError(f"version {version} of view {view} is no longer in its Delta log (cleaned up by log "
-                          "retention)", hint="read a later version")
+            raise MvError(
+                f"version {version} of view {view} is no longer in its Delta log (cleaned up by log "
+                "retention)",
+                hint="read a later version",
+            )
         return commits[version]
 
     def source_versions(self, name: str, version: int) -> dict[str, list[int]]:
@@ -157,9 +167,11 @@ class Versions:
             if all(max(v) <= cut[s] for s, v in reflects.items() if s in cut):
                 return version
         limits = ", ".join(f"{s}={v}" for s, v in cut.items())
-        raise MvError(f"view {name} has no version that reflects only {limits} or earlier: its earliest "
-                      f"version in the log already reflects {self._show_sources(name)}",
-                      hint="pick a later source version (mv describe VIEW --json shows source_versions)")
+        raise MvError(
+            f"view {name} has no version that reflects only {limits} or earlier: its earliest "
+            f"version in the log already reflects {self._show_sources(name)}",
+            hint="pick a later source version (mv describe VIEW --json shows source_versions)",
+        )
 
     def _show_sources(self, view: str) -> str:
         first = min(self.snapshot_commits(view))
@@ -172,10 +184,14 @@ class Versions:
 
     def _missing(self, name: str) -> MvError:
         if self.is_view(name):
-            return MvError(f"view {name} has not been refreshed yet, so it has no versions to read",
-                           hint=f"run mv refresh {name}")
-        return MvError(f"source {name} has no table yet at {self.table(name).uri}",
-                       hint="create it with mv sources --create (or mv refresh, which creates missing sources)")
+            return MvError(
+                f"view {name} has not been refreshed yet, so it has no versions to read",
+                hint=f"run mv refresh {name}",
+            )
+        return MvError(
+            f"source {name} has no table yet at {self.table(name).uri}",
+            hint="create it with mv sources --create (or mv refresh, which creates missing sources)",
+        )
 
 
 def _utc(value: datetime) -> datetime:

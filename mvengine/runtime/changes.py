@@ -29,8 +29,19 @@ from mvengine.storage.tables import TableRef
 DRIVER_CHANGE_ROWS = 50_000
 
 # Types whose values Spark groups without changing them (not floating point, not nested).
-GROUPED_EXACTLY = (T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DecimalType,
-                   T.StringType, T.BinaryType, T.DateType, T.TimestampType, T.TimestampNTZType)
+GROUPED_EXACTLY = (
+    T.BooleanType,
+    T.ByteType,
+    T.ShortType,
+    T.IntegerType,
+    T.LongType,
+    T.DecimalType,
+    T.StringType,
+    T.BinaryType,
+    T.DateType,
+    T.TimestampType,
+    T.TimestampNTZType,
+)
 
 
 @dataclass
@@ -53,6 +64,7 @@ class InputChanges:
         """The changes as Arrow (collected from Spark in one job when they are there and few); None when they
         are more than `most` rows."""
         if self.arrow is None and self.rows <= most:
+            assert self._frame is not None  # the changes are in Spark or on the driver
             self.arrow = collect_small(self._frame, most)
         return self.arrow
 
@@ -76,8 +88,9 @@ class BatchChanges:
     # The expectations' outcomes of a source's changes, by (source, from, to): checked once per batch.
     checked: dict[tuple[str, int, int], list] = field(default_factory=dict)
 
-    def read(self, wanted: dict[str, tuple[TableRef, int, int]], *, driver_rows: int = DRIVER_CHANGE_ROWS
-             ) -> dict[str, InputChanges]:
+    def read(
+        self, wanted: dict[str, tuple[TableRef, int, int]], *, driver_rows: int = DRIVER_CHANGE_ROWS
+    ) -> dict[str, InputChanges]:
         """Each input's changes over its range. A view's output of this batch is taken from memory when it
         covers the range; any other range is read from the table's change feed (once per batch), on the driver
         when it holds at most `driver_rows` rows."""
@@ -119,13 +132,18 @@ class BatchChanges:
             else:
                 counts[key] = counted
         if in_spark:
-            labelled = [rows.select(F.lit(i).alias("_feed"), "_change_type") for i, (_, rows) in enumerate(in_spark)]
+            labelled = [
+                frame.select(F.lit(i).alias("_feed"), "_change_type") for i, (_, frame) in enumerate(in_spark)
+            ]
             df = labelled[0]
-            for rows in labelled[1:]:
-                df = df.unionByName(rows)
+            for frame in labelled[1:]:
+                df = df.unionByName(frame)
             retracting = F.col("_change_type").isin(*RETRACTIONS)
-            for row in df.groupBy("_feed").agg(F.count(F.lit(1)).alias("rows"),
-                                               F.sum(retracting.cast("long")).alias("retractions")).collect():
+            for row in (
+                df.groupBy("_feed")
+                .agg(F.count(F.lit(1)).alias("rows"), F.sum(retracting.cast("long")).alias("retractions"))
+                .collect()
+            ):
                 counts[in_spark[row["_feed"]][0]] = (row["rows"], row["retractions"])
         for key, (rows, retractions) in counts.items():
             feed = self._feeds[key]
@@ -142,8 +160,9 @@ class BatchChanges:
                 self._counted[key] = InputChanges(self.spark, rows, retractions, _frame=frame)
             else:
                 changes = _zset(feed.arrow)
-                if cancels and not any(pa.types.is_floating(f.type) or pa.types.is_nested(f.type)
-                                       for f in changes.schema):
+                if cancels and not any(
+                    pa.types.is_floating(f.type) or pa.types.is_nested(f.type) for f in changes.schema
+                ):
                     changes = consolidated(changes).rename_columns(changes.column_names)
                 self._counted[key] = InputChanges(self.spark, rows, retractions, arrow=changes)
 
@@ -166,7 +185,14 @@ class BatchChanges:
 def _zset(feed: pa.Table) -> pa.Table:
     """Delta CDF rows on the driver as a Z-set (as zset.from_change_feed does in Spark)."""
     kinds = feed.column("_change_type")
-    weight = pc.if_else(pc.is_in(kinds, pa.array(["insert", "update_postimage"])), pa.scalar(1, pa.int64()),
-                        pa.scalar(-1, pa.int64()))
+    weight = pc.if_else(
+        pc.is_in(kinds, pa.array(["insert", "update_postimage"])),
+        pa.scalar(1, pa.int64()),
+        pa.scalar(-1, pa.int64()),
+    )
     columns = [c for c in feed.column_names if c not in CHANGE_COLUMNS]
-    return feed.select(columns).append_column(WEIGHT, weight).append_column(MTIME, feed.column("_commit_timestamp"))
+    return (
+        feed.select(columns)
+        .append_column(WEIGHT, weight)
+        .append_column(MTIME, feed.column("_commit_timestamp"))
+    )

@@ -24,22 +24,28 @@ OUT_OF_MEMORY = ("java.lang.OutOfMemoryError", "Java heap space", "GC overhead l
 MISSING_FILE = ("No such file", "not found", "FILE_NOT_EXIST", "does not exist", "FileNotFound")
 
 
-def cause_of(refresher, plan: ViewPlan, last: Committed | None, cut: dict[str, int], during: str,
-             error: BaseException) -> MvError | None:
+def cause_of(
+    refresher, plan: ViewPlan, last: Committed | None, cut: dict[str, int], during: str, error: BaseException
+) -> MvError | None:
     """The error to raise instead of `error`, which stopped the view's batch `during` (None: keep it)."""
     if isinstance(error, DuplicateKeyError):
         return duplicated_source_key(refresher, plan, cut, during)
-    return (disk_full(plan, during, error) or out_of_memory(plan, during, error)
-            or vacuumed_input(refresher, plan, last, cut, during, error))
+    return (
+        disk_full(plan, during, error)
+        or out_of_memory(plan, during, error)
+        or vacuumed_input(refresher, plan, last, cut, during, error)
+    )
 
 
 def out_of_memory(plan: ViewPlan, during: str, error: BaseException) -> MvError | None:
     if not any(words in str(error) for words in OUT_OF_MEMORY):
         return None
-    return MvError(f"view {plan.name}: {during}: Spark ran out of memory",
-                   hint="give Spark more: [spark.conf] \"spark.driver.memory\" = \"8g\" in conf/mvengine.toml (local "
-                        "mode runs in the driver), or refresh more often so that batches stay small; then run mv "
-                        "refresh again: the batch is planned anew")
+    return MvError(
+        f"view {plan.name}: {during}: Spark ran out of memory",
+        hint='give Spark more: [spark.conf] "spark.driver.memory" = "8g" in conf/mvengine.toml (local '
+        "mode runs in the driver), or refresh more often so that batches stay small; then run mv "
+        "refresh again: the batch is planned anew",
+    )
 
 
 def disk_full(plan: ViewPlan, during: str, error: BaseException) -> MvError | None:
@@ -47,9 +53,11 @@ def disk_full(plan: ViewPlan, during: str, error: BaseException) -> MvError | No
     if not any(words in text for words in DISK_FULL):
         return None
     detail = next((line.strip() for line in text.splitlines() if any(w in line for w in DISK_FULL)), text)
-    return MvError(f"view {plan.name}: {during}: the disk is full: {detail}",
-                   hint="free space where the warehouse is, then run mv refresh again: it finishes this batch (what "
-                        "it committed stays, the rest is written again)")
+    return MvError(
+        f"view {plan.name}: {during}: the disk is full: {detail}",
+        hint="free space where the warehouse is, then run mv refresh again: it finishes this batch (what "
+        "it committed stays, the rest is written again)",
+    )
 
 
 def duplicated_source_key(refresher, plan: ViewPlan, cut: dict[str, int], during: str) -> MvError | None:
@@ -74,13 +82,15 @@ def duplicated_source_key(refresher, plan: ViewPlan, cut: dict[str, int], during
             f"at version {cut[name]}, but declares it its PRIMARY KEY (NOT ENFORCED): view {plan.name} keeps one "
             f"row per key, so its {during} wrote nothing",
             hint=f"delete the extra rows from {name} (a key must be unique at every version), then run mv refresh "
-                 "again: the batch is planned anew up to the sources' newest versions; or drop the PRIMARY KEY from "
-                 f"its CREATE TABLE; as a last resort, mv refresh --full {plan.name} recomputes the view")
+            "again: the batch is planned anew up to the sources' newest versions; or drop the PRIMARY KEY from "
+            f"its CREATE TABLE; as a last resort, mv refresh --full {plan.name} recomputes the view",
+        )
     return None
 
 
-def vacuumed_input(refresher, plan: ViewPlan, last: Committed | None, cut: dict[str, int], during: str,
-                   error: BaseException) -> MvError | None:
+def vacuumed_input(
+    refresher, plan: ViewPlan, last: Committed | None, cut: dict[str, int], during: str, error: BaseException
+) -> MvError | None:
     """For a batch that failed on a missing file: the first source whose files the batch needs (those of the
     version the view last read, which the delta rules read the source as, and the changes since) were removed,
     by VACUUM as a rule. Local tables only."""
@@ -99,8 +109,9 @@ def vacuumed_input(refresher, plan: ViewPlan, last: Committed | None, cut: dict[
             f"since, but the file {gone} is gone: VACUUM removes the files of versions older than the table's "
             f"{RETENTION} ({retention}); nothing was written",
             hint=f"mv refresh --full {plan.name} recomputes the view from the source's latest version (and the "
-                 f"views over it); then keep {RETENTION} on {name} longer than the longest pause between "
-                 "refreshes, or VACUUM it with a longer RETAIN")
+            f"views over it); then keep {RETENTION} on {name} longer than the longest pause between "
+            "refreshes, or VACUUM it with a longer RETAIN",
+        )
     return None
 
 

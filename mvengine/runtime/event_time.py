@@ -28,7 +28,7 @@ from sqlglot import exp
 from mvengine.incremental.driver import consolidated
 from mvengine.incremental.driver_expressions import NotOnDriver, predicate_mask
 from mvengine.incremental.state import StateStore
-from mvengine.plan.nodes import WindowAssign
+from mvengine.plan.nodes import Aggregate, WindowAssign
 from mvengine.plan.operators.aggregate import windowed
 from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, event_time_windows
@@ -56,6 +56,7 @@ def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | No
     DROP ROW / QUARANTINE expectations refuse does not move it). The files' statistics say which files hold the
     largest (they are rounded to milliseconds), and those files' column says it exactly; only when every such
     row is refused are all the rows read."""
+    assert source.watermark is not None, source.name  # a source with event time
     column = source.watermark.column
     dt = ref.open(version=version)
     actions = pa.table(dt.get_add_actions(flatten=True))
@@ -64,15 +65,20 @@ def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | No
     dataset = arrow_dataset(dt)
     relation = source_relation(source)
     kept = relation.kept
-    read = [column] if kept is None else [f.name for f in source.schema
-                                         if f.name == column or f.name in _column_names(kept)]
+    read = (
+        [column]
+        if kept is None
+        else [f.name for f in source.schema if f.name == column or f.name in _column_names(kept)]
+    )
     stat = f"max.{column}"
     highest = pc.max(actions.column(stat)) if stat in actions.column_names else None
     rows = None
     if highest is not None and highest.is_valid and actions.column(stat).null_count == 0:
         field = dataset.schema.field(column)
-        rows = _seen(dataset.to_table(columns=read, filter=pc.field(column) >= pa.scalar(highest.as_py(),
-                                                                                          field.type)), relation)
+        rows = _seen(
+            dataset.to_table(columns=read, filter=pc.field(column) >= pa.scalar(highest.as_py(), field.type)),
+            relation,
+        )
     if rows is None or rows.num_rows == 0:
         rows = _seen(dataset.to_table(columns=read), relation)
     latest = pc.max(rows.column(column))
@@ -92,7 +98,9 @@ def _seen(rows: pa.Table, relation: Relation) -> pa.Table:
         return rows
     declared = {f.name: f for f in relation.fields}
     try:
-        return rows.filter(predicate_mask(relation.kept, rows, [declared[name] for name in rows.column_names]))
+        return rows.filter(
+            predicate_mask(relation.kept, rows, [declared[name] for name in rows.column_names])
+        )
     except NotOnDriver:
         return rows
 
@@ -108,8 +116,9 @@ def has_event_time(plan: ViewPlan, catalog: Catalog) -> bool:
     return False
 
 
-def input_watermark(plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef],
-                    versions: dict[str, int]) -> int | None:
+def input_watermark(
+    plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef], versions: dict[str, int]
+) -> int | None:
     """The least watermark of the view's inputs at these versions (inputs without event time aside)."""
     marks = []
     for name in plan.inputs:
@@ -120,9 +129,10 @@ def input_watermark(plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef],
                 marks.append(mark)
         elif has_event_time(catalog.plans[name], catalog):
             marks.append(recorded_watermark(refs[name], versions[name]))
-    if not marks or any(m is None for m in marks):
+    known = [m for m in marks if m is not None]
+    if not known or len(known) < len(marks):
         return None
-    return min(marks)
+    return min(known)
 
 
 def recorded_watermark(snapshot: TableRef, version: int | None) -> int | None:
@@ -133,8 +143,14 @@ def recorded_watermark(snapshot: TableRef, version: int | None) -> int | None:
     return None if value in (None, "") else int(value)
 
 
-def batch_watermarks(plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef], versions: dict[str, int],
-                     snapshot: TableRef, snapshot_before: int | None) -> Watermarks | None:
+def batch_watermarks(
+    plan: ViewPlan,
+    catalog: Catalog,
+    refs: dict[str, TableRef],
+    versions: dict[str, int],
+    snapshot: TableRef,
+    snapshot_before: int | None,
+) -> Watermarks | None:
     """The view's watermark before and after the batch; None for a view without event time."""
     if not has_event_time(plan, catalog):
         return None
@@ -145,6 +161,7 @@ def batch_watermarks(plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef]
 
 
 # -- allowed lateness --------------------------------------------------------------------------------------------
+
 
 def late_cutoff(plan: ViewPlan, marks: Watermarks | None) -> int | None:
     """Input rows whose event time is before this (µs) are later than the view's allowed lateness."""
@@ -158,20 +175,27 @@ def late_rows(rows, inputs: dict[str, int], marks: Watermarks, batch_id: int):
     """The `late` table's rows of a batch (Arrow or Spark): the input row (JSON), its event time and weight
     (+1 an insert, -1 a retraction), the input versions and the watermark of the batch; None when none."""
     columns = {"inputs": json.dumps(inputs, sort_keys=True), "batch_id": batch_id}
+    assert marks.before is not None  # rows are late only against a watermark
     watermark = EPOCH + timedelta(microseconds=marks.before)
     if isinstance(rows, pa.Table):
         if rows.num_rows == 0:
             return None
         n = rows.num_rows
-        return (rows.append_column("inputs", pa.array([columns["inputs"]] * n, pa.string()))
-                .append_column("watermark", pa.array([watermark] * n, pa.timestamp("us", tz="UTC")))
-                .append_column("batch_id", pa.array([batch_id] * n, pa.int64())))
+        return (
+            rows.append_column("inputs", pa.array([columns["inputs"]] * n, pa.string()))
+            .append_column("watermark", pa.array([watermark] * n, pa.timestamp("us", tz="UTC")))
+            .append_column("batch_id", pa.array([batch_id] * n, pa.int64()))
+        )
     from pyspark.sql import functions as F
+
     if rows.isEmpty():
         return None
-    return rows.select("*", F.lit(columns["inputs"]).alias("inputs"),
-                       F.lit(watermark).cast("timestamp").alias("watermark"),
-                       F.lit(batch_id).cast("long").alias("batch_id"))
+    return rows.select(
+        "*",
+        F.lit(columns["inputs"]).alias("inputs"),
+        F.lit(watermark).cast("timestamp").alias("watermark"),
+        F.lit(batch_id).cast("long").alias("batch_id"),
+    )
 
 
 def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, str]:
@@ -183,9 +207,9 @@ def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, str]:
     conditions: dict[str, str] = {}
     for i, node in enumerate(plan.root.walk()):
         window = windowed(node)
-        if window is None:
+        if window is None or not isinstance(node, Aggregate):
             continue
-        groups = node.fields[:len(node.groups)]
+        groups = node.fields[: len(node.groups)]
         bound = _bound_condition(groups, cutoff, window.spec.size)
         if bound is not None:
             conditions[f"n{i}_acc"] = conditions[f"n{i}_ms"] = bound
@@ -211,6 +235,7 @@ def _condition(column: str, at_most: int) -> str:
 
 # -- which column says when a row's window ends ----------------------------------------------------------------
 
+
 def window_end(plan: ViewPlan) -> tuple[str, int] | None:
     """The view column that tells its row's window end, and what to add to it: a window_end column (0), else a
     window start (+ the window's size); None for a view without window bounds, or whose windows are not over an
@@ -227,13 +252,12 @@ def window_end(plan: ViewPlan) -> tuple[str, int] | None:
     return None
 
 
-def emit_bound(plan: ViewPlan) -> tuple[str, int] | None:
-    """The column EMIT WHEN WATERMARK PAST waits for, as window_end gives it."""
+def emit_bound(plan: ViewPlan) -> str:
+    """The column EMIT WHEN WATERMARK PAST waits for (a view's window bound), as the view's columns spell it."""
     emit = plan.view.emit
-    if emit is None or emit.watermark_past is None:
-        return None
-    column = next(c for c in plan.columns if c.name.lower() == emit.watermark_past.lower())
-    return column.name, 0
+    assert emit is not None and emit.watermark_past is not None, plan.name  # callers check the clause
+    past = emit.watermark_past.lower()
+    return next(c.name for c in plan.columns if c.name.lower() == past)
 
 
 def _micros(values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
@@ -262,11 +286,20 @@ def with_emit_timing(changelog, plan: ViewPlan, marks: Watermarks | None):
     from pyspark.sql import functions as F
 
     from mvengine.incremental.zset import quote
+
     ends = F.unix_micros(F.col(quote(column)).cast("timestamp")) + F.lit(plus)
     after = F.lit(marks.after)
-    value = F.lit("early") if marks.after is None else (
-        F.when(ends <= F.lit(marks.before), "late") if marks.before is not None else F.when(F.lit(False), "late")
-    ).when(ends <= after, "on_time").otherwise("early")
+    value = (
+        F.lit("early")
+        if marks.after is None
+        else (
+            F.when(ends <= F.lit(marks.before), "late")
+            if marks.before is not None
+            else F.when(F.lit(False), "late")
+        )
+        .when(ends <= after, "on_time")
+        .otherwise("early")
+    )
     return changelog.withColumn("_emit_timing", value)
 
 
@@ -276,16 +309,19 @@ def watermark_passed(plan: ViewPlan, marks: Watermarks | None):
     from pyspark.sql import functions as F
 
     from mvengine.incremental.zset import quote
+
     if marks is None or marks.after is None:
         return F.lit(False)
-    column, _ = emit_bound(plan)
+    column = emit_bound(plan)
     return F.unix_micros(F.col(quote(column)).cast("timestamp")) <= F.lit(marks.after)
 
 
 # -- EMIT: holding rows back ------------------------------------------------------------------------------------
 
-def hold_back(plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermarks | None,
-              now_us: int | None = None) -> pa.Table:
+
+def hold_back(
+    plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermarks | None, now_us: int | None = None
+) -> pa.Table:
     """The part of the batch's Z-set (view columns, _w, _mtime) the view's EMIT policy lets out now, with what
     waits staged in `state`; the Z-set unchanged for a view without EMIT."""
     emit = plan.view.emit
@@ -296,7 +332,7 @@ def hold_back(plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermar
     arriving = zset.append_column(DUE, pa.nulls(zset.num_rows, pa.int64()))
     key = list(plan.key or [c.name for c in plan.columns])
     if emit.watermark_past is not None:
-        column, _ = emit_bound(plan)
+        column = emit_bound(plan)
         bound = _micros(arriving.column(column))
         if marks is not None and marks.before is not None:
             late = pc.fill_null(pc.less_equal(bound, marks.before), False)
@@ -304,11 +340,15 @@ def hold_back(plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermar
                 arriving = arriving.filter(pc.invert(late))
             else:
                 due = pa.array([now + emit.late_after] * arriving.num_rows, pa.int64())
-                arriving = arriving.set_column(arriving.num_columns - 1, DUE,
-                                               pc.if_else(late, due, pa.nulls(arriving.num_rows, pa.int64())))
+                arriving = arriving.set_column(
+                    arriving.num_columns - 1,
+                    DUE,
+                    pc.if_else(late, due, pa.nulls(arriving.num_rows, pa.int64())),
+                )
     else:
-        arriving = arriving.set_column(arriving.num_columns - 1, DUE,
-                                       pa.array([now + emit.after] * arriving.num_rows, pa.int64()))
+        arriving = arriving.set_column(
+            arriving.num_columns - 1, DUE, pa.array([now + (emit.after or 0)] * arriving.num_rows, pa.int64())
+        )
     if pending is not None:
         pending = pending.select(arriving.column_names)
         arriving = pa.concat_tables([pending, arriving.cast(pending.schema)])
@@ -316,9 +356,10 @@ def hold_back(plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermar
     waiting = _earliest_due_per_key(waiting, key)
     ready = pc.fill_null(pc.less_equal(waiting.column(DUE), now), False)
     if emit.watermark_past is not None and marks is not None and marks.after is not None:
-        column, _ = emit_bound(plan)
-        reached = pc.and_(pc.is_null(waiting.column(DUE)),
-                          pc.less_equal(_micros(waiting.column(column)), marks.after))
+        column = emit_bound(plan)
+        reached = pc.and_(
+            pc.is_null(waiting.column(DUE)), pc.less_equal(_micros(waiting.column(column)), marks.after)
+        )
         ready = pc.or_(ready, pc.fill_null(reached, False))
     state.stage(PENDING, waiting.filter(pc.invert(ready)), ())
     released = consolidated(waiting.filter(ready).drop_columns([DUE]).select(zset.column_names))
@@ -337,6 +378,7 @@ def next_due(plan: ViewPlan, state_folder: str, storage_options: dict[str, str])
         return None
     from mvengine.project.config import join_uri
     from mvengine.storage.api import read_arrow
+
     ref = TableRef(join_uri(state_folder, PENDING), storage_options, PENDING)
     if not ref.exists():
         return None

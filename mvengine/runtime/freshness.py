@@ -16,8 +16,15 @@ def sql_hash(plan: ViewPlan) -> str:
     """Identifies what a view computes: its query (as sqlglot prints it, so comments and layout do not count),
     its column names, its strategy and the state it keeps (which changes when an input's append-only claim
     does: a MIN/MAX then needs its multiset), and the rows expectations drop from its inputs and from it."""
-    text = "|".join([plan.strategy, ",".join(c.name for c in plan.columns), plan.view.query.sql("spark"),
-                     plan.state, *plan.drops])
+    text = "|".join(
+        [
+            plan.strategy,
+            ",".join(c.name for c in plan.columns),
+            plan.view.query.sql("spark"),
+            plan.state,
+            *plan.drops,
+        ]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -35,9 +42,15 @@ def stale_views(config: Config, catalog: Catalog, plans: list[ViewPlan]) -> list
         last = last_commit(snapshot)
         if last is not None:
             current[plan.name] = last.version
-        if (last is None or last.sql_hash != sql_hash(plan)
-                or not is_committed(view_tables(plan, config.storage_options).changelog,
-                                    app_id(plan.name, last.generation), last.batch_id)
-                or any(last.inputs.get(n) != current.get(n) or n in stale for n in plan.inputs)):
+        if (
+            last is None
+            or last.sql_hash != sql_hash(plan)
+            or not is_committed(
+                view_tables(plan, config.storage_options).changelog,
+                app_id(plan.name, last.generation),
+                last.batch_id,
+            )
+            or any(last.inputs.get(n) != current.get(n) or n in stale for n in plan.inputs)
+        ):
             stale.append(plan.name)
     return stale

@@ -41,9 +41,15 @@ RECORD_KEY = "mvengine.lock"  # the commit metadata that holds a lease's record
 
 
 @contextlib.contextmanager
-def refresh_lock(folder: str, views: list[str], *, storage_options: dict[str, str] | None = None,
-                 wait: bool = False, waiting: Callable[[str], None] = lambda line: None,
-                 lost: Callable[[str], None] = lambda reason: None) -> Iterator[None]:
+def refresh_lock(
+    folder: str,
+    views: list[str],
+    *,
+    storage_options: dict[str, str] | None = None,
+    wait: bool = False,
+    waiting: Callable[[str], None] = lambda line: None,
+    lost: Callable[[str], None] = lambda reason: None,
+) -> Iterator[None]:
     """Hold the warehouse's refresh lock (in `folder`, the pipeline's folder) for the block. Taken by another
     process: raise an MvError saying who holds it, or with `wait`, say so through `waiting` and wait for it.
     `lost` is told when a lease on an object store was taken over while held (see the module's text)."""
@@ -76,9 +82,11 @@ def _file_lock(path: str, views: list[str], wait: bool, waiting: Callable[[str],
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
-        raise MvError(f"cannot write in the warehouse: {path}: {e.strerror}",
-                      hint="mv refresh writes the views' tables under [project] warehouse: make that folder "
-                           "writable, or set warehouse to one that is") from None
+        raise MvError(
+            f"cannot write in the warehouse: {path}: {e.strerror}",
+            hint="mv refresh writes the views' tables under [project] warehouse: make that folder "
+            "writable, or set warehouse to one that is",
+        ) from None
     try:
         if not _try_lock(fd):
             holder = _holder(path)
@@ -113,8 +121,9 @@ class Lease:
         return record if record is not None and self._live(record) else None
 
     @contextlib.contextmanager
-    def held(self, views: list[str], wait: bool, waiting: Callable[[str], None],
-             lost: Callable[[str], None]) -> Iterator[None]:
+    def held(
+        self, views: list[str], wait: bool, waiting: Callable[[str], None], lost: Callable[[str], None]
+    ) -> Iterator[None]:
         said = False
         while not self._acquire(views):
             holder = self.holder()
@@ -128,8 +137,9 @@ class Lease:
                 said = True
             time.sleep(1.0)
         stop = threading.Event()
-        renewer = threading.Thread(target=self._renew, args=(views, stop, lost), name="mvengine-lease",
-                                   daemon=True)
+        renewer = threading.Thread(
+            target=self._renew, args=(views, stop, lost), name="mvengine-lease", daemon=True
+        )
         renewer.start()
         try:
             yield
@@ -152,10 +162,15 @@ class Lease:
         renewed = time.monotonic()
         while not stop.wait(RENEW_S):
             try:
-                if not self._commit({**_record(views), "since": since, "owner": self.owner}, only_if_mine=True):
+                if not self._commit(
+                    {**_record(views), "since": since, "owner": self.owner}, only_if_mine=True
+                ):
                     holder = self.holder()
-                    lost("the refresh lock was taken over" + (f": views {_describe(holder)}" if holder else "")
-                         + f" (lease {self.ref.uri}, not renewed for {LEASE_S:.0f} s)")
+                    lost(
+                        "the refresh lock was taken over"
+                        + (f": views {_describe(holder)}" if holder else "")
+                        + f" (lease {self.ref.uri}, not renewed for {LEASE_S:.0f} s)"
+                    )
                     return
                 renewed = time.monotonic()
             except MvError as e:
@@ -167,7 +182,9 @@ class Lease:
         """Commit `record` after the latest version if this process holds the lease there; False if not."""
         for _ in range(5):
             version, latest = self._latest()
-            if only_if_mine and (latest is None or latest.get("owner") != self.owner or latest.get("released")):
+            if only_if_mine and (
+                latest is None or latest.get("owner") != self.owner or latest.get("released")
+            ):
                 return False
             if self._commit_at(version, record):
                 return True
@@ -184,21 +201,32 @@ class Lease:
         metadata = CommitProperties(custom_metadata={RECORD_KEY: json.dumps(record)}, max_commit_retries=0)
         try:
             if version is None:
-                DeltaTable.create(self.ref.uri, pa.schema([("lease", pa.string())]), mode="error",
-                                  storage_options=self.ref.storage_options or None, commit_properties=metadata,
-                                  configuration={"delta.logRetentionDuration": "interval 1 hour",
-                                                 "delta.enableExpiredLogCleanup": "true",
-                                                 "delta.checkpointInterval": "50"})
+                DeltaTable.create(
+                    self.ref.uri,
+                    pa.schema([("lease", pa.string())]),
+                    mode="error",
+                    storage_options=self.ref.storage_options or None,
+                    commit_properties=metadata,
+                    configuration={
+                        "delta.logRetentionDuration": "interval 1 hour",
+                        "delta.enableExpiredLogCleanup": "true",
+                        "delta.checkpointInterval": "50",
+                    },
+                )
             else:
-                dt = DeltaTable(self.ref.uri, storage_options=self.ref.storage_options or None, version=version)
+                dt = DeltaTable(
+                    self.ref.uri, storage_options=self.ref.storage_options or None, version=version
+                )
                 dt.create_write_transaction([], "append", dt.schema(), commit_properties=metadata)
         except CommitFailedError:  # another process made that version first (no retries were allowed)
             return False
         except Exception as e:  # noqa: BLE001
             if version is None and "already exists" in str(e):  # another process created the table first
                 return False
-            raise MvError(f"cannot take the refresh lock at {self.ref.uri}: {self.ref.redact(store_error(str(e)))}",
-                          hint=STORE_HINT) from None
+            raise MvError(
+                f"cannot take the refresh lock at {self.ref.uri}: {self.ref.redact(store_error(str(e)))}",
+                hint=STORE_HINT,
+            ) from None
         return True
 
     def _latest(self) -> tuple[int | None, dict[str, Any] | None]:
@@ -212,8 +240,10 @@ class Lease:
         except TableNotFoundError:
             return None, None
         except Exception as e:  # noqa: BLE001 - the store out of reach, or refusing the keys
-            raise MvError(f"cannot read the refresh lock at {self.ref.uri}: {self.ref.redact(store_error(str(e)))}",
-                          hint=STORE_HINT) from None
+            raise MvError(
+                f"cannot read the refresh lock at {self.ref.uri}: {self.ref.redact(store_error(str(e)))}",
+                hint=STORE_HINT,
+            ) from None
         try:
             record = json.loads(entry.get(RECORD_KEY) or "null")
         except ValueError:
@@ -221,13 +251,20 @@ class Lease:
         return dt.version(), record if isinstance(record, dict) else None
 
     def _live(self, record: dict[str, Any]) -> bool:
-        return (not record.get("released") and int(record.get("expires", 0)) > time.time() * 1000
-                and _alive(record))
+        return (
+            not record.get("released")
+            and int(record.get("expires", 0)) > time.time() * 1000
+            and _alive(record)
+        )
 
 
 def _record(views: list[str]) -> dict[str, Any]:
-    return {"pid": os.getpid(), "host": socket.gethostname(), "views": views,
-            "since": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "views": views,
+        "since": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
 
 
 def _alive(holder: dict[str, Any]) -> bool:
@@ -244,9 +281,11 @@ def _alive(holder: dict[str, Any]) -> bool:
 
 
 def _taken(holder: str, where: str) -> MvError:
-    return MvError(f"views {holder} ({where})",
-                   hint="wait for that refresh to end, stop it (Ctrl-C, or kill the process), or run "
-                        "mv refresh --wait to start as soon as it ends")
+    return MvError(
+        f"views {holder} ({where})",
+        hint="wait for that refresh to end, stop it (Ctrl-C, or kill the process), or run "
+        "mv refresh --wait to start as soon as it ends",
+    )
 
 
 def _try_lock(fd: int) -> bool:
@@ -271,5 +310,7 @@ def _describe(owner: dict[str, Any]) -> str:
     views = ", ".join(owner.get("views") or []) or "of this warehouse"
     if "pid" not in owner:
         return f"{views} are being refreshed by another process"
-    return (f"{views} are being refreshed by process {owner['pid']} on {owner.get('host', '?')} "
-            f"since {owner.get('since', '?')}")
+    return (
+        f"{views} are being refreshed by process {owner['pid']} on {owner.get('host', '?')} "
+        f"since {owner.get('since', '?')}"
+    )

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import last_commit, view_tables
@@ -32,15 +33,19 @@ from mvengine.runtime.diagnose import cause_of
 from mvengine.runtime.event_time import has_timers, next_due, now_micros
 from mvengine.runtime.expectations import ExpectationFailed
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_checkpoint, pipeline_folder
-from mvengine.runtime.refresh import Refresher
 from mvengine.storage.api import batch_ranges, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
+
+if TYPE_CHECKING:  # the refresher runs a pipeline (Refresher.refresh): the pipeline only names its type
+    from mvengine.runtime.refresh import Refresher
 
 QUERY_NAME = "mvengine_pipeline"
 
 
 class Pipeline:
-    def __init__(self, refresher: Refresher, plans: list[ViewPlan], *, rebuild: set[str] | None = None) -> None:
+    def __init__(
+        self, refresher: Refresher, plans: list[ViewPlan], *, rebuild: set[str] | None = None
+    ) -> None:
         self.refresher = refresher
         self.plans = plans
         self.rebuild = set(rebuild or ())  # views to recompute once (--full)
@@ -63,8 +68,10 @@ class Pipeline:
         if pending is not None:
             self.batch({n: v for n, v in pending.items() if n in self.sources})
         elif (failure := self.cuts.failure()) is not None:
-            self.refresher.notice(f"the last batch failed in view {failure[0]} before it wrote anything: planned "
-                                  "again, up to the inputs' newest versions")
+            self.refresher.notice(
+                f"the last batch failed in view {failure[0]} before it wrote anything: planned "
+                "again, up to the inputs' newest versions"
+            )
         if not self.refresher.stopping():
             self.batch(cut)
 
@@ -81,8 +88,12 @@ class Pipeline:
     def _next_timer(self) -> int | None:
         """The earliest time (µs) a view's EMIT policy holds rows until (event_time.next_due)."""
         options = self.refresher.config.storage_options
-        dues = [d for plan in self.plans if has_timers(plan)
-                if (d := next_due(plan, view_tables(plan, options).state, options)) is not None]
+        dues = [
+            d
+            for plan in self.plans
+            if has_timers(plan)
+            if (d := next_due(plan, view_tables(plan, options).state, options)) is not None
+        ]
         return min(dues, default=None)
 
     def run_continuous(self, interval_s: float, until: Callable[[], bool]) -> None:
@@ -120,14 +131,19 @@ class Pipeline:
         spark = self.refresher.spark
         refs = {n: self.refresher.source_ref(n) for n in self.sources}
         stream = stream_version_ranges(spark, refs, starting_versions=starting)
-        writer = (stream.writeStream.queryName(QUERY_NAME).foreachBatch(self._run)
-                  .option("checkpointLocation", self.checkpoint)
-                  .trigger(processingTime=f"{int(interval_s * 1000)} milliseconds"))
+        writer = (
+            stream.writeStream.queryName(QUERY_NAME)
+            .foreachBatch(self._run)
+            .option("checkpointLocation", self.checkpoint)
+            .trigger(processingTime=f"{int(interval_s * 1000)} milliseconds")
+        )
         started = time.monotonic()
         query = writer.start()
-        self.refresher.notice(f"pipeline query {query.id} started over {len(refs)} source"
-                              f"{'' if len(refs) == 1 else 's'} for {len(self.plans)} view"
-                              f"{'' if len(self.plans) == 1 else 's'} in {int((time.monotonic() - started) * 1000)} ms")
+        self.refresher.notice(
+            f"pipeline query {query.id} started over {len(refs)} source"
+            f"{'' if len(refs) == 1 else 's'} for {len(self.plans)} view"
+            f"{'' if len(self.plans) == 1 else 's'} in {int((time.monotonic() - started) * 1000)} ms"
+        )
         return query
 
     def _await(self, query, until: Callable[[], bool]) -> None:
@@ -161,6 +177,7 @@ class Pipeline:
             if self._closing:
                 return
             try:
+                assert self.checkpoint is not None  # set while the query runs
                 ranges = batch_ranges(self.checkpoint, spark_batch)
                 self.batch({n: hi for n, (lo, hi) in ranges.items() if n in self.sources})
             except BaseException as e:  # kept to re-raise as itself: Spark wraps it in a Java exception
@@ -188,15 +205,26 @@ class Pipeline:
                 targets = {n: cut[n] if n in cut else at_cut[n] for n in plan.inputs}
                 tables = view_tables(plan, refresher.config.storage_options)
                 last = last_commit(tables.snapshot)
-                during = f"batch {0 if last is None else last.batch_id + 1} (inputs " + ", ".join(
-                    f"{n}@{v}" for n, v in targets.items()) + ")"
+                during = (
+                    f"batch {0 if last is None else last.batch_id + 1} (inputs "
+                    + ", ".join(f"{n}@{v}" for n, v in targets.items())
+                    + ")"
+                )
                 try:
                     if plan.name not in self.rebuild:
                         refresher.check_same_sources(plan, last)
                         if last is not None and any(last.inputs.get(n, -1) > cut[n] for n in sources):
                             continue  # rebuilt at a later cut: the query has not reached it yet
-                    refresher.guarded(plan, refresher.advance, plan, last, targets, changes,
-                                      rebuild=plan.name in self.rebuild, during=during)
+                    refresher.guarded(
+                        plan,
+                        refresher.advance,
+                        plan,
+                        last,
+                        targets,
+                        changes,
+                        rebuild=plan.name in self.rebuild,
+                        during=during,
+                    )
                 except Exception as e:
                     cause = cause_of(refresher, plan, last, cut, during, e)
                     if plan.name not in refresher.writing:

@@ -41,7 +41,7 @@ class CutRecord:
     def begin(self, cut: dict[str, int]) -> None:
         self._write({"cut": cut, "done": False})
 
-    def fail(self, cut: dict[str, int], view: str, error: str = "") -> None:
+    def fail(self, cut: dict[str, int], view: str | None, error: str = "") -> None:
         self._write({"cut": cut, "done": False, "failed": view, "error": error})
 
     def done(self, cut: dict[str, int]) -> None:

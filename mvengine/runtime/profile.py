@@ -31,9 +31,11 @@ class Phase:
 
 @dataclass
 class Profile:
-    spark: "SparkSession"
+    spark: SparkSession  # or a SparkOnDemand standing in for one
     phases: list[Phase] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # why the batch went where it went (a driver batch to Spark)
+    notes: list[str] = field(
+        default_factory=list
+    )  # why the batch went where it went (a driver batch to Spark)
 
     @contextmanager
     def phase(self, name: str, *, spark: bool = True) -> Iterator[None]:
@@ -52,10 +54,12 @@ class Profile:
             millis = int((time.monotonic() - started) * 1000)
             if context is not None:
                 jobs = len(context.statusTracker().getJobIdsForGroup(group))
-                context.setLocalProperty("spark.jobGroup.id", None)
-                context.setLocalProperty("spark.job.description", None)
-            elif spark and getattr(self.spark, "started", False):  # started inside this phase: its jobs so far
-                millis -= int(self.spark.start_seconds * 1000)
+                context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None unsets it
+                context.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+            elif spark and getattr(
+                self.spark, "started", False
+            ):  # started inside this phase: its jobs so far
+                millis -= int(getattr(self.spark, "start_seconds", 0.0) * 1000)
                 jobs = len(self.spark.sparkContext.statusTracker().getJobIdsForGroup(None))
             else:
                 jobs = 0

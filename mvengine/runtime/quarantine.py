@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +26,9 @@ from mvengine.project.layout import source_quarantine, source_table, view_tables
 from mvengine.runtime.expectations import Outcome, Validator
 from mvengine.sql.expectations import Expectation
 from mvengine.storage.tables import TableRef, is_committed
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 QUARANTINE_COLUMNS = ("_expectation", "_version", "_batch")  # what a quarantine row adds to the table's row
 VALIDATE_ON_DRIVER_ROWS = 1_000_000  # larger tables are validated by GX's Spark engine
@@ -42,6 +46,7 @@ def declared(catalog: Catalog, name: str) -> tuple[str, str, tuple[Expectation, 
     found = catalog.find(name)
     if found is None:
         catalog.require([name])  # the error, with a suggestion
+    assert found is not None
     if found in catalog.sources:
         return found, "source", catalog.sources[found].expectations
     return found, "view", catalog.plans[found].view.expectations
@@ -60,22 +65,34 @@ def quarantined(config: Config, catalog: Catalog, name: str) -> pa.Table | None:
     return ref.open().to_pyarrow_table() if ref.exists() else None
 
 
-def validate(config: Config, catalog: Catalog, names: list[str], spark: Callable[[], object]) -> list[Outcome]:
+def validate(
+    config: Config, catalog: Catalog, names: list[str], spark: Callable[[], SparkSession]
+) -> list[Outcome]:
     """Every expectation of the named sources and views (default: all that declare any) on their current
     tables: a view's snapshot (whose dropped rows are already gone), a source as its owner wrote it."""
-    wanted = [declared(catalog, n) for n in names] if names else [
-        *[(n, "source", s.expectations) for n, s in catalog.sources.items() if s.expectations],
-        *[(n, "view", p.view.expectations) for n, p in catalog.plans.items() if p.view.expectations]]
+    wanted = (
+        [declared(catalog, n) for n in names]
+        if names
+        else [
+            *[(n, "source", s.expectations) for n, s in catalog.sources.items() if s.expectations],
+            *[(n, "view", p.view.expectations) for n, p in catalog.plans.items() if p.view.expectations],
+        ]
+    )
     validator = Validator()
     outcomes: list[Outcome] = []
     for name, kind, expectations in wanted:
         if not expectations:
             continue
-        ref = (source_table(catalog.sources[name], config.storage_options) if kind == "source"
-               else view_tables(catalog.plans[name], config.storage_options).snapshot)
+        ref = (
+            source_table(catalog.sources[name], config.storage_options)
+            if kind == "source"
+            else view_tables(catalog.plans[name], config.storage_options).snapshot
+        )
         if not ref.exists():
-            raise MvError(f"{kind} {name} has no table yet ({ref.uri})",
-                          hint="mv refresh creates the views' tables (and mv sources --create the sources')")
+            raise MvError(
+                f"{kind} {name} has no table yet ({ref.uri})",
+                hint="mv refresh creates the views' tables (and mv sources --create the sources')",
+            )
         dt = ref.open()
         rows: object = None
         if validator.suite(name, expectations)[2] or _rows(dt) > VALIDATE_ON_DRIVER_ROWS:
@@ -88,7 +105,7 @@ def validate(config: Config, catalog: Catalog, names: list[str], spark: Callable
     return outcomes
 
 
-def replay(config: Config, catalog: Catalog, name: str, spark: Callable[[], object]) -> Replayed:
+def replay(config: Config, catalog: Catalog, name: str, spark: Callable[[], SparkSession]) -> Replayed:
     """Write the source's quarantined rows that pass its expectations now back into it (once, even when
     interrupted and run again), and keep the others; for a view, drop those that pass now."""
     from deltalake import write_deltalake
@@ -118,7 +135,9 @@ def replay(config: Config, catalog: Catalog, name: str, spark: Callable[[], obje
         source = catalog.sources[name]
         target = source_table(source, config.storage_options)
         app = f"mvengine:replay:{name}"
-        if not is_committed(target, app, version):  # a replay interrupted after this write does not write twice
+        if not is_committed(
+            target, app, version
+        ):  # a replay interrupted after this write does not write twice
             fixed = _once(data.take(pa.array(passing, pa.int64())), rows.take(pa.array(passing, pa.int64())))
             fixed = fixed.cast(source.schema)
             if source.key:
@@ -138,7 +157,10 @@ def _failing_in_spark(spark, data: pa.Table, expectations: tuple[Expectation, ..
 
     numbered = data.append_column("_position", pa.array(range(data.num_rows), pa.int64()))
     kept = kept_rows(expectations)
-    failing = spark.createDataFrame(numbered).where(f"NOT ({kept.sql('spark')})").select("_position").collect()
+    assert kept is not None  # the expectations drop rows
+    failing = (
+        spark.createDataFrame(numbered).where(f"NOT ({kept.sql('spark')})").select("_position").collect()
+    )
     return {r[0] for r in failing}
 
 
@@ -158,4 +180,8 @@ def _distinct(rows: pa.Table, positions: list[int]) -> int:
 
 def _rows(dt) -> int:
     actions = pa.table(dt.get_add_actions(flatten=True))
-    return int(pc.sum(actions.column("num_records")).as_py() or 0) if "num_records" in actions.column_names else 0
+    return (
+        int(pc.sum(actions.column("num_records")).as_py() or 0)
+        if "num_records" in actions.column_names
+        else 0
+    )

@@ -2,9 +2,9 @@
 Python for the workers, Delta Lake's own Spark connector when its jars are there, and mvengine's Delta data
 source registered.
 
-Delta's connector comes from the project's `jars/` folder (filled by `make jars` from pom.xml, never at run
-time) or from the folder `MVENGINE_JARS` names, and is loaded with `spark.jars`. A Spark that brings Delta
-its own way (a cluster's `spark.jars.packages`, Databricks) is used as it is: `has_native_delta` asks the
+Delta's connector comes from the project's `jars/` folder (filled by `make jars` from pom.xml, never at run time)
+or from the folder `MVENGINE_JARS` names, and is loaded with `spark.jars`. A Spark that brings Delta its own way
+(a cluster's `spark.jars.packages`, Databricks) is used as it is: `has_native_delta` (storage/api.py) asks the
 session whether the `delta` format is there."""
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from mvengine.project.config import DEFAULT_SPARK_CONF, Config
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-JAVA_HINT = ("install Java 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; "
-             "macOS: brew install openjdk@17) or set JAVA_HOME, or run `bash scripts/ensure-java.sh`")
+JAVA_HINT = (
+    "install Java 17 (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless; "
+    "macOS: brew install openjdk@17) or set JAVA_HOME, or run `bash scripts/ensure-java.sh`"
+)
 
 
 def java_version() -> int | None:
@@ -55,7 +57,6 @@ def worker_python() -> str:
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-DELTA_SOURCE = "org.apache.spark.sql.delta.sources.DeltaDataSource"
 
 
 def delta_jars() -> list[str]:
@@ -75,8 +76,9 @@ def _with_delta(settings: dict[str, str]) -> None:
     settings.setdefault("spark.sql.extensions", DELTA_EXTENSION)
     settings.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
     # Delta rebuilds a table's state in 50 partitions by default: 50 tasks for every small table read here.
-    settings.setdefault("spark.databricks.delta.snapshotPartitions", settings.get("spark.sql.shuffle.partitions",
-                                                                                  "2"))
+    settings.setdefault(
+        "spark.databricks.delta.snapshotPartitions", settings.get("spark.sql.shuffle.partitions", "2")
+    )
 
 
 def local_driver_memory() -> str:
@@ -89,13 +91,9 @@ def local_driver_memory() -> str:
     return f"{max(1, min(8, total // 4 // 2**30))}g"
 
 
-def has_native_delta(spark: "SparkSession") -> bool:
-    """Whether the session can read and write the `delta` format with Delta's own connector."""
-    return bool(spark._jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_SOURCE))
-
-
-def spark_session(config: Config | None = None, *, master: str | None = None,
-                  conf: dict[str, str] | None = None) -> "SparkSession":
+def spark_session(
+    config: Config | None = None, *, master: str | None = None, conf: dict[str, str] | None = None
+) -> SparkSession:
     """Get (or create) the process's SparkSession, configured for mvengine.
 
     Precedence: explicit `master`/`conf` arguments, then conf/mvengine.toml, then mvengine's defaults
@@ -105,9 +103,11 @@ def spark_session(config: Config | None = None, *, master: str | None = None,
     if chosen_master.startswith("sc://"):
         # Measured (README, "On an object store and a cluster"): `mvdelta` reads tables and change feeds over
         # Spark Connect, but a refresh needs the SparkContext and reads its query's checkpoint on the driver.
-        raise MvError(f"Spark Connect ({chosen_master}) is not supported: mvengine runs as the Spark driver",
-                      hint="set [spark] master to the cluster's master URL (spark://host:7077, yarn, k8s://...) "
-                           "and run mv on a machine that reaches it")
+        raise MvError(
+            f"Spark Connect ({chosen_master}) is not supported: mvengine runs as the Spark driver",
+            hint="set [spark] master to the cluster's master URL (spark://host:7077, yarn, k8s://...) "
+            "and run mv on a machine that reaches it",
+        )
     version = java_version()
     if version is None or version < 17:
         found = "no Java was found" if version is None else f"Java {version} was found"
@@ -154,7 +154,9 @@ def _jvm_warning_filtered() -> Iterator[None]:
     while ours is put back as soon as it has started."""
     read_end, write_end = os.pipe()
     ours = os.dup(2)
-    threading.Thread(target=_forward_jvm_stderr, args=(read_end, ours), name="jvm-stderr", daemon=True).start()
+    threading.Thread(
+        target=_forward_jvm_stderr, args=(read_end, ours), name="jvm-stderr", daemon=True
+    ).start()
     os.dup2(write_end, 2)
     os.close(write_end)
     try:
@@ -177,7 +179,7 @@ class SparkOnDemand:
     session's, so it stands in for one; `started_at` and `start_seconds` let a batch leave Spark's start out of
     its own time."""
 
-    def __init__(self, start: Callable[[], "SparkSession"], on_start: Callable[[float], None]) -> None:
+    def __init__(self, start: Callable[[], SparkSession], on_start: Callable[[float], None]) -> None:
         self._start = start
         self._on_start = on_start
         self._session: SparkSession | None = None
@@ -188,7 +190,7 @@ class SparkOnDemand:
     def started(self) -> bool:
         return self._session is not None
 
-    def session(self) -> "SparkSession":
+    def session(self) -> SparkSession:
         if self._session is None:
             self.started_at = time.monotonic()
             self._session = self._start()
@@ -200,7 +202,7 @@ class SparkOnDemand:
         return getattr(self.session(), name)
 
 
-def register_data_sources(spark: "SparkSession") -> None:
+def register_data_sources(spark: SparkSession) -> None:
     from mvengine.storage.datasource import DeltaDataSource
 
     spark.dataSource.register(DeltaDataSource)

@@ -5,8 +5,8 @@ A pip-installed pyspark ships a zipped copy of itself (and of py4j, and spark-co
 to each worker's PYTHONPATH. Python caches no compiled code for modules imported from a zip, so every Python
 process Spark starts afresh — the runner of each Structured Streaming query over a Python data source, one per
 view per refresh — compiles pyspark from source first: without this launcher, such a query took 1.24 s to
-start, with it 0.59 s (`benchmarks/stream_start.py`). The zip is the same files as the installed package, so dropping it from the
-path changes what runs in no way but its start-up time. Entries outside the installed pyspark stay.
+start, with it 0.59 s (`benchmarks/stream_start.py`). The zip is the same files as the installed package, so dropping it
+from the path changes what runs in no way but its start-up time. Entries outside the installed pyspark stay.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -27,9 +28,13 @@ from mvengine.errors import SqlError
 OUTCOMES = ("WARN", "DROP ROW", "FAIL UPDATE", "QUARANTINE")
 ROW_KINDS = ("predicate", "not_null", "values_in")
 TABLE_KINDS = ("unique", "row_count")
-FORMS = ("CONSTRAINT <name> EXPECT (<predicate>)", "CONSTRAINT <name> EXPECT COLUMN <column> NOT NULL",
-         "CONSTRAINT <name> EXPECT COLUMN <column> VALUES IN (<value>, ...)",
-         "CONSTRAINT <name> EXPECT UNIQUE (<column>, ...)", "CONSTRAINT <name> EXPECT ROW COUNT BETWEEN <a> AND <b>")
+FORMS = (
+    "CONSTRAINT <name> EXPECT (<predicate>)",
+    "CONSTRAINT <name> EXPECT COLUMN <column> NOT NULL",
+    "CONSTRAINT <name> EXPECT COLUMN <column> VALUES IN (<value>, ...)",
+    "CONSTRAINT <name> EXPECT UNIQUE (<column>, ...)",
+    "CONSTRAINT <name> EXPECT ROW COUNT BETWEEN <a> AND <b>",
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,12 @@ class Expectation:
         return self.kind in ROW_KINDS
 
     @property
+    def row_condition(self) -> exp.Expression:
+        """The condition of a row-level expectation (every kind has one but unique and row_count)."""
+        assert self.condition is not None, self.kind
+        return self.condition
+
+    @property
     def drops(self) -> bool:
         """Whether a failing row is kept out of the table (and out of everything downstream)."""
         return self.on_violation in ("DROP ROW", "QUARANTINE")
@@ -69,7 +80,7 @@ def cut_expectations(body: str, chunk: list[Token], offset: int, file: str) -> t
     text = list(body)
     found: list[Expectation] = []
     kept = 0
-    for k, (start, end) in enumerate(elements):
+    for start, end in elements:
         tokens = chunk[start:end]
         if len(tokens) >= 3 and tokens[0].text.upper() == "CONSTRAINT" and tokens[2].text.upper() == "EXPECT":
             found.append(_read(tokens, body, offset, file))
@@ -86,8 +97,13 @@ def cut_expectations(body: str, chunk: list[Token], offset: int, file: str) -> t
     seen: set[str] = set()
     for e in found:
         if e.name.lower() in seen:
-            raise SqlError(f"expectation {e.name!r} is declared twice", file=file, line=e.line, col=e.col,
-                           hint="give each CONSTRAINT ... EXPECT its own name")
+            raise SqlError(
+                f"expectation {e.name!r} is declared twice",
+                file=file,
+                line=e.line,
+                col=e.col,
+                hint="give each CONSTRAINT ... EXPECT its own name",
+            )
         seen.add(e.name.lower())
     return "".join(text), found
 
@@ -121,32 +137,46 @@ def _blank(text: list[str], start: int, end: int) -> None:
 def _read(tokens: list[Token], body: str, offset: int, file: str) -> Expectation:
     """One `CONSTRAINT name EXPECT ... [ON VIOLATION outcome]` element."""
     first = tokens[0]
-    clause = body[first.start - offset:tokens[-1].end + 1 - offset]
+    clause = body[first.start - offset : tokens[-1].end + 1 - offset]
     name = tokens[1].text
 
     def error(message: str, at: Token = first, forms: bool = True) -> SqlError:
-        return SqlError(f"expectation {name}: {message}", file=file, line=at.line, col=_column(at),
-                        hint=("write one of: " + "; ".join(FORMS) + ", then optionally ON VIOLATION "
-                              + " | ".join(OUTCOMES)) if forms else None)
+        return SqlError(
+            f"expectation {name}: {message}",
+            file=file,
+            line=at.line,
+            col=_column(at),
+            hint=(
+                "write one of: " + "; ".join(FORMS) + ", then optionally ON VIOLATION " + " | ".join(OUTCOMES)
+            )
+            if forms
+            else None,
+        )
 
     words = [t.text.upper() for t in tokens]
     outcome, rest = "WARN", tokens[3:]
     if "ON" in words[3:]:
         at = 3 + words[3:].index("ON")
-        said = " ".join(words[at + 1:])
-        if not said.startswith("VIOLATION ") or said[len("VIOLATION "):] not in OUTCOMES:
+        said = " ".join(words[at + 1 :])
+        if not said.startswith("VIOLATION ") or said[len("VIOLATION ") :] not in OUTCOMES:
             raise error(f"cannot read {' '.join(t.text for t in tokens[at:])!r}", tokens[at])
-        outcome, rest = said[len("VIOLATION "):], tokens[3:at]
+        outcome, rest = said[len("VIOLATION ") :], tokens[3:at]
     if not rest:
         raise error("nothing follows EXPECT")
     head = [t.text.upper() for t in rest]
-    where = {"name": name, "on_violation": outcome, "line": first.line, "col": _column(first), "text": clause}
+    where: dict[str, Any] = {
+        "name": name,
+        "on_violation": outcome,
+        "line": first.line,
+        "col": _column(first),
+        "text": clause,
+    }
 
     def inner(open_index: int) -> str:
         """The text inside the parentheses that open at rest[open_index] and close at rest[-1]."""
         if rest[open_index].token_type != TokenType.L_PAREN or rest[-1].token_type != TokenType.R_PAREN:
             raise error("expected a parenthesised list", rest[min(open_index, len(rest) - 1)])
-        return body[rest[open_index].end + 1 - offset:rest[-1].start - offset]
+        return body[rest[open_index].end + 1 - offset : rest[-1].start - offset]
 
     if rest[0].token_type == TokenType.L_PAREN:
         condition = _parse(inner(0), error)
@@ -157,15 +187,21 @@ def _read(tokens: list[Token], body: str, offset: int, file: str) -> Expectation
     if head[0] == "COLUMN" and len(rest) >= 3:
         column = rest[1].text
         if head[2:] == ["NOT", "NULL"]:
-            return Expectation(kind="not_null", condition=exp.column(column).is_(exp.null()).not_(),
-                               columns=(column,), **where)
+            return Expectation(
+                kind="not_null",
+                condition=exp.column(column).is_(exp.null()).not_(),
+                columns=(column,),
+                **where,
+            )
         if head[2:4] == ["VALUES", "IN"] and len(rest) > 4:
             listed = _parse(f"x IN ({inner(4)})", error)
             if not all(isinstance(v, (exp.Literal, exp.Boolean, exp.Neg)) for v in listed.expressions):
                 raise error("VALUES IN takes literal values", rest[4], False)
             values = tuple(_literal(v) for v in listed.expressions)
             condition = exp.column(column).isin(*[v.copy() for v in listed.expressions])
-            return Expectation(kind="values_in", condition=condition, columns=(column,), values=values, **where)
+            return Expectation(
+                kind="values_in", condition=condition, columns=(column,), values=values, **where
+            )
         raise error(f"cannot read {' '.join(t.text for t in rest)!r}", rest[0])
     if head[0] == "UNIQUE" and len(rest) > 1:
         listed = _parse(f"({inner(1)})", error)
@@ -179,7 +215,9 @@ def _read(tokens: list[Token], body: str, offset: int, file: str) -> Expectation
         except ValueError:
             raise error("ROW COUNT BETWEEN takes two whole numbers", rest[3]) from None
         if low > high:
-            raise error(f"ROW COUNT BETWEEN {low} AND {high}: the bounds are the wrong way round", rest[3], False)
+            raise error(
+                f"ROW COUNT BETWEEN {low} AND {high}: the bounds are the wrong way round", rest[3], False
+            )
         return Expectation(kind="row_count", low=low, high=high, **_table_level(where, error))
     raise error(f"cannot read {' '.join(t.text for t in rest)!r}", rest[0])
 
@@ -191,20 +229,26 @@ def _column(tok: Token) -> int:
 
 def _table_level(where: dict, error: Callable[..., SqlError]) -> dict:
     if where["on_violation"] not in ("WARN", "FAIL UPDATE"):
-        raise error(f"ON VIOLATION {where['on_violation']} needs a row to act on; a table-level expectation "
-                    "(UNIQUE, ROW COUNT) can only WARN or FAIL UPDATE", forms=False)
+        raise error(
+            f"ON VIOLATION {where['on_violation']} needs a row to act on; a table-level expectation "
+            "(UNIQUE, ROW COUNT) can only WARN or FAIL UPDATE",
+            forms=False,
+        )
     return where
 
 
 def _parse(text: str, error: Callable[..., SqlError]) -> exp.Expression:
     try:
-        return sqlglot.parse_one(text, read="spark")
+        tree = sqlglot.parse_one(text, read="spark")
     except ParseError as e:
-        raise error(f"cannot read {text.strip()!r} ({e.errors[0].get('description') if e.errors else e})") \
-            from None
+        raise error(
+            f"cannot read {text.strip()!r} ({e.errors[0].get('description') if e.errors else e})"
+        ) from None
+    assert isinstance(tree, exp.Expression)
+    return tree
 
 
-def _literal(v: exp.Expression) -> object:
+def _literal(v: exp.Expression) -> Any:  # bool, str, int or float
     if isinstance(v, exp.Boolean):
         return v.this
     if isinstance(v, exp.Neg):
@@ -215,8 +259,9 @@ def _literal(v: exp.Expression) -> object:
     return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
-def check_columns(expectations: tuple[Expectation, ...], columns: list[str], file: str, obj: str
-                  ) -> tuple[Expectation, ...]:
+def check_columns(
+    expectations: tuple[Expectation, ...], columns: list[str], file: str, obj: str
+) -> tuple[Expectation, ...]:
     """The expectations with their columns spelled as the table declares them, or an error naming the first
     column the table does not have."""
     from mvengine.names import did_you_mean
@@ -226,8 +271,14 @@ def check_columns(expectations: tuple[Expectation, ...], columns: list[str], fil
     for e in expectations:
         for c in e.columns:
             if c.lower() not in declared:
-                raise SqlError(f"expectation {e.name} reads unknown column {c!r}", file=file, line=e.line,
-                               col=e.col, obj=obj, hint=did_you_mean(c, columns, "columns"))
+                raise SqlError(
+                    f"expectation {e.name} reads unknown column {c!r}",
+                    file=file,
+                    line=e.line,
+                    col=e.col,
+                    obj=obj,
+                    hint=did_you_mean(c, columns, "columns"),
+                )
         condition = e.condition
         if condition is not None:
             condition = condition.copy()
@@ -241,7 +292,15 @@ def check_columns(expectations: tuple[Expectation, ...], columns: list[str], fil
 def kept_rows(expectations: tuple[Expectation, ...]) -> exp.Expression | None:
     """The condition of the rows a table keeps: those no DROP ROW or QUARANTINE expectation fails (None when
     none drops). A predicate that is NULL passes, as a CHECK constraint's does."""
-    conditions = [e.condition if e.kind == "not_null" else exp.Coalesce(this=e.condition.copy(),
-                                                                        expressions=[exp.true()])
-                  for e in expectations if e.drops]
-    return exp.and_(*conditions) if conditions else None
+    conditions = [
+        e.row_condition
+        if e.kind == "not_null"
+        else exp.Coalesce(this=e.row_condition.copy(), expressions=[exp.true()])
+        for e in expectations
+        if e.drops
+    ]
+    if not conditions:
+        return None
+    kept = exp.and_(*conditions)
+    assert isinstance(kept, exp.Expression)
+    return kept

@@ -43,7 +43,7 @@ class Statement:
     file: str
     line: int
     text: str
-    tree: exp.Expression
+    tree: exp.Expr  # sqlglot.parse_one gives an Expr
     watermark: Watermark | None = None
     emit: Emit | None = None
     expectations: tuple[Expectation, ...] = ()
@@ -59,16 +59,23 @@ def read_sql_files(views_dir: Path, root: Path | None = None) -> list[Statement]
         name = str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise SqlError(f"the file is {size / 2**20:.1f} MiB: a view file may hold at most "
-                           f"{MAX_FILE_BYTES // 2**20} MiB of SQL", file=name,
-                           hint="declare fewer, shorter statements per file (or move data out of the SQL)")
+            raise SqlError(
+                f"the file is {size / 2**20:.1f} MiB: a view file may hold at most "
+                f"{MAX_FILE_BYTES // 2**20} MiB of SQL",
+                file=name,
+                hint="declare fewer, shorter statements per file (or move data out of the SQL)",
+            )
         data = path.read_bytes()
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             line = data.count(b"\n", 0, e.start) + 1
-            raise SqlError(f"not UTF-8 text (byte {e.start} cannot be decoded)", file=name, line=line,
-                           hint="save the file as UTF-8") from None
+            raise SqlError(
+                f"not UTF-8 text (byte {e.start} cannot be decoded)",
+                file=name,
+                line=line,
+                hint="save the file as UTF-8",
+            ) from None
         statements.extend(split_statements(text, name))
     return statements
 
@@ -101,7 +108,9 @@ def split_statements(text: str, file: str) -> list[Statement]:
             raise _located(e, text, file, first_line) from None
         if isinstance(tree, exp.Command):  # sqlglot gave up on the statement: find where in its query
             _check_view_query(chunk, text, file, first_line)
-        statements.append(Statement(file, first_line, text[start:end], tree, watermark, emit, tuple(expectations)))
+        statements.append(
+            Statement(file, first_line, text[start:end], tree, watermark, emit, tuple(expectations))
+        )
     return statements
 
 
@@ -122,20 +131,55 @@ def _located(e: ParseError, text: str, file: str, first_line: int) -> SqlError:
             if word.upper() not in _KEYWORDS and close.startswith("did you mean"):
                 what, hint, col = f"unexpected {word!r}", close, at
                 break
-    return SqlError(f"syntax error: {what}", file=file, line=line, col=col, hint=hint,
-                    snippet=snippet(text, line, int(col) if col else None))
+    return SqlError(
+        f"syntax error: {what}",
+        file=file,
+        line=line,
+        col=col,
+        hint=hint,
+        snippet=snippet(text, line, int(col) if col else None),
+    )
 
 
 def _word_before(line: str, col: int) -> list[tuple[str, int]]:
     """The word before column `col` of `line` and the column it starts at (none when there is none)."""
-    m = re.search(r"(\w+)\s*$", line[:col - 1])
+    m = re.search(r"(\w+)\s*$", line[: col - 1])
     return [(m.group(1), m.start(1) + 1)] if m else []
 
 
 # The keywords a misspelling is compared with.
-_KEYWORDS = ("SELECT", "FROM", "WHERE", "GROUP", "BY", "HAVING", "ORDER", "JOIN", "LEFT", "RIGHT", "FULL",
-             "INNER", "OUTER", "ON", "USING", "UNION", "DISTINCT", "LIMIT", "WINDOW", "QUALIFY", "OVER",
-             "PARTITION", "AS", "CASE", "WHEN", "THEN", "ELSE", "END", "EXISTS", "BETWEEN")
+_KEYWORDS = (
+    "SELECT",
+    "FROM",
+    "WHERE",
+    "GROUP",
+    "BY",
+    "HAVING",
+    "ORDER",
+    "JOIN",
+    "LEFT",
+    "RIGHT",
+    "FULL",
+    "INNER",
+    "OUTER",
+    "ON",
+    "USING",
+    "UNION",
+    "DISTINCT",
+    "LIMIT",
+    "WINDOW",
+    "QUALIFY",
+    "OVER",
+    "PARTITION",
+    "AS",
+    "CASE",
+    "WHEN",
+    "THEN",
+    "ELSE",
+    "END",
+    "EXISTS",
+    "BETWEEN",
+)
 
 
 def _check_view_query(chunk: list[Token], text: str, file: str, first_line: int) -> None:
@@ -152,7 +196,7 @@ def _check_view_query(chunk: list[Token], text: str, file: str, first_line: int)
             start = chunk[i + 1].start
             padding = "\n" * (chunk[i + 1].line - 1) + " " * (start - (text.rfind("\n", 0, start) + 1))
             try:
-                sqlglot.parse_one(padding + text[start:chunk[-1].end + 1], read=DIALECT)
+                sqlglot.parse_one(padding + text[start : chunk[-1].end + 1], read=DIALECT)
             except ParseError as e:
                 raise _located(e, text, file, first_line) from None
             return
@@ -165,7 +209,12 @@ def _cut_watermark(body: str, chunk: list[Token], offset: int, file: str) -> tup
             depth += 1
         elif tok.token_type == TokenType.R_PAREN:
             depth -= 1
-        elif depth == 1 and tok.text.upper() == "WATERMARK" and i > 0 and chunk[i - 1].token_type == TokenType.COMMA:
+        elif (
+            depth == 1
+            and tok.text.upper() == "WATERMARK"
+            and i > 0
+            and chunk[i - 1].token_type == TokenType.COMMA
+        ):
             j, level = i, 1
             while j + 1 < len(chunk):
                 nxt = chunk[j + 1]
@@ -174,24 +223,52 @@ def _cut_watermark(body: str, chunk: list[Token], offset: int, file: str) -> tup
                 if level == 0 or (level == 1 and nxt.token_type == TokenType.COMMA):
                     break
                 j += 1
-            clause = chunk[i:j + 1]
-            if (len(clause) < 4 or clause[1].token_type != TokenType.FOR
-                    or clause[3].token_type != TokenType.ALIAS):
-                raise SqlError("WATERMARK must read: WATERMARK FOR <column> AS <column> - INTERVAL 'n' <unit>",
-                               file=file, line=tok.line, col=tok.col)
+            clause = chunk[i : j + 1]
+            if (
+                len(clause) < 4
+                or clause[1].token_type != TokenType.FOR
+                or clause[3].token_type != TokenType.ALIAS
+            ):
+                raise SqlError(
+                    "WATERMARK must read: WATERMARK FOR <column> AS <column> - INTERVAL 'n' <unit>",
+                    file=file,
+                    line=tok.line,
+                    col=tok.col,
+                )
             cut_from = chunk[i - 1].start - offset
             cut_to = clause[-1].end + 1 - offset
-            expression = body[clause[4].start - offset:cut_to] if len(clause) > 4 else ""
+            expression = body[clause[4].start - offset : cut_to] if len(clause) > 4 else ""
             blank = "".join(c if c == "\n" else " " for c in body[cut_from:cut_to])
-            return (body[:cut_from] + blank + body[cut_to:],
-                    Watermark(clause[2].text, expression.strip(), tok.line))
+            return (
+                body[:cut_from] + blank + body[cut_to:],
+                Watermark(clause[2].text, expression.strip(), tok.line),
+            )
     return body, None
 
 
 # sqlglot's names of the expressions an error may leave incomplete, in SQL words (others: upper-cased).
-_EXPRESSIONS = {"Mul": "*", "Div": "/", "Add": "+", "Sub": "-", "Mod": "%", "EQ": "=", "NEQ": "<>", "GT": ">",
-                "GTE": ">=", "LT": "<", "LTE": "<=", "And": "AND", "Or": "OR", "Not": "NOT", "Paren": "( )",
-                "Alias": "AS", "Cast": "CAST", "Join": "JOIN", "Group": "GROUP BY", "Order": "ORDER BY"}
+_EXPRESSIONS = {
+    "Mul": "*",
+    "Div": "/",
+    "Add": "+",
+    "Sub": "-",
+    "Mod": "%",
+    "EQ": "=",
+    "NEQ": "<>",
+    "GT": ">",
+    "GTE": ">=",
+    "LT": "<",
+    "LTE": "<=",
+    "And": "AND",
+    "Or": "OR",
+    "Not": "NOT",
+    "Paren": "( )",
+    "Alias": "AS",
+    "Cast": "CAST",
+    "Join": "JOIN",
+    "Group": "GROUP BY",
+    "Order": "ORDER BY",
+}
 
 
 def parse_error_text(description: str) -> str:

@@ -1,14 +1,15 @@
 """Source tables declared in SQL (DESIGN.md §3):
 
-    CREATE TABLE user_scores (name STRING, ..., PRIMARY KEY (name) NOT ENFORCED,
-                              WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
-    WITH ('path' = 'warehouse/sources/user_scores', 'append_only' = 'false');
+CREATE TABLE user_scores (name STRING, ..., PRIMARY KEY (name) NOT ENFORCED,
+                          WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+WITH ('path' = 'warehouse/sources/user_scores', 'append_only' = 'false');
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from sqlglot import exp
@@ -50,11 +51,16 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     tree = statement.tree
     assert isinstance(tree, exp.Create) and isinstance(tree.this, exp.Schema)
     name = tree.this.this.name
-    where = {"file": statement.file, "line": statement.line, "obj": f"source {name}"}
+    where: dict[str, Any] = {"file": statement.file, "line": statement.line, "obj": f"source {name}"}
     if statement.emit is not None:
-        raise SqlError("EMIT belongs after a materialized view's SELECT, not on a source", file=statement.file,
-                       line=statement.emit.line, col=statement.emit.col, obj=f"source {name}",
-                       hint="move the EMIT clause to the view that reads this source")
+        raise SqlError(
+            "EMIT belongs after a materialized view's SELECT, not on a source",
+            file=statement.file,
+            line=statement.emit.line,
+            col=statement.emit.col,
+            obj=f"source {name}",
+            hint="move the EMIT clause to the view that reads this source",
+        )
     try:
         validate_name(name, "source name")
     except InvalidNameError as e:
@@ -66,11 +72,16 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
         if isinstance(item, exp.ColumnDef):
             t = arrow_type(item.args["kind"]) if item.args.get("kind") else None
             if t is None:
-                raise SqlError(f"column {item.name!r} has unsupported type {item.args.get('kind')}", **where,
-                               hint="use STRING, INT, BIGINT, DOUBLE, DECIMAL(p,s), BOOLEAN, DATE, TIMESTAMP, "
-                                    "BINARY, ARRAY<...>, MAP<...> or STRUCT<...>")
-            not_null = any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint)
-                           for c in item.args.get("constraints") or [])
+                raise SqlError(
+                    f"column {item.name!r} has unsupported type {item.args.get('kind')}",
+                    **where,
+                    hint="use STRING, INT, BIGINT, DOUBLE, DECIMAL(p,s), BOOLEAN, DATE, TIMESTAMP, "
+                    "BINARY, ARRAY<...>, MAP<...> or STRUCT<...>",
+                )
+            not_null = any(
+                isinstance(c.args.get("kind"), exp.NotNullColumnConstraint)
+                for c in item.args.get("constraints") or []
+            )
             if item.name.lower() in (f.name.lower() for f in fields):
                 raise SqlError(f"column {item.name!r} is declared twice", **where)
             fields.append(pa.field(item.name, t, nullable=not not_null))
@@ -85,34 +96,60 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     watermark = statement.watermark
     if watermark:
         column = _require_column(watermark.column, columns, where, "WATERMARK FOR")
-        watermark = Watermark(column, watermark.expression, watermark.line,
-                              _watermark_delay(watermark, column, fields, where))
+        watermark = Watermark(
+            column, watermark.expression, watermark.line, _watermark_delay(watermark, column, fields, where)
+        )
     options = _options(tree, where)
     unknown = set(options) - SOURCE_OPTIONS
     if unknown:
-        raise SqlError(f"unknown WITH option(s) {sorted(unknown)}", **where,
-                       hint=f"known options: {', '.join(sorted(SOURCE_OPTIONS))}")
+        raise SqlError(
+            f"unknown WITH option(s) {sorted(unknown)}",
+            **where,
+            hint=f"known options: {', '.join(sorted(SOURCE_OPTIONS))}",
+        )
     append_only = options.get("append_only", "false").lower()
     if append_only not in ("true", "false"):
         raise SqlError(f"'append_only' must be 'true' or 'false', not {append_only!r}", **where)
-    path = config.table_path(options["path"], where) if "path" in options else join_uri(config.sources_dir(), name)
+    path = (
+        config.table_path(options["path"], where)
+        if "path" in options
+        else join_uri(config.sources_dir(), name)
+    )
     expectations = check_columns(statement.expectations, columns, statement.file, f"source {name}")
-    return SourceDef(name, statement.file, statement.line, pa.schema(fields), tuple(sql_types), path, key,
-                     append_only == "true", watermark, expectations, path_declared="path" in options)
+    return SourceDef(
+        name,
+        statement.file,
+        statement.line,
+        pa.schema(fields),
+        tuple(sql_types),
+        path,
+        key,
+        append_only == "true",
+        watermark,
+        expectations,
+        path_declared="path" in options,
+    )
 
 
 def _watermark_delay(watermark: Watermark, column: str, fields: list[pa.Field], where: dict) -> int:
     """The delay of `WATERMARK FOR ts AS ts - INTERVAL 'n' UNIT` (or `AS ts`: none), in microseconds."""
     at = {**where, "line": watermark.line}
     if not pa.types.is_timestamp(next(f.type for f in fields if f.name == column)):
-        raise SqlError(f"WATERMARK FOR {column}: the column is not a TIMESTAMP", **at,
-                       hint="declare the watermark on the table's event-time column (TIMESTAMP)")
-    m = re.fullmatch(r"`?(\w+)`?\s*(?:-\s*INTERVAL\s+'(\d+)'\s+([A-Za-z]+))?", watermark.expression.strip(),
-                     re.IGNORECASE)
+        raise SqlError(
+            f"WATERMARK FOR {column}: the column is not a TIMESTAMP",
+            **at,
+            hint="declare the watermark on the table's event-time column (TIMESTAMP)",
+        )
+    m = re.fullmatch(
+        r"`?(\w+)`?\s*(?:-\s*INTERVAL\s+'(\d+)'\s+([A-Za-z]+))?", watermark.expression.strip(), re.IGNORECASE
+    )
     micros = unit_micros(m.group(3)) if m and m.group(3) else 1 if m else None
     if m is None or m.group(1).lower() != column.lower() or micros is None:
-        raise SqlError(f"cannot read the watermark {watermark.expression!r}", **at,
-                       hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column})")
+        raise SqlError(
+            f"cannot read the watermark {watermark.expression!r}",
+            **at,
+            hint=f"write WATERMARK FOR {column} AS {column} - INTERVAL '5' SECOND (or AS {column})",
+        )
     return int(m.group(2)) * micros if m.group(2) else 0
 
 
@@ -121,8 +158,11 @@ def _options(tree: exp.Create, where: dict) -> dict[str, str]:
     options: dict[str, str] = {}
     for p in props.expressions if props else []:
         if not isinstance(p, exp.Property):
-            raise SqlError(f"unsupported table property {p.sql('spark')}", **where,
-                           hint="write options as WITH ('path' = '...', 'append_only' = 'true')")
+            raise SqlError(
+                f"unsupported table property {p.sql('spark')}",
+                **where,
+                hint="write options as WITH ('path' = '...', 'append_only' = 'true')",
+            )
         options[p.name.lower() if p.this is not None else ""] = p.args["value"].name
     return options
 
@@ -132,4 +172,6 @@ def _require_column(col: str, columns: list[str], where: dict, clause: str) -> s
     for declared in columns:
         if declared.lower() == col.lower():
             return declared
-    raise SqlError(f"{clause} names unknown column {col!r}", **where, hint=did_you_mean(col, columns, "columns"))
+    raise SqlError(
+        f"{clause} names unknown column {col!r}", **where, hint=did_you_mean(col, columns, "columns")
+    )

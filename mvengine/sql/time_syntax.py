@@ -56,11 +56,15 @@ def rewrite_event_time(body: str, chunk: list[Token], offset: int) -> str:
     for i, tok in enumerate(chunk[:-1]):
         following = chunk[i + 1]
         if tok.token_type == TokenType.WINDOW and following.token_type == TokenType.L_PAREN:
-            text[tok.start - offset:tok.end + 1 - offset] = WINDOW_FUNCTION
+            text[tok.start - offset : tok.end + 1 - offset] = WINDOW_FUNCTION
         elif tok.text.upper() == "SESSION" and following.token_type == TokenType.L_PAREN:
-            text[tok.start - offset:tok.end + 1 - offset] = SESSION_FUNCTION
-        elif (tok.token_type == TokenType.TABLE and following.token_type == TokenType.L_PAREN and i + 2 < len(chunk)
-              and chunk[i + 2].text.upper() in TABLE_FUNCTIONS):
+            text[tok.start - offset : tok.end + 1 - offset] = SESSION_FUNCTION
+        elif (
+            tok.token_type == TokenType.TABLE
+            and following.token_type == TokenType.L_PAREN
+            and i + 2 < len(chunk)
+            and chunk[i + 2].text.upper() in TABLE_FUNCTIONS
+        ):
             close = _closing(chunk, i + 1)
             if close is None:
                 continue
@@ -69,8 +73,10 @@ def rewrite_event_time(body: str, chunk: list[Token], offset: int) -> str:
             blank(chunk[close])
             for j in range(i + 3, close):
                 inner = chunk[j]
-                if inner.token_type == TokenType.TABLE and chunk[j - 1].token_type in (TokenType.L_PAREN,
-                                                                                       TokenType.COMMA):
+                if inner.token_type == TokenType.TABLE and chunk[j - 1].token_type in (
+                    TokenType.L_PAREN,
+                    TokenType.COMMA,
+                ):
                     blank(inner)
                 elif inner.text.upper() == "DESCRIPTOR" and chunk[j + 1].token_type == TokenType.L_PAREN:
                     end = _closing(chunk, j + 1)
@@ -103,10 +109,10 @@ def cut_emit(body: str, chunk: list[Token], offset: int, file: str) -> tuple[str
         depth += tok.token_type == TokenType.L_PAREN
         depth -= tok.token_type == TokenType.R_PAREN
         if depth == 0 and tok.text.upper() == "EMIT" and i > 0:
-            clause_text = body[tok.start - offset:]
+            clause_text = body[tok.start - offset :]
             emit = _parse_emit(clause_text, tok, file)
             blanked = "".join(c if c == "\n" else " " for c in clause_text)
-            return body[:tok.start - offset] + blanked, emit
+            return body[: tok.start - offset] + blanked, emit
     return body, None
 
 
@@ -114,42 +120,72 @@ _INTERVAL = r"INTERVAL\s+'?(\d+)'?\s+([A-Za-z]+)|(\d+)\s+([A-Za-z]+)"
 _EMIT = re.compile(
     rf"EMIT\s+(?:WHEN\s+WATERMARK\s+PAST\s+(?P<column>`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)"
     rf"(?:\s+AND\s+THEN\s+AFTER\s+(?P<late>{_INTERVAL}))?|AFTER\s+(?P<after>{_INTERVAL}))\s*$",
-    re.IGNORECASE | re.DOTALL)
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def _parse_emit(text: str, tok: Token, file: str) -> Emit:
     clause = re.sub(r"--[^\n]*", " ", text).strip()
     m = _EMIT.match(clause)
     if not m:
-        raise SqlError(f"cannot read the EMIT clause {' '.join(clause.split())!r}", file=file, line=tok.line,
-                       col=first_col(tok), hint="write " + " or ".join(EMIT_FORMS) + ", e.g. EMIT WHEN WATERMARK PAST "
-                                         "window_end AND THEN AFTER INTERVAL '1' MINUTE")
+        raise SqlError(
+            f"cannot read the EMIT clause {' '.join(clause.split())!r}",
+            file=file,
+            line=tok.line,
+            col=first_col(tok),
+            hint="write " + " or ".join(EMIT_FORMS) + ", e.g. EMIT WHEN WATERMARK PAST "
+            "window_end AND THEN AFTER INTERVAL '1' MINUTE",
+        )
     column = m.group("column")
     if column is not None:
         column = column.strip("`").split(".")[-1]
     late = m.group("late")
     after = m.group("after")
-    return Emit(column, None if late is None else interval_micros(late, file, tok),
-                None if after is None else interval_micros(after, file, tok), tok.line, first_col(tok),
-                " ".join(clause.split()))
+    return Emit(
+        column,
+        None if late is None else interval_micros(late, file, tok),
+        None if after is None else interval_micros(after, file, tok),
+        tok.line,
+        first_col(tok),
+        " ".join(clause.split()),
+    )
 
 
-_UNITS = {"microsecond": 1, "millisecond": 1000, "second": 1_000_000, "minute": 60_000_000, "hour": 3_600_000_000,
-          "day": 86_400_000_000, "week": 7 * 86_400_000_000}
+_UNITS = {
+    "microsecond": 1,
+    "millisecond": 1000,
+    "second": 1_000_000,
+    "minute": 60_000_000,
+    "hour": 3_600_000_000,
+    "day": 86_400_000_000,
+    "week": 7 * 86_400_000_000,
+}
 
 
 def unit_micros(unit: str) -> int | None:
     """Microseconds in one `unit` (SECOND, seconds, ms...), None for an unknown one."""
     unit = unit.lower()
-    unit = {"us": "microsecond", "ms": "millisecond", "s": "second", "sec": "second", "min": "minute",
-            "h": "hour", "d": "day"}.get(unit, unit)
+    unit = {
+        "us": "microsecond",
+        "ms": "millisecond",
+        "s": "second",
+        "sec": "second",
+        "min": "minute",
+        "h": "hour",
+        "d": "day",
+    }.get(unit, unit)
     return _UNITS.get(unit.removesuffix("s"))
 
 
 def interval_micros(text: str, file: str, tok: Token) -> int:
     m = re.fullmatch(r"\s*(?:INTERVAL\s+)?'?(\d+)'?\s+([A-Za-z]+)\s*", text, re.IGNORECASE)
     micros = unit_micros(m.group(2)) if m else None
-    if micros is None:
-        raise SqlError(f"cannot read the interval {text.strip()!r}", file=file, line=tok.line, col=first_col(tok),
-                       hint="write INTERVAL 'n' SECOND (or MINUTE, HOUR, DAY)")
+    if m is None or micros is None:
+        raise SqlError(
+            f"cannot read the interval {text.strip()!r}",
+            file=file,
+            line=tok.line,
+            col=first_col(tok),
+            hint="write INTERVAL 'n' SECOND (or MINUTE, HOUR, DAY)",
+        )
     return int(m.group(1)) * micros

@@ -6,12 +6,18 @@ import pyarrow as pa
 from sqlglot import exp
 
 _SIMPLE = {
-    exp.DataType.Type.TEXT: pa.string(), exp.DataType.Type.VARCHAR: pa.string(),
-    exp.DataType.Type.CHAR: pa.string(), exp.DataType.Type.BOOLEAN: pa.bool_(),
-    exp.DataType.Type.TINYINT: pa.int8(), exp.DataType.Type.SMALLINT: pa.int16(),
-    exp.DataType.Type.INT: pa.int32(), exp.DataType.Type.BIGINT: pa.int64(),
-    exp.DataType.Type.FLOAT: pa.float32(), exp.DataType.Type.DOUBLE: pa.float64(),
-    exp.DataType.Type.DATE: pa.date32(), exp.DataType.Type.BINARY: pa.binary(),
+    exp.DataType.Type.TEXT: pa.string(),
+    exp.DataType.Type.VARCHAR: pa.string(),
+    exp.DataType.Type.CHAR: pa.string(),
+    exp.DataType.Type.BOOLEAN: pa.bool_(),
+    exp.DataType.Type.TINYINT: pa.int8(),
+    exp.DataType.Type.SMALLINT: pa.int16(),
+    exp.DataType.Type.INT: pa.int32(),
+    exp.DataType.Type.BIGINT: pa.int64(),
+    exp.DataType.Type.FLOAT: pa.float32(),
+    exp.DataType.Type.DOUBLE: pa.float64(),
+    exp.DataType.Type.DATE: pa.date32(),
+    exp.DataType.Type.BINARY: pa.binary(),
     # Spark's TIMESTAMP is an instant (sqlglot calls it TIMESTAMPTZ); TIMESTAMP_NTZ is a wall-clock time.
     exp.DataType.Type.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
     exp.DataType.Type.TIMESTAMP: pa.timestamp("us"),

@@ -1,13 +1,14 @@
 """Materialized views declared in SQL (DESIGN.md §3):
 
-    CREATE MATERIALIZED VIEW team_totals [(team, total)] [WITH ('path' = '...')] AS
-    SELECT team, SUM(score) AS total FROM user_scores GROUP BY team;
+CREATE MATERIALIZED VIEW team_totals [(team, total)] [WITH ('path' = '...')] AS
+SELECT team, SUM(score) AS total FROM user_scores GROUP BY team;
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
@@ -38,13 +39,18 @@ class ViewDef:
     emit: Emit | None = None  # the EMIT clause after the SELECT (seed 002); None: every batch's changes
     allowed_lateness: int | None = None  # µs: rows later than this behind the watermark are not applied
     origin: str | None = None  # a join input made a view of its own (project/join_inputs.py): whose, in words
-    expectations: tuple[Expectation, ...] = ()  # CONSTRAINT ... EXPECT, checked against its columns when planned
+    expectations: tuple[
+        Expectation, ...
+    ] = ()  # CONSTRAINT ... EXPECT, checked against its columns when planned
 
 
 def is_view(statement: Statement) -> bool:
     tree = statement.tree
-    return (isinstance(tree, exp.Create) and tree.kind == "VIEW"
-            and any(isinstance(p, exp.MaterializedProperty) for p in _properties(tree)))
+    return (
+        isinstance(tree, exp.Create)
+        and tree.kind == "VIEW"
+        and any(isinstance(p, exp.MaterializedProperty) for p in _properties(tree))
+    )
 
 
 def parse_view(statement: Statement, config: Config) -> ViewDef:
@@ -53,10 +59,13 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
     target = tree.this
     table = target.this if isinstance(target, exp.Schema) else target
     name = table.name
-    where = {"file": statement.file, "line": statement.line, "obj": f"view {name}"}
+    where: dict[str, Any] = {"file": statement.file, "line": statement.line, "obj": f"view {name}"}
     if table.args.get("db") or table.args.get("catalog"):
-        raise SqlError(f"a view name cannot have a database or catalog prefix ({table.sql('spark')})", **where,
-                       hint=f"write CREATE MATERIALIZED VIEW {name} ...: views live in the project's warehouse")
+        raise SqlError(
+            f"a view name cannot have a database or catalog prefix ({table.sql('spark')})",
+            **where,
+            hint=f"write CREATE MATERIALIZED VIEW {name} ...: views live in the project's warehouse",
+        )
     try:
         validate_name(name, "view name")
     except InvalidNameError as e:
@@ -72,30 +81,55 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
         if isinstance(p, exp.MaterializedProperty):
             continue
         if not isinstance(p, exp.Property) or not isinstance(p.args.get("value"), exp.Literal):
-            raise SqlError(f"unsupported view property {p.sql('spark')}", **where,
-                           hint="write options as WITH ('path' = '...')")
+            raise SqlError(
+                f"unsupported view property {p.sql('spark')}",
+                **where,
+                hint="write options as WITH ('path' = '...')",
+            )
         options[p.name.lower()] = p.args["value"].name
     unknown = set(options) - VIEW_OPTIONS
     if unknown:
-        raise SqlError(f"unknown WITH option(s) {sorted(unknown)}", **where,
-                       hint=f"known options: {', '.join(sorted(VIEW_OPTIONS))}")
-    path = config.table_path(options["path"], where) if "path" in options else join_uri(config.warehouse, name)
+        raise SqlError(
+            f"unknown WITH option(s) {sorted(unknown)}",
+            **where,
+            hint=f"known options: {', '.join(sorted(VIEW_OPTIONS))}",
+        )
+    path = (
+        config.table_path(options["path"], where) if "path" in options else join_uri(config.warehouse, name)
+    )
     policy = options.get("refresh_policy", "auto").lower()
     if policy not in REFRESH_POLICIES:
-        raise SqlError(f"unknown refresh_policy {options['refresh_policy']!r}", **where,
-                       hint=f"write WITH ('refresh_policy' = one of {', '.join(REFRESH_POLICIES)})")
+        raise SqlError(
+            f"unknown refresh_policy {options['refresh_policy']!r}",
+            **where,
+            hint=f"write WITH ('refresh_policy' = one of {', '.join(REFRESH_POLICIES)})",
+        )
     lateness = _lateness(options["allowed_lateness"], where) if "allowed_lateness" in options else None
-    return ViewDef(name, statement.file, statement.line, query, column_names, path, statement.text, policy,
-                   statement.emit, lateness, expectations=statement.expectations)
+    return ViewDef(
+        name,
+        statement.file,
+        statement.line,
+        query,
+        column_names,
+        path,
+        statement.text,
+        policy,
+        statement.emit,
+        lateness,
+        expectations=statement.expectations,
+    )
 
 
 def _lateness(text: str, where: dict) -> int:
     """'1 hour', '30 minutes', '0 seconds': microseconds."""
     m = re.fullmatch(r"\s*(?:INTERVAL\s+)?'?(\d+)'?\s+([A-Za-z]+)\s*", text, re.IGNORECASE)
     micros = unit_micros(m.group(2)) if m else None
-    if micros is None:
-        raise SqlError(f"cannot read allowed_lateness {text!r}", **where,
-                       hint="write WITH ('allowed_lateness' = '1 hour') (or seconds, minutes, days)")
+    if m is None or micros is None:
+        raise SqlError(
+            f"cannot read allowed_lateness {text!r}",
+            **where,
+            hint="write WITH ('allowed_lateness' = '1 hour') (or seconds, minutes, days)",
+        )
     return int(m.group(1)) * micros
 
 

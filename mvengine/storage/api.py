@@ -50,7 +50,12 @@ from mvengine.storage.tables import (
     require_readable,
     require_version_range,
 )
-from mvengine.storage.types import conform_batch, delta_to_spark_schema, spark_to_arrow_schema, table_of_batches
+from mvengine.storage.types import (
+    conform_batch,
+    delta_to_spark_schema,
+    spark_to_arrow_schema,
+    table_of_batches,
+)
 from mvengine.storage.writer import WriteOptions, check_compatible, commit_files
 
 if TYPE_CHECKING:
@@ -74,8 +79,14 @@ def _storage(reader_or_writer: Any, ref: TableRef) -> Any:
     return reader_or_writer
 
 
-def read_table(spark: "SparkSession", ref: TableRef, *, version: int | None = None,
-               timestamp: str | datetime | None = None, columns: Sequence[str] | None = None) -> "DataFrame":
+def read_table(
+    spark: SparkSession,
+    ref: TableRef,
+    *,
+    version: int | None = None,
+    timestamp: str | datetime | None = None,
+    columns: Sequence[str] | None = None,
+) -> DataFrame:
     """The table at its latest version, at `version` or as of `timestamp`; only `columns` are read if given."""
     dt = ref.open(version=version, timestamp=timestamp)
     if _local(ref) and in_plain_files(dt):
@@ -104,9 +115,13 @@ def arrow_schema(dt: Any) -> pa.Schema:
     return spark_to_arrow_schema(delta_to_spark_schema(dt.schema().to_json()))
 
 
-def read_arrow(ref: TableRef, *, version: int | None = None,
-               where: tuple[str, "pa.Array | pa.ChunkedArray"] | None = None,
-               columns: Sequence[str] | None = None) -> pa.Table:
+def read_arrow(
+    ref: TableRef,
+    *,
+    version: int | None = None,
+    where: tuple[str, pa.Array | pa.ChunkedArray] | None = None,
+    columns: Sequence[str] | None = None,
+) -> pa.Table:
     """The table at `version` on the driver, by delta-rs, with the types of `arrow_schema`; with `where`
     (a column and values), at least the rows whose column holds one of the values (NULL among them: NULL too;
     the caller matches exactly: a float column, whose -0.0 and NaN compare apart, is not narrowed). The files
@@ -114,18 +129,23 @@ def read_arrow(ref: TableRef, *, version: int | None = None,
     files' rows (`in_plain_files`). `columns`: only these (without `where`)."""
     dt = ref.open(version=version)
     if not in_plain_files(dt):
-        raise StorageError(f"{ref.label} cannot be read on the driver (deletion vectors, column mapping or "
-                           "partitions)")
+        raise StorageError(
+            f"{ref.label} cannot be read on the driver (deletion vectors, column mapping or partitions)"
+        )
     target = arrow_schema(dt)
     if not dt.file_uris():
         return target.empty_table()
     # Read as the target types (delta-rs writes strings as string views in some files and not in others), from
     # the local disk directly when the table is there (delta-rs's default filesystem goes through Python).
-    filesystem = pafs.SubTreeFileSystem(ref.uri.removeprefix("file://"), pafs.LocalFileSystem()) \
-        if _local(ref) else None
+    filesystem = (
+        pafs.SubTreeFileSystem(ref.uri.removeprefix("file://"), pafs.LocalFileSystem())
+        if _local(ref)
+        else None
+    )
     if where is None or pa.types.is_floating(target.field(where[0]).type):
         return arrow_dataset(dt, schema=target, filesystem=filesystem).to_table(
-            columns=list(columns) if where is None and columns else None)
+            columns=list(columns) if where is None and columns else None
+        )
     column, values = where
     try:
         wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
@@ -135,7 +155,7 @@ def read_arrow(ref: TableRef, *, version: int | None = None,
         return target.empty_table()
     # Files whose statistics exclude the values' range are skipped by delta-rs, row groups by Arrow (except
     # for strings: Arrow 26 cannot test string-view statistics); the exact test runs on the rows read.
-    low, high = pc.min_max(wanted).values() if len(wanted) else (None, None)
+    low, high = pc.min_max(wanted).values() if len(wanted) else (pa.scalar(None), pa.scalar(None))
     files = None
     if not values.null_count and isinstance(low.as_py(), (int, str, bool, datetime, date)):
         # delta-rs reads '' in a pruning predicate as NULL (an empty partition value), which skips every file:
@@ -153,7 +173,7 @@ def read_arrow(ref: TableRef, *, version: int | None = None,
     return rows.filter(keep)
 
 
-def _read_files(spark: "SparkSession", dt: Any) -> "DataFrame":
+def _read_files(spark: SparkSession, dt: Any) -> DataFrame:
     """The table's version `dt` read by Spark's Parquet reader from the data files delta-rs lists for it."""
     schema = delta_to_spark_schema(dt.schema().to_json())
     files = dt.file_uris()
@@ -162,7 +182,7 @@ def _read_files(spark: "SparkSession", dt: Any) -> "DataFrame":
     return spark.read.schema(schema).parquet(*files)
 
 
-def read_changes(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None) -> "DataFrame":
+def read_changes(spark: SparkSession, ref: TableRef, first: int, last: int | None = None) -> DataFrame:
     """The change data feed of versions `first..last` (both included; `last` defaults to the latest), with
     `_change_type`, `_commit_version` and `_commit_timestamp`. `first = last + 1` is the empty range."""
     return read_change_feed(spark, ref, first, last).rows
@@ -175,14 +195,20 @@ class ChangeFeed:
     """A change feed read by one of the readers: as Arrow on the driver (`arrow`, when it was read there) and
     as a Spark DataFrame (`rows`, made from the Arrow rows only when asked for)."""
 
-    def __init__(self, spark: "SparkSession", schema: "StructType", *, rows: "DataFrame | None" = None,
-                 arrow: pa.Table | None = None) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        schema: StructType,
+        *,
+        rows: DataFrame | None = None,
+        arrow: pa.Table | None = None,
+    ) -> None:
         self._spark, self._schema = spark, schema
         self._rows = rows
         self.arrow = arrow
 
     @property
-    def rows(self) -> "DataFrame":
+    def rows(self) -> DataFrame:
         if self._rows is None:
             self._rows = self._spark.createDataFrame(self.arrow, self._schema)
         return self._rows
@@ -204,8 +230,9 @@ class ChangeFeed:
             self._rows.unpersist()
 
 
-def read_change_feed(spark: "SparkSession", ref: TableRef, first: int, last: int | None = None, *,
-                     driver_rows: int = 0) -> ChangeFeed:
+def read_change_feed(
+    spark: SparkSession, ref: TableRef, first: int, last: int | None = None, *, driver_rows: int = 0
+) -> ChangeFeed:
     """`read_changes`, and with `driver_rows`, the feed of a table delta-rs reads is read by delta-rs: on the
     driver (as Arrow, handed to Spark only when asked) when it has at most that many rows, else by `mvdelta`
     in Spark's Python workers. Delta's connector would first run a Spark job to rebuild the table's state at its
@@ -227,23 +254,31 @@ def read_change_feed(spark: "SparkSession", ref: TableRef, first: int, last: int
     return ChangeFeed(spark, schema, rows=_spark_changes(spark, ref, dt, first, last))
 
 
-def _mvdelta_changes(spark: "SparkSession", ref: TableRef, first: int, last: int) -> "DataFrame":
+def _mvdelta_changes(spark: SparkSession, ref: TableRef, first: int, last: int) -> DataFrame:
     reader = _storage(spark.read.format(FORMAT), ref).option("readChangeFeed", "true")
     return reader.option("startingVersion", first).option("endingVersion", last).load(ref.uri)
 
 
-def _spark_changes(spark: "SparkSession", ref: TableRef, dt: Any, first: int, last: int) -> "DataFrame":
+def _spark_changes(spark: SparkSession, ref: TableRef, dt: Any, first: int, last: int) -> DataFrame:
     """The feed read by Delta's connector (by `mvdelta` where Spark cannot reach the table)."""
     if not _spark_reads(spark, ref):
         return _mvdelta_changes(spark, ref, first, last)
     from pyspark.sql import functions as F
 
-    df = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", first)
-          .option("endingVersion", last).load(ref.uri))
+    df = (
+        spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", first)
+        .option("endingVersion", last)
+        .load(ref.uri)
+    )
     # The connector times a commit by its log file's modification time; mvengine, delta-rs and `mv history` by
     # the timestamp its commitInfo records (a few milliseconds earlier): one time per commit everywhere.
-    times = [(e["version"], e.get("timestamp")) for e in commit_history(dt, since=first)
-             if first <= e.get("version", -1) <= last]
+    times = [
+        (e["version"], e.get("timestamp"))
+        for e in commit_history(dt, since=first)
+        if first <= e.get("version", -1) <= last
+    ]
     if not times:
         return df
     by_version = F.create_map(*[x for version, ms in times for x in (F.lit(version), F.lit(ms).cast("long"))])
@@ -251,8 +286,9 @@ def _spark_changes(spark: "SparkSession", ref: TableRef, dt: Any, first: int, la
     return df.withColumn("_commit_timestamp", F.coalesce(recorded, F.col("_commit_timestamp")))
 
 
-def _changes_on_driver(ref: TableRef, first: int, last: int, schema: "StructType",
-                       most: int) -> pa.Table | None:
+def _changes_on_driver(
+    ref: TableRef, first: int, last: int, schema: StructType, most: int
+) -> pa.Table | None:
     """The feed read by delta-rs as Arrow with the types Spark takes; None when it has more than `most` rows."""
     arrow_schema = spark_to_arrow_schema(schema)
     batches, rows = [], 0
@@ -269,20 +305,29 @@ def _local(ref: TableRef) -> bool:
     return is_local(ref.uri)
 
 
-def _spark_reads(spark: "SparkSession", ref: TableRef) -> bool:
+def _spark_reads(spark: SparkSession, ref: TableRef) -> bool:
     """Whether Delta's connector reads the table (else `mvdelta` does)."""
     return _local(ref) and _has_connector(spark)
 
 
-@functools.lru_cache(maxsize=4)
-def _has_connector(spark: "SparkSession") -> bool:
-    from mvengine.runtime.session import has_native_delta
+DELTA_SOURCE = "org.apache.spark.sql.delta.sources.DeltaDataSource"
 
+
+def has_native_delta(spark: SparkSession) -> bool:
+    """Whether the session can read and write the `delta` format with Delta's own connector."""
+    jvm = spark._jvm
+    assert jvm is not None  # a classic session (Spark Connect has no JVM here)
+    return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_SOURCE))
+
+
+@functools.lru_cache(maxsize=4)
+def _has_connector(spark: SparkSession) -> bool:
     return has_native_delta(spark)
 
 
-def stream_version_ranges(spark: "SparkSession", refs: dict[str, TableRef],
-                          starting_versions: dict[str, int] | None = None) -> "DataFrame":
+def stream_version_ranges(
+    spark: SparkSession, refs: dict[str, TableRef], starting_versions: dict[str, int] | None = None
+) -> DataFrame:
     """A streaming DataFrame whose micro-batches are version ranges of several tables, taken together (no
     rows: `batch_ranges` gives a batch's ranges, `read_changes` their changes; see stream_reader).
 
@@ -301,10 +346,18 @@ def stream_version_ranges(spark: "SparkSession", refs: dict[str, TableRef],
     return reader.load()
 
 
-def write_table(df: "DataFrame | pa.Table", ref: TableRef, *, mode: str = "append", partition_by: Sequence[str] = (),
-                metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
-                target_file_rows: int | None = None, on_driver: bool = False,
-                cluster_by: Sequence[str] = ()) -> bool:
+def write_table(
+    df: DataFrame | pa.Table,
+    ref: TableRef,
+    *,
+    mode: str = "append",
+    partition_by: Sequence[str] = (),
+    metadata: dict[str, Any] | None = None,
+    txn: tuple[str, int] | None = None,
+    target_file_rows: int | None = None,
+    on_driver: bool = False,
+    cluster_by: Sequence[str] = (),
+) -> bool:
     """Append to or overwrite a table (created with the change data feed on when missing) in one commit.
 
     With `on_driver` (for few rows: a caller that knows), the rows are collected as Arrow and written by the
@@ -325,16 +378,20 @@ def write_table(df: "DataFrame | pa.Table", ref: TableRef, *, mode: str = "appen
     if ref.exists():
         check_compatible(ref, schema, list(partition_by))
     if on_driver or isinstance(df, pa.Table):  # the data source's own file writer and commit, on the driver
-        options = WriteOptions(overwrite=mode == "overwrite", partition_by=tuple(partition_by),
-                               metadata=tuple(sorted((metadata or {}).items())), txn=txn,
-                               target_file_rows=target_file_rows or WriteOptions.target_file_rows)
+        options = WriteOptions(
+            overwrite=mode == "overwrite",
+            partition_by=tuple(partition_by),
+            metadata=tuple(sorted((metadata or {}).items())),
+            txn=txn,
+            target_file_rows=target_file_rows or WriteOptions.target_file_rows,
+        )
         rows = _collected(df)
         if cluster_by:
             rows = rows.sort_by([(c, "ascending") for c in cluster_by])
         partitions = ref.open().metadata().partition_columns if ref.exists() else list(partition_by)
-        files = FileWriter(ref, schema, partitions, prefix=f"{uuid.uuid4().hex[:8]}-",
-                           target_rows=options.target_file_rows).write(
-            rows.cast(schema).to_batches(max_chunksize=options.target_file_rows))
+        files = FileWriter(
+            ref, schema, partitions, prefix=f"{uuid.uuid4().hex[:8]}-", target_rows=options.target_file_rows
+        ).write(rows.cast(schema).to_batches(max_chunksize=options.target_file_rows))
         commit_files(ref, schema, files, partitions, options)
         return True
     if cluster_by:
@@ -356,9 +413,17 @@ def write_table(df: "DataFrame | pa.Table", ref: TableRef, *, mode: str = "appen
     return True
 
 
-def merge_into(df: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str], *, delete_column: str | None = None,
-               metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
-               on_driver: bool = False, purge: str | None = None) -> dict[str, Any] | None:
+def merge_into(
+    df: DataFrame | pa.Table,
+    ref: TableRef,
+    keys: Sequence[str],
+    *,
+    delete_column: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    txn: tuple[str, int] | None = None,
+    on_driver: bool = False,
+    purge: str | None = None,
+) -> dict[str, Any] | None:
     """Upsert `df` into the table by `keys` (NULL keys match NULL keys) in one commit.
 
     Rows whose `delete_column` is true delete the matching target row instead. The delta is staged as Parquet
@@ -374,8 +439,10 @@ def merge_into(df: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str], *
     table_columns = [f.name for f in dt.schema().fields]
     data_columns = [c for c in _arrow_schema(df).names if c != delete_column]
     if sorted(data_columns) != sorted(table_columns) or not keys or set(keys) - set(table_columns):
-        raise StorageError(f"cannot merge into {ref.label}: the data's columns {data_columns} must be the "
-                           f"table's {table_columns}, and the keys {list(keys)} some of them")
+        raise StorageError(
+            f"cannot merge into {ref.label}: the data's columns {data_columns} must be the "
+            f"table's {table_columns}, and the keys {list(keys)} some of them"
+        )
     q = _datafusion_identifier
     values = {q(c): f"s.{q(c)}" for c in table_columns}
     keep = f"s.{q(delete_column)} IS NOT TRUE" if delete_column else None
@@ -390,10 +457,16 @@ def merge_into(df: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str], *
     return _merge(df, ref, dt, keys, clauses, metadata, txn, on_driver)
 
 
-def replace_rows(inserts: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[str],
-                 deletes: "DataFrame | pa.Table | None", *,
-                 metadata: dict[str, Any] | None = None, txn: tuple[str, int] | None = None,
-                 on_driver: bool = False) -> bool:
+def replace_rows(
+    inserts: DataFrame | pa.Table,
+    ref: TableRef,
+    keys: Sequence[str],
+    deletes: DataFrame | pa.Table | None,
+    *,
+    metadata: dict[str, Any] | None = None,
+    txn: tuple[str, int] | None = None,
+    on_driver: bool = False,
+) -> bool:
     """In one commit, remove every row whose `keys` equal those of a row of `deletes` (NULL matches NULL; all
     copies of a duplicated row go; None when nothing goes), then add the rows of `inserts`. A missing table
     is created. `on_driver` as for `merge_into`.
@@ -405,8 +478,14 @@ def replace_rows(inserts: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[
     if txn is not None and is_committed(ref, *txn):
         return False
     if not ref.exists() or deletes is None:
-        return write_table(inserts, ref, metadata=metadata, txn=txn, on_driver=on_driver,
-                           cluster_by=keys if not ref.exists() else ())
+        return write_table(
+            inserts,
+            ref,
+            metadata=metadata,
+            txn=txn,
+            on_driver=on_driver,
+            cluster_by=keys if not ref.exists() else (),
+        )
     dt = ref.open()
     columns = [f.name for f in dt.schema().fields]
     if isinstance(inserts, pa.Table):
@@ -417,39 +496,68 @@ def replace_rows(inserts: "DataFrame | pa.Table", ref: TableRef, keys: Sequence[
     values = {q(c): f"s.{q(c)}" for c in columns}
 
     def clauses(merger):
-        return (merger.when_matched_delete()
-                .when_not_matched_insert(values, predicate=f"NOT s.{q(DELETE_MARK)}"))
+        return merger.when_matched_delete().when_not_matched_insert(
+            values, predicate=f"NOT s.{q(DELETE_MARK)}"
+        )
 
     # No keys (a view of one row): the delete marker matches every row.
     _merge(marked, ref, dt, keys, clauses, metadata, txn, on_driver, guard=f"s.{q(DELETE_MARK)}")
     return True
 
 
-def _marked(inserts: "DataFrame", deletes: "DataFrame", keys: Sequence[str], columns: list[str]) -> "DataFrame":
+def _marked(inserts: DataFrame, deletes: DataFrame, keys: Sequence[str], columns: list[str]) -> DataFrame:
     """The rows of a replace_rows MERGE: each distinct deleted key (DELETE_MARK true), then the inserts."""
     from pyspark.sql import functions as F
 
-    return (deletes.select(*[F.col(quote_identifier(k)) for k in keys]).distinct()
-              .select(*[F.col(quote_identifier(c)) if c in keys else F.lit(None).cast(inserts.schema[c].dataType)
-                        .alias(c) for c in columns], F.lit(True).alias(DELETE_MARK))
-              .unionByName(inserts.select(*[F.col(quote_identifier(c)) for c in columns],
-                                          F.lit(False).alias(DELETE_MARK))))
+    return (
+        deletes.select(*[F.col(quote_identifier(k)) for k in keys])
+        .distinct()
+        .select(
+            *[
+                F.col(quote_identifier(c))
+                if c in keys
+                else F.lit(None).cast(inserts.schema[c].dataType).alias(c)
+                for c in columns
+            ],
+            F.lit(True).alias(DELETE_MARK),
+        )
+        .unionByName(
+            inserts.select(*[F.col(quote_identifier(c)) for c in columns], F.lit(False).alias(DELETE_MARK))
+        )
+    )
 
 
-def _marked_on_driver(inserts: pa.Table, deletes: pa.Table, keys: Sequence[str], columns: list[str]) -> pa.Table:
+def _marked_on_driver(
+    inserts: pa.Table, deletes: pa.Table, keys: Sequence[str], columns: list[str]
+) -> pa.Table:
     """`_marked` for rows on the driver."""
     types = {f.name: f.type for f in inserts.schema}
-    gone = deletes.select(list(keys)).group_by(list(keys), use_threads=False).aggregate([]) if keys \
+    gone = (
+        deletes.select(list(keys)).group_by(list(keys), use_threads=False).aggregate([])
+        if keys
         else pa.table({"_": [None]}).slice(0, min(deletes.num_rows, 1))
-    marked = pa.table([gone.column(c) if c in keys else pa.nulls(gone.num_rows, types[c]) for c in columns]
-                      + [pa.repeat(pa.scalar(True), gone.num_rows)], names=[*columns, DELETE_MARK])
+    )
+    marked = pa.table(
+        [gone.column(c) if c in keys else pa.nulls(gone.num_rows, types[c]) for c in columns]
+        + [pa.repeat(pa.scalar(True), gone.num_rows)],
+        names=[*columns, DELETE_MARK],
+    )
     added = inserts.select(columns).append_column(DELETE_MARK, pa.repeat(pa.scalar(False), inserts.num_rows))
     return pa.concat_tables([marked, added.cast(marked.schema)])
 
 
-def _merge(df: "DataFrame", ref: TableRef, dt: Any, keys: Sequence[str], clauses: Any,
-           metadata: dict[str, Any] | None, txn: tuple[str, int] | None, on_driver: bool, *,
-           guard: str | None = None) -> dict[str, Any]:
+def _merge(
+    df: DataFrame,
+    ref: TableRef,
+    dt: Any,
+    keys: Sequence[str],
+    clauses: Any,
+    metadata: dict[str, Any] | None,
+    txn: tuple[str, int] | None,
+    on_driver: bool,
+    *,
+    guard: str | None = None,
+) -> dict[str, Any]:
     """MERGE `df` in, matching rows by `keys` (NULL matches NULL) and `guard`, with the given clauses in one
     commit: collected as Arrow (`on_driver`), or staged as Parquet under the table and streamed from there.
 
@@ -470,19 +578,33 @@ def _merge(df: "DataFrame", ref: TableRef, dt: Any, keys: Sequence[str], clauses
             nulls = _null_columns(staging, keys)
             source = staging.open().to_pyarrow_dataset().scanner(batch_size=65_536).to_reader()
         q = _datafusion_identifier
-        on = " AND ".join([*([guard] if guard else []),
-                           *[f"(t.{q(k)} IS NOT DISTINCT FROM s.{q(k)})" if nulls[k] else f"t.{q(k)} = s.{q(k)}"
-                             for k in keys]])
+        on = " AND ".join(
+            [
+                *([guard] if guard else []),
+                *[
+                    f"(t.{q(k)} IS NOT DISTINCT FROM s.{q(k)})" if nulls[k] else f"t.{q(k)} = s.{q(k)}"
+                    for k in keys
+                ],
+            ]
+        )
         options = WriteOptions(metadata=tuple(sorted((metadata or {}).items())), txn=txn)
         version = dt.version()
-        merger = dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=not (on_driver and keys),
-                          commit_properties=options.commit_properties())
+        merger = dt.merge(
+            source,
+            on,
+            source_alias="s",
+            target_alias="t",
+            streamed_exec=not (on_driver and keys),
+            commit_properties=options.commit_properties(),
+        )
         ref.committed()
         try:
             metrics = clauses(merger).execute()
         except Exception as e:
-            raise StorageError(f"cannot merge into {ref.label}: {ref.redact(str(e))}",
-                               hint="a common cause is a key that appears more than once in the merged data") from None
+            raise StorageError(
+                f"cannot merge into {ref.label}: {ref.redact(str(e))}",
+                hint="a common cause is a key that appears more than once in the merged data",
+            ) from None
         ref.committed()
         if ref.open().version() == version:
             # delta-rs commits nothing for a MERGE that changes nothing; the write still commits, with its
@@ -505,11 +627,11 @@ def _null_columns(ref: TableRef, columns: Sequence[str]) -> dict[str, bool]:
     return found
 
 
-def _arrow_schema(df: "DataFrame | pa.Table") -> pa.Schema:
+def _arrow_schema(df: DataFrame | pa.Table) -> pa.Schema:
     return df.schema if isinstance(df, pa.Table) else spark_to_arrow_schema(df.schema)
 
 
-def _collected(df: "DataFrame | pa.Table") -> pa.Table:
+def _collected(df: DataFrame | pa.Table) -> pa.Table:
     """The DataFrame's rows on the driver, with the Arrow types its writes and merges use."""
     if isinstance(df, pa.Table):
         return df
@@ -527,5 +649,15 @@ def _datafusion_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-__all__ = ["STAGING_DIR", "ChangeFeed", "batch_ranges", "merge_into", "read_change_feed", "read_changes", "read_table",
-           "replace_rows", "stream_version_ranges", "write_table"]
+__all__ = [
+    "STAGING_DIR",
+    "ChangeFeed",
+    "batch_ranges",
+    "merge_into",
+    "read_change_feed",
+    "read_changes",
+    "read_table",
+    "replace_rows",
+    "stream_version_ranges",
+    "write_table",
+]

@@ -20,8 +20,11 @@ DEFAULT_FILES_PER_PARTITION = 16
 
 
 def change_fields() -> list[StructField]:
-    return [StructField("_change_type", StringType(), False), StructField("_commit_version", LongType(), False),
-            StructField("_commit_timestamp", TimestampType(), False)]
+    return [
+        StructField("_change_type", StringType(), False),
+        StructField("_commit_version", LongType(), False),
+        StructField("_commit_timestamp", TimestampType(), False),
+    ]
 
 
 @dataclass(frozen=True)
@@ -43,9 +46,11 @@ def split_versions(ref: TableRef, first: int, last: int, files_per_partition: in
         version = entry.get("version")
         if version in weights:
             metrics = entry.get("operationMetrics") or {}
-            counted = sum(int(v) for k, v in metrics.items()
-                          if "file" in k.lower() and ("add" in k.lower() or "remov" in k.lower())
-                          and str(v).isdigit())
+            counted = sum(
+                int(v)
+                for k, v in metrics.items()
+                if "file" in k.lower() and ("add" in k.lower() or "remov" in k.lower()) and str(v).isdigit()
+            )
             weights[version] = max(1, counted)
     ranges: list[VersionRange] = []
     start, load = first, 0
@@ -63,10 +68,12 @@ def change_batches(ref: TableRef, versions: VersionRange, columns: list[str]) ->
     try:
         reader = dt.load_cdf(starting_version=versions.first, ending_version=versions.last, columns=columns)
     except Exception as e:
-        raise StorageError(f"cannot read the change data feed of {ref.label}, versions "
-                           f"{versions.first}..{versions.last}: {ref.redact(str(e))}",
-                           hint="the change data feed must have been enabled at those versions, "
-                                "and their files must not have been vacuumed") from None
+        raise StorageError(
+            f"cannot read the change data feed of {ref.label}, versions "
+            f"{versions.first}..{versions.last}: {ref.redact(str(e))}",
+            hint="the change data feed must have been enabled at those versions, "
+            "and their files must not have been vacuumed",
+        ) from None
     yield from pa.RecordBatchReader.from_stream(reader)
 
 
@@ -79,8 +86,15 @@ class VersionRangePartition(InputPartition):
 class ChangeReader(DataSourceReader):
     """Batch read of the change data feed between two versions (both included)."""
 
-    def __init__(self, ref: TableRef, first: int, last: int, schema: StructType, *,
-                 files_per_partition: int = DEFAULT_FILES_PER_PARTITION) -> None:
+    def __init__(
+        self,
+        ref: TableRef,
+        first: int,
+        last: int,
+        schema: StructType,
+        *,
+        files_per_partition: int = DEFAULT_FILES_PER_PARTITION,
+    ) -> None:
         dt = ref.open()
         require_cdf(ref, dt)
         require_version_range(ref, dt, first, last)

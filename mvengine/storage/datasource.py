@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
@@ -45,13 +45,18 @@ class DeltaDataSource(DataSource):
 
     # -- options -------------------------------------------------------------------------------------------
     def _storage_options(self) -> dict[str, str]:
-        return {k[len("storage."):]: v for k, v in self.options.items() if k.startswith("storage.")}
+        return {k[len("storage.") :]: v for k, v in self.options.items() if k.startswith("storage.")}
 
     def _ref(self) -> TableRef:
         path = self.options.get("path")
         if not path:
             raise StorageError("mvdelta needs a table path: .load(path) / .save(path) or option('path', ...)")
         return TableRef(path, self._storage_options(), self.options.get("name"))
+
+    @overload
+    def _int(self, key: str) -> int | None: ...
+    @overload
+    def _int(self, key: str, default: int) -> int: ...
 
     def _int(self, key: str, default: int | None = None) -> int | None:
         value = self.options.get(key)
@@ -86,8 +91,13 @@ class DeltaDataSource(DataSource):
             first = self._int("startingVersion", 0)
             last = self._int("endingVersion")
             last = ref.open().version() if last is None else last
-            return ChangeReader(ref, first, last, schema,
-                                files_per_partition=self._int("filesPerPartition", DEFAULT_FILES_PER_PARTITION))
+            return ChangeReader(
+                ref,
+                first,
+                last,
+                schema,
+                files_per_partition=self._int("filesPerPartition", DEFAULT_FILES_PER_PARTITION),
+            )
         version = self._int("versionAsOf")
         timestamp = self.options.get("timestampAsOf")
         if version is not None and timestamp is not None:
@@ -96,17 +106,25 @@ class DeltaDataSource(DataSource):
         require_readable(ref, dt)
         table_arrow = pa.schema(dt.schema().to_arrow())
         require_columns(ref, table_arrow.names, schema.names)
-        return SnapshotReader(ref, dt.version(), schema, table_arrow, dt.metadata().partition_columns,
-                              target_bytes=self._int("maxPartitionBytes", DEFAULT_PARTITION_BYTES),
-                              min_partitions=self._int("minPartitions", 1),
-                              push_filters=self.options.get("pushFilters", "false").lower() == "true")
+        return SnapshotReader(
+            ref,
+            dt.version(),
+            schema,
+            table_arrow,
+            dt.metadata().partition_columns,
+            target_bytes=self._int("maxPartitionBytes", DEFAULT_PARTITION_BYTES),
+            min_partitions=self._int("minPartitions", 1),
+            push_filters=self.options.get("pushFilters", "false").lower() == "true",
+        )
 
     # -- streaming reads -----------------------------------------------------------------------------------
     def _stream_refs(self) -> dict[str, TableRef]:
         tables = _json_option(self.options, "tables")
         if not isinstance(tables, dict) or not tables:
-            raise StorageError('option tables must be a JSON object of input name to table path, '
-                               'e.g. {"orders": "/data/orders"}')
+            raise StorageError(
+                "option tables must be a JSON object of input name to table path, "
+                'e.g. {"orders": "/data/orders"}'
+            )
         refs = {}
         for name, path in tables.items():
             validate_name(name, "input name")
@@ -119,8 +137,10 @@ class DeltaDataSource(DataSource):
             require_cdf(ref, ref.open())
         starting = _json_option(self.options, "startingVersions") or {}
         if not isinstance(starting, dict) or set(starting) - set(refs):
-            raise StorageError("option startingVersions must be a JSON object whose keys are input names of "
-                               f"option tables ({sorted(refs)}), each the last version already processed")
+            raise StorageError(
+                "option startingVersions must be a JSON object whose keys are input names of "
+                f"option tables ({sorted(refs)}), each the last version already processed"
+            )
         return VersionRangeStreamReader(refs, {k: int(v) for k, v in starting.items()})
 
     # -- writes --------------------------------------------------------------------------------------------
@@ -133,11 +153,16 @@ class DeltaDataSource(DataSource):
         app_id, txn_version = self.options.get("txnAppId"), self._int("txnVersion")
         if (app_id is None) != (txn_version is None):
             raise StorageError("give txnAppId and txnVersion together")
-        partition_by = tuple(c.strip() for c in str(self.options.get("partitionBy", "")).split(",") if c.strip())
-        options = WriteOptions(overwrite=overwrite, partition_by=partition_by,
-                               metadata=tuple(sorted(metadata.items())),
-                               txn=(app_id, txn_version) if app_id is not None else None,
-                               target_file_rows=self._int("targetFileRows", 1_000_000) or 1_000_000)
+        partition_by = tuple(
+            c.strip() for c in str(self.options.get("partitionBy", "")).split(",") if c.strip()
+        )
+        options = WriteOptions(
+            overwrite=overwrite,
+            partition_by=partition_by,
+            metadata=tuple(sorted(metadata.items())),
+            txn=(app_id, txn_version) if app_id is not None and txn_version is not None else None,
+            target_file_rows=self._int("targetFileRows", 1_000_000) or 1_000_000,
+        )
         return DeltaWriter(self._ref(), schema, options)
 
 

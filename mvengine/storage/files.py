@@ -13,7 +13,7 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -106,7 +106,7 @@ def _partition_string(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):
-        value = value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        value = value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
         return value.strftime("%Y-%m-%d %H:%M:%S.%f")
     if isinstance(value, (date, Decimal, int, float, str)):
         return str(value)
@@ -116,8 +116,15 @@ def _partition_string(value: Any) -> str | None:
 class FileWriter:
     """Writes the batches of one Spark task as Parquet files of at most `target_rows` rows per partition."""
 
-    def __init__(self, ref: TableRef, schema: pa.Schema, partition_by: list[str], *, prefix: str = "",
-                 target_rows: int = TARGET_FILE_ROWS) -> None:
+    def __init__(
+        self,
+        ref: TableRef,
+        schema: pa.Schema,
+        partition_by: list[str],
+        *,
+        prefix: str = "",
+        target_rows: int = TARGET_FILE_ROWS,
+    ) -> None:
         self.ref = ref
         self.partition_by = partition_by
         self.data_schema = pa.schema([f for f in schema if f.name not in partition_by])
@@ -147,7 +154,11 @@ class FileWriter:
         for row in combos.to_pylist():
             mask = None
             for col, value in row.items():
-                cond = pc.is_null(table[col]) if value is None else pc.equal(table[col], pa.scalar(value, table[col].type))
+                cond = (
+                    pc.is_null(table[col])
+                    if value is None
+                    else pc.equal(table[col], pa.scalar(value, table[col].type))
+                )
                 mask = cond if mask is None else pc.and_(mask, cond)
             part = table.filter(mask).combine_chunks()
             for b in part.to_batches():
@@ -155,7 +166,9 @@ class FileWriter:
 
     def _append(self, key: tuple[str | None, ...], batch: pa.RecordBatch) -> None:
         handle = self._open.get(key) or self._start(key)
-        data = pa.RecordBatch.from_arrays([batch.column(f.name) for f in self.data_schema], schema=self.data_schema)
+        data = pa.RecordBatch.from_arrays(
+            [batch.column(f.name) for f in self.data_schema], schema=self.data_schema
+        )
         handle.writer.write_batch(data)
         for f, stats in zip(self.data_schema, handle.stats):
             stats.update(data.column(f.name))
@@ -163,19 +176,32 @@ class FileWriter:
         if handle.rows >= self.target_rows:
             self._close(key)
 
-    def _start(self, key: tuple[str | None, ...]) -> "_OpenFile":
-        folder = "/".join(f"{quote(c, safe='')}={quote(v if v is not None else NULL_PARTITION, safe='')}"
-                          for c, v in zip(self.partition_by, key))
+    def _start(self, key: tuple[str | None, ...]) -> _OpenFile:
+        folder = "/".join(
+            f"{quote(c, safe='')}={quote(v if v is not None else NULL_PARTITION, safe='')}"
+            for c, v in zip(self.partition_by, key)
+        )
         name = f"{self.prefix}part-{uuid.uuid4()}.snappy.parquet"
         rel = f"{folder}/{name}" if folder else name
         full = f"{self.root}/{rel}" if self.root else rel
         if folder:
             self.fs.create_dir(full.rsplit("/", 1)[0], recursive=True)
         stream = self.fs.open_output_stream(full)
-        writer = pq.ParquetWriter(stream, self.data_schema, compression="snappy", coerce_timestamps="us",
-                                  use_compliant_nested_type=True)
-        handle = _OpenFile(rel, full, stream, writer, dict(zip(self.partition_by, key)),
-                           [_ColumnStats(f) for f in self.data_schema])
+        writer = pq.ParquetWriter(
+            stream,
+            self.data_schema,
+            compression="snappy",
+            coerce_timestamps="us",
+            use_compliant_nested_type=True,
+        )
+        handle = _OpenFile(
+            rel,
+            full,
+            stream,
+            writer,
+            dict(zip(self.partition_by, key)),
+            [_ColumnStats(f) for f in self.data_schema],
+        )
         self._open[key] = handle
         return handle
 
@@ -184,8 +210,14 @@ class FileWriter:
         handle.writer.close()
         handle.stream.close()
         size = self.fs.get_file_info(handle.full_path).size
-        self.written.append(WrittenFile(handle.rel_path, size, handle.partition_values,
-                                        json.dumps(handle.delta_stats(self.data_schema))))
+        self.written.append(
+            WrittenFile(
+                handle.rel_path,
+                size,
+                handle.partition_values,
+                json.dumps(handle.delta_stats(self.data_schema)),
+            )
+        )
 
 
 @dataclass

@@ -28,7 +28,13 @@ from pyspark.sql.datasource import (
     Not,
 )
 
-_COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<="}
+_COMPARISONS = {
+    EqualTo: "=",
+    GreaterThan: ">",
+    GreaterThanOrEqual: ">=",
+    LessThan: "<",
+    LessThanOrEqual: "<=",
+}
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,7 @@ class Predicate:
     op: str
     column: str
     value: Any = None
-    child: "Predicate | None" = None
+    child: Predicate | None = None
 
     def expression(self, types: dict[str, pa.DataType] | None = None) -> pc.Expression:
         if self.op == "not":
@@ -58,15 +64,23 @@ class Predicate:
             for v in self.value:
                 expression = (field == v) if expression is None else expression | (field == v)
             return expression
-        return {"=": field == self.value, ">": field > self.value, ">=": field >= self.value,
-                "<": field < self.value, "<=": field <= self.value}[self.op]
+        return {
+            "=": field == self.value,
+            ">": field > self.value,
+            ">=": field >= self.value,
+            "<": field < self.value,
+            "<=": field <= self.value,
+        }[self.op]
 
     def pruning_tuple(self, column_type: pa.DataType, is_partition: bool) -> tuple[str, str, Any] | None:
         """The delta-rs file-pruning form, when the filter can safely skip files."""
         if self.op not in ("=", ">", ">=", "<", "<=", "in"):
             return None
-        prunable = (pa.types.is_integer(column_type) or pa.types.is_string(column_type)
-                    or pa.types.is_date(column_type))
+        prunable = (
+            pa.types.is_integer(column_type)
+            or pa.types.is_string(column_type)
+            or pa.types.is_date(column_type)
+        )
         if not (is_partition or prunable):
             return None
         # delta-rs reads '' in a pruning predicate as NULL (the Delta protocol's empty partition value), so
@@ -77,8 +91,14 @@ class Predicate:
 
 
 def _exact_type(t: pa.DataType) -> bool:
-    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
-            or pa.types.is_boolean(t) or pa.types.is_decimal(t))
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_decimal(t)
+    )
 
 
 def to_predicate(f: Filter, types: dict[str, pa.DataType]) -> Predicate | None:
@@ -86,7 +106,7 @@ def to_predicate(f: Filter, types: dict[str, pa.DataType]) -> Predicate | None:
     if isinstance(f, Not):
         child = to_predicate(f.child, types)
         return Predicate("not", child.column, child=child) if child else None
-    attribute = getattr(f, "attribute", ())
+    attribute: tuple[str, ...] = getattr(f, "attribute", ())
     if len(attribute) != 1 or attribute[0] not in types or not _exact_type(types[attribute[0]]):
         return None
     column = attribute[0]
@@ -94,13 +114,14 @@ def to_predicate(f: Filter, types: dict[str, pa.DataType]) -> Predicate | None:
         return Predicate("is_null", column)
     if isinstance(f, IsNotNull):
         return Predicate("is_not_null", column)
+    value = getattr(f, "value", None)  # the comparisons' and In's
     if isinstance(f, In):
         values = list(f.value)
         return Predicate("in", column, tuple(values)) if values and None not in values else None
     op = _COMPARISONS.get(type(f))
-    if op is None or f.value is None:
+    if op is None or value is None:
         return None
-    return Predicate(op, column, f.value)
+    return Predicate(op, column, value)
 
 
 def row_filter(predicates: list[Predicate], schema: pa.Schema | None = None) -> pc.Expression | None:
@@ -111,8 +132,9 @@ def row_filter(predicates: list[Predicate], schema: pa.Schema | None = None) -> 
     return expression
 
 
-def pruning_filters(predicates: list[Predicate], types: dict[str, pa.DataType],
-                    partition_columns: list[str]) -> list[tuple[str, str, Any]]:
+def pruning_filters(
+    predicates: list[Predicate], types: dict[str, pa.DataType], partition_columns: list[str]
+) -> list[tuple[str, str, Any]]:
     tuples = []
     for p in predicates:
         t = p.pruning_tuple(types[p.column], p.column in partition_columns)

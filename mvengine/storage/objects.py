@@ -14,9 +14,9 @@ import pyarrow.fs as pafs
 from mvengine.errors import StorageError
 from mvengine.project.config import redact_text
 
-
-STORE_HINT = ("check [storage.options] (AWS_ENDPOINT_URL, AWS_REGION, the access keys) and that the bucket "
-              "exists")
+STORE_HINT = (
+    "check [storage.options] (AWS_ENDPOINT_URL, AWS_REGION, the access keys) and that the bucket exists"
+)
 
 
 def is_local(uri: str) -> bool:
@@ -73,8 +73,11 @@ def list_folders(uri: str, storage_options: dict[str, str]) -> list[str]:
     """The names of the folders right under `uri`, sorted (none when it does not exist)."""
     if is_local(uri):
         path = local_path(uri)
-        return sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))) \
-            if os.path.isdir(path) else []
+        return (
+            sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n)))
+            if os.path.isdir(path)
+            else []
+        )
     fs, path = _filesystem(uri, storage_options)
     try:
         infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=True))
@@ -82,8 +85,9 @@ def list_folders(uri: str, storage_options: dict[str, str]) -> list[str]:
         raise _failed("list", uri, e, storage_options) from None
     # Object stores have no folders, only keys: a folder is the first segment of a longer key.
     prefix = f"{path}/" if path else ""
-    return sorted({i.path.removeprefix(prefix).split("/")[0] for i in infos
-                   if "/" in i.path.removeprefix(prefix)})
+    return sorted(
+        {i.path.removeprefix(prefix).split("/")[0] for i in infos if "/" in i.path.removeprefix(prefix)}
+    )
 
 
 def remove_tree(uri: str, storage_options: dict[str, str]) -> None:
@@ -110,8 +114,9 @@ def _filesystem(uri: str, storage_options: dict[str, str]) -> tuple[pafs.FileSys
 
 
 def _failed(what: str, uri: str, error: Exception, storage_options: dict[str, str]) -> StorageError:
-    return StorageError(f"cannot {what} {uri}: {redact_text(store_error(str(error)), storage_options)}",
-                        hint=STORE_HINT)
+    return StorageError(
+        f"cannot {what} {uri}: {redact_text(store_error(str(error)), storage_options)}", hint=STORE_HINT
+    )
 
 
 def store_error(message: str) -> str:

@@ -52,9 +52,18 @@ class FileGroupPartition(InputPartition):
 
 
 class SnapshotReader(DataSourceReader):
-    def __init__(self, ref: TableRef, version: int, schema: StructType, table_arrow_schema: pa.Schema,
-                 partition_columns: list[str], *, target_bytes: int = DEFAULT_PARTITION_BYTES,
-                 min_partitions: int = 1, push_filters: bool = False) -> None:
+    def __init__(
+        self,
+        ref: TableRef,
+        version: int,
+        schema: StructType,
+        table_arrow_schema: pa.Schema,
+        partition_columns: list[str],
+        *,
+        target_bytes: int = DEFAULT_PARTITION_BYTES,
+        min_partitions: int = 1,
+        push_filters: bool = False,
+    ) -> None:
         self.ref = ref
         self.version = version
         self.output_schema = spark_to_arrow_schema(schema)
@@ -83,8 +92,9 @@ class SnapshotReader(DataSourceReader):
     @property
     def plan(self) -> ScanPlan:
         pruning = pruning_filters(self.predicates, self.types, self.partition_columns)
-        return ScanPlan(self.ref, self.version, tuple(self.output_schema.names), tuple(self.predicates),
-                        tuple(pruning))
+        return ScanPlan(
+            self.ref, self.version, tuple(self.output_schema.names), tuple(self.predicates), tuple(pruning)
+        )
 
     def partitions(self) -> Sequence[InputPartition]:
         groups = self.plan.file_groups(target_bytes=self.target_bytes, min_groups=self.min_partitions)
@@ -97,7 +107,8 @@ class SnapshotReader(DataSourceReader):
         plan = self.plan
         dataset = group_dataset(plan.dataset(), partition.group.paths)
         row_predicate = row_filter(list(plan.predicates), dataset.schema)
-        for batch in dataset.to_batches(columns=list(plan.columns), filter=row_predicate,
-                                        batch_size=BATCH_ROWS):
+        for batch in dataset.to_batches(
+            columns=list(plan.columns), filter=row_predicate, batch_size=BATCH_ROWS
+        ):
             if batch.num_rows:
                 yield conform_batch(batch, self.output_schema)

@@ -31,6 +31,7 @@ from mvengine.storage.tables import TableRef
 STREAM_SCHEMA = StructType([StructField("_table", StringType(), True)])
 
 Offset = dict[str, dict[str, dict[str, int]]]
+_ALL_AVAILABLE = ReadAllAvailable()  # Spark's default limit: every change up to the latest offset
 
 
 class VersionRangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -55,11 +56,13 @@ class VersionRangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = {n: self._latest(n) for n in self.refs}
 
-    def latestOffset(self, start: Offset, limit: ReadLimit = ReadAllAvailable()) -> Offset:
+    def latestOffset(self, start: Offset, limit: ReadLimit = _ALL_AVAILABLE) -> Offset:
         # A table new to the checkpoint (the views read one more source than last time) starts where the
         # views reflect it; tables the views no longer read are left out.
-        done = {n: start["tables"][n]["to"] if n in start["tables"] else self.starting.get(n, self._latest(n))
-                for n in self.refs}
+        done = {
+            n: start["tables"][n]["to"] if n in start["tables"] else self.starting.get(n, self._latest(n))
+            for n in self.refs
+        }
         latest = {n: self._latest(n) for n in self.refs}
         if self.target:
             latest = {n: min(v, self.target.get(n, v)) for n, v in latest.items()}
@@ -81,8 +84,10 @@ def batch_ranges(checkpoint_location: str, batch_id: int) -> dict[str, tuple[int
     """
     location = checkpoint_location.removeprefix("file:")
     if "://" in location:
-        raise UnsupportedError(f"checkpoints on {location.split('://')[0]} storage are not supported yet",
-                               hint="keep checkpoints on a local or mounted path")
+        raise UnsupportedError(
+            f"checkpoints on {location.split('://')[0]} storage are not supported yet",
+            hint="keep checkpoints on a local or mounted path",
+        )
     path = os.path.join(location, "offsets", str(batch_id))
     try:
         with open(path, encoding="utf-8") as f:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -46,13 +46,18 @@ class TableRef:
             return True
         local = self.uri.removeprefix("file://")
         if "://" not in local and os.path.exists(local) and not os.path.isdir(local):
-            raise StorageError(f"{self.label}: its path is a file, not a Delta table's folder",
-                               hint="point its 'path' at a Delta table's folder (or at a missing one)")
+            raise StorageError(
+                f"{self.label}: its path is a file, not a Delta table's folder",
+                hint="point its 'path' at a Delta table's folder (or at a missing one)",
+            )
         try:
             return DeltaTable.is_deltatable(self.uri, self.storage_options or None)
-        except OSError as e:  # an object store that cannot be reached, or refuses: say why, not "Generic S3 error"
-            raise StorageError(f"cannot reach {self.label}: {self.redact(store_error(str(e)))}",
-                               hint=STORE_HINT) from None
+        except (
+            OSError
+        ) as e:  # an object store that cannot be reached, or refuses: say why, not "Generic S3 error"
+            raise StorageError(
+                f"cannot reach {self.label}: {self.redact(store_error(str(e)))}", hint=STORE_HINT
+            ) from None
 
     def open(self, *, version: int | None = None, timestamp: str | datetime | None = None) -> DeltaTable:
         """The table at its latest version, at `version`, or as of `timestamp` (latest commit at or before).
@@ -63,7 +68,9 @@ class TableRef:
         latest = self._latest()
         if version is not None:
             if not 0 <= version <= latest.version():
-                raise StorageError(f"{self.label} has no version {version}; versions are 0..{latest.version()}")
+                raise StorageError(
+                    f"{self.label} has no version {version}; versions are 0..{latest.version()}"
+                )
             if version == latest.version():
                 return latest
             dt = self._load()
@@ -72,7 +79,9 @@ class TableRef:
             dt = self._load()
             when = parse_timestamp(timestamp)
             try:
-                entries = commit_history(dt)  # read before time travel: history() of an older version mislabels
+                entries = commit_history(
+                    dt
+                )  # read before time travel: history() of an older version mislabels
                 dt.load_as_version(when)
                 committed_ms = next(h["timestamp"] for h in entries if h.get("version") == dt.version())
             except Exception as e:
@@ -80,8 +89,10 @@ class TableRef:
             else:
                 reason = "it is before the table's first commit"
             if committed_ms is None or committed_ms > when.timestamp() * 1000:
-                raise StorageError(f"{self.label} has no version as of {when.isoformat()}: {reason}",
-                                   hint="use a timestamp at or after the table's first commit")
+                raise StorageError(
+                    f"{self.label} has no version as of {when.isoformat()}: {reason}",
+                    hint="use a timestamp at or after the table's first commit",
+                )
         else:
             dt = latest
         return dt
@@ -123,13 +134,17 @@ class TableRef:
         try:
             return DeltaTable(self.uri, storage_options=self.storage_options or None)
         except TableNotFoundError:
-            raise StorageError(f"no Delta table at {self.uri}" + (f" (for {self.name!r})" if self.name else ""),
-                               hint="check the path, or create the table first") from None
+            raise StorageError(
+                f"no Delta table at {self.uri}" + (f" (for {self.name!r})" if self.name else ""),
+                hint="check the path, or create the table first",
+            ) from None
         except Exception as e:  # delta-rs raises plain OSError/DeltaError for I/O problems and damaged logs
-            raise StorageError(f"cannot open {self.label}: {self.redact(first_line(str(e)))}",
-                               hint=f"delta-rs cannot read its log ({self.uri}/_delta_log): when a file there is "
-                                    "damaged (cut short by a full disk, or written by hand), restore it from a "
-                                    "backup; mvengine wrote nothing") from None
+            raise StorageError(
+                f"cannot open {self.label}: {self.redact(first_line(str(e)))}",
+                hint=f"delta-rs cannot read its log ({self.uri}/_delta_log): when a file there is "
+                "damaged (cut short by a full disk, or written by hand), restore it from a "
+                "backup; mvengine wrote nothing",
+            ) from None
 
 
 _OPEN: dict[tuple[str, tuple], DeltaTable] = {}  # see TableRef.open
@@ -176,18 +191,26 @@ def parse_timestamp(value: str | datetime) -> datetime:
         try:
             value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise StorageError(f"invalid timestamp {value!r}",
-                               hint="write it as 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]' (UTC when no offset)") from None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+            raise StorageError(
+                f"invalid timestamp {value!r}",
+                hint="write it as 'YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]' (UTC when no offset)",
+            ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def create_table(ref: TableRef, schema: pa.Schema, *, partition_by: list[str] | None = None) -> DeltaTable:
     """Create an empty table with the change data feed on (downstream views read it)."""
     ref.committed()
     try:
-        return DeltaTable.create(ref.uri, Schema.from_arrow(schema), mode="error", partition_by=partition_by,
-                                 name=ref.name, configuration={CDF_PROPERTY: "true"},
-                                 storage_options=ref.storage_options or None)
+        return DeltaTable.create(
+            ref.uri,
+            Schema.from_arrow(schema),
+            mode="error",
+            partition_by=partition_by,
+            name=ref.name,
+            configuration={CDF_PROPERTY: "true"},
+            storage_options=ref.storage_options or None,
+        )
     except Exception as e:
         raise StorageError(f"cannot create {ref.label}: {ref.redact(str(e))}") from None
 
@@ -197,9 +220,12 @@ def require_cdf(ref: TableRef, dt: DeltaTable) -> None:
     if dt.metadata().configuration.get(CDF_PROPERTY, "false").lower() != "true":
         raise CdfDisabledError(
             f"{ref.label} does not have the change data feed enabled, which mvengine needs to read its changes",
-            hint=("enable it (changes from then on are recorded): python -c \"from deltalake import DeltaTable; "
-                  f"DeltaTable('{ref.uri}').alter.set_table_properties({{'{CDF_PROPERTY}': 'true'}})\"  "
-                  f"-- or in Spark SQL: ALTER TABLE delta.`{ref.uri}` SET TBLPROPERTIES ({CDF_PROPERTY} = true)"))
+            hint=(
+                'enable it (changes from then on are recorded): python -c "from deltalake import DeltaTable; '
+                f"DeltaTable('{ref.uri}').alter.set_table_properties({{'{CDF_PROPERTY}': 'true'}})\"  "
+                f"-- or in Spark SQL: ALTER TABLE delta.`{ref.uri}` SET TBLPROPERTIES ({CDF_PROPERTY} = true)"
+            ),
+        )
 
 
 def require_readable(ref: TableRef, dt: DeltaTable) -> None:
@@ -208,23 +234,33 @@ def require_readable(ref: TableRef, dt: DeltaTable) -> None:
         raise UnsupportedError(
             f"{ref.label} uses Delta reader features {sorted(features & UNSUPPORTED_READER_FEATURES)}, "
             "which mvengine's reader does not support yet",
-            hint="rewrite the table without them (e.g. REORG TABLE ... APPLY (PURGE) and disable the feature)")
+            hint="rewrite the table without them (e.g. REORG TABLE ... APPLY (PURGE) and disable the feature)",
+        )
 
 
 def in_plain_files(dt: DeltaTable) -> bool:
     """Whether the table's rows at this version are the rows of its data files, column for column: no
     deletion vectors, no column mapping, no partition values kept outside the files, no widened types."""
     protocol, metadata = dt.protocol(), dt.metadata()
-    return (protocol.min_reader_version == 1
-            or (protocol.min_reader_version == 3 and set(protocol.reader_features or []) <= PLAIN_READER_FEATURES)) \
-        and metadata.configuration.get("delta.columnMapping.mode", "none") == "none" \
+    return (
+        (
+            protocol.min_reader_version == 1
+            or (
+                protocol.min_reader_version == 3
+                and set(protocol.reader_features or []) <= PLAIN_READER_FEATURES
+            )
+        )
+        and metadata.configuration.get("delta.columnMapping.mode", "none") == "none"
         and not metadata.partition_columns
+    )
 
 
 def require_version_range(ref: TableRef, dt: DeltaTable, first: int, last: int) -> None:
     if not 0 <= first <= last <= dt.version():
-        raise StorageError(f"invalid change range {first}..{last} for {ref.label}: versions are "
-                           f"0..{dt.version()} and the start must not be after the end")
+        raise StorageError(
+            f"invalid change range {first}..{last} for {ref.label}: versions are "
+            f"0..{dt.version()} and the start must not be after the end"
+        )
 
 
 def require_columns(ref: TableRef, have: list[str], wanted: list[str]) -> None:
@@ -270,8 +306,10 @@ def commit_history(dt: DeltaTable, since: int | None = None) -> list[dict[str, A
         dt.update_incremental()
         if dt.version() == loaded:
             return entries
-    raise StorageError(f"the log of {dt.table_uri} kept changing while it was read ({HISTORY_ATTEMPTS} times)",
-                       hint="try again")
+    raise StorageError(
+        f"the log of {dt.table_uri} kept changing while it was read ({HISTORY_ATTEMPTS} times)",
+        hint="try again",
+    )
 
 
 HISTORY_ATTEMPTS = 20
@@ -285,8 +323,10 @@ def commit_metadata(dt: DeltaTable, version: int) -> dict[str, Any]:
     for entry in commit_history(dt, since=version):
         if entry.get("version") == version:
             return entry
-    raise StorageError(f"version {version} of table at {dt.table_uri} is not in its history "
-                       "(it may have been cleaned up by log retention)")
+    raise StorageError(
+        f"version {version} of table at {dt.table_uri} is not in its history "
+        "(it may have been cleaned up by log retention)"
+    )
 
 
 def table_rows(ref: TableRef, version: int) -> int:
@@ -298,8 +338,13 @@ def table_rows(ref: TableRef, version: int) -> int:
     return int(pc.sum(counts).as_py() or 0)
 
 
-def arrow_dataset(dt: DeltaTable, *, schema: pa.Schema | None = None, filesystem: Any = None,
-                  file_pruning_predicate: list[tuple] | None = None) -> Any:
+def arrow_dataset(
+    dt: DeltaTable,
+    *,
+    schema: pa.Schema | None = None,
+    filesystem: Any = None,
+    file_pruning_predicate: list[tuple] | None = None,
+) -> Any:
     """delta-rs's pyarrow dataset of the table at its version, with fragments that promise only their
     partition values.
 
@@ -309,11 +354,13 @@ def arrow_dataset(dt: DeltaTable, *, schema: pa.Schema | None = None, filesystem
     not found on the driver, issue 44). Timestamps' statistics may be truncated to milliseconds, too. Without
     those guarantees, files are still skipped by `file_pruning_predicate` (delta-rs) and row groups by their
     Parquet statistics (Arrow)."""
-    import pyarrow.dataset as pads
     from urllib.parse import unquote
 
-    dataset = dt.to_pyarrow_dataset(schema=schema, filesystem=filesystem,
-                                    file_pruning_predicate=file_pruning_predicate)
+    import pyarrow.dataset as pads
+
+    dataset = dt.to_pyarrow_dataset(
+        schema=schema, filesystem=filesystem, file_pruning_predicate=file_pruning_predicate
+    )
     partition_columns = dt.metadata().partition_columns
     promises: dict[str, Any] = {}
     if partition_columns:
@@ -323,16 +370,23 @@ def arrow_dataset(dt: DeltaTable, *, schema: pa.Schema | None = None, filesystem
             for c in partition_columns:
                 value = actions.column(f"partition.{c}")[i]
                 field = pads.field(c)
-                equal = field.is_null() if not value.is_valid \
+                equal = (
+                    field.is_null()
+                    if not value.is_valid
                     else field == value.cast(dataset.schema.field(c).type)
+                )
                 promise = equal if promise is None else promise & equal
             promises[unquote(unquote(path))] = promise
     fragments = []
     for fragment in dataset.get_fragments():
         key = unquote(fragment.path)
         if partition_columns and key not in promises:
-            raise StorageError(f"table at {dt.table_uri}: file {fragment.path} is not among its files' "
-                               "partition values")
-        fragments.append(dataset.format.make_fragment(fragment.path, filesystem=dataset.filesystem,
-                                                      partition_expression=promises.get(key)))
+            raise StorageError(
+                f"table at {dt.table_uri}: file {fragment.path} is not among its files' partition values"
+            )
+        fragments.append(
+            dataset.format.make_fragment(
+                fragment.path, filesystem=dataset.filesystem, partition_expression=promises.get(key)
+            )
+        )
     return pads.FileSystemDataset(fragments, dataset.schema, dataset.format, dataset.filesystem)

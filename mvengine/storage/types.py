@@ -22,8 +22,12 @@ def spark_compatible_type(t: pa.DataType) -> pa.DataType:
     """The Arrow type Spark reads for values of Arrow type `t` (identity when Spark takes `t` as is)."""
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return pa.string()
-    if (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
-            or pa.types.is_fixed_size_binary(t)):
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
         return pa.binary()
     if pa.types.is_unsigned_integer(t):
         # Widen to the next signed type; uint64 does not fit int64, so it becomes DECIMAL(20, 0).
@@ -42,8 +46,13 @@ def spark_compatible_type(t: pa.DataType) -> pa.DataType:
         return pa.decimal128(t.precision, t.scale) if t.precision <= 38 else pa.string()
     if pa.types.is_dictionary(t):
         return spark_compatible_type(t.value_type)
-    if (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-            or pa.types.is_list_view(t) or pa.types.is_large_list_view(t)):
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
         return pa.list_(spark_compatible_field(t.value_field))
     if pa.types.is_map(t):
         return pa.map_(spark_compatible_type(t.key_type), spark_compatible_field(t.item_field))
@@ -77,17 +86,19 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 def table_of_batches(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
     """The batches as one table, with at least one chunk per column: PySpark's createDataFrame cannot take a
     nested column of no chunks ("cannot construct ChunkedArray from empty vector", issue 35)."""
-    return pa.Table.from_batches(batches, schema) if any(b.num_rows for b in batches) else schema.empty_table()
+    return (
+        pa.Table.from_batches(batches, schema) if any(b.num_rows for b in batches) else schema.empty_table()
+    )
 
 
-def spark_to_arrow_schema(schema: "StructType") -> pa.Schema:
+def spark_to_arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema of batches that Spark accepts for a Spark schema (timestamps as UTC microseconds)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(schema, timezone=UTC)
 
 
-def delta_to_spark_schema(delta_schema_json: str) -> "StructType":
+def delta_to_spark_schema(delta_schema_json: str) -> StructType:
     """A Delta schema (the JSON of the transaction log, which is Spark's own schema JSON) as a StructType."""
     from pyspark.sql.types import StructType
 

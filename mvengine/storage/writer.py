@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import CommitProperties, Transaction
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
@@ -36,7 +36,8 @@ class WriteOptions:
     def commit_properties(self) -> CommitProperties:
         return CommitProperties(
             custom_metadata=dict(self.metadata) or None,
-            app_transactions=[Transaction(app_id=self.txn[0], version=self.txn[1])] if self.txn else None)
+            app_transactions=[Transaction(app_id=self.txn[0], version=self.txn[1])] if self.txn else None,
+        )
 
 
 @dataclass
@@ -54,15 +55,20 @@ class DeltaWriter(DataSourceArrowWriter):
         if ref.exists():
             check_compatible(ref, self.arrow_schema, self.partition_by)
             self.partition_by = ref.open().metadata().partition_columns
-        self.skip = bool(options.txn) and is_committed(ref, *options.txn)
+        self.skip = options.txn is not None and is_committed(ref, *options.txn)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         if self.skip:
             for _ in iterator:
                 pass
             return WrittenFiles([])
-        writer = FileWriter(self.ref, self.arrow_schema, self.partition_by, prefix=self.prefix,
-                            target_rows=self.options.target_file_rows)
+        writer = FileWriter(
+            self.ref,
+            self.arrow_schema,
+            self.partition_by,
+            prefix=self.prefix,
+            target_rows=self.options.target_file_rows,
+        )
         return WrittenFiles(writer.write(_conformed(iterator, self.arrow_schema)))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -80,28 +86,41 @@ def _conformed(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator
     for batch in batches:
         if batch.schema != schema:
             batch = pa.RecordBatch.from_arrays(
-                [c.cast(f.type) if c.type != f.type else c for c, f in zip(batch.columns, schema)], schema=schema)
+                [c.cast(f.type) if c.type != f.type else c for c, f in zip(batch.columns, schema)],
+                schema=schema,
+            )
         yield batch
 
 
-def commit_files(ref: TableRef, schema: pa.Schema, files: list[WrittenFile], partition_by: list[str],
-                 options: WriteOptions) -> None:
+def commit_files(
+    ref: TableRef, schema: pa.Schema, files: list[WrittenFile], partition_by: list[str], options: WriteOptions
+) -> None:
     """One Delta commit adding `files` (and, for an overwrite, removing every current file)."""
     now = int(time.time() * 1000)
     adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
     try:
         if ref.exists():
-            ref.open().create_write_transaction(adds, "overwrite" if options.overwrite else "append", schema,
-                                                partition_by=partition_by or None,
-                                                commit_properties=options.commit_properties())
+            ref.open().create_write_transaction(
+                list[AddAction | RemoveAction](adds),
+                "overwrite" if options.overwrite else "append",
+                schema,
+                partition_by=partition_by or None,
+                commit_properties=options.commit_properties(),
+            )
         else:
             from deltalake import Schema
 
-            create_table_with_add_actions(ref.uri, Schema.from_arrow(schema), adds, mode="error",
-                                          partition_by=partition_by or None, name=ref.name,
-                                          configuration={CDF_PROPERTY: "true"},
-                                          storage_options=ref.storage_options or None,
-                                          commit_properties=options.commit_properties())
+            create_table_with_add_actions(
+                ref.uri,
+                Schema.from_arrow(schema),
+                adds,
+                mode="error",
+                partition_by=partition_by or None,
+                name=ref.name,
+                configuration={CDF_PROPERTY: "true"},
+                storage_options=ref.storage_options or None,
+                commit_properties=options.commit_properties(),
+            )
     except Exception as e:
         delete_files(ref, [f.path for f in files])
         raise StorageError(f"cannot commit the write to {ref.label}: {ref.redact(str(e))}") from None
@@ -121,8 +140,11 @@ def check_compatible(ref: TableRef, schema: pa.Schema, partition_by: list[str]) 
         raise StorageError(
             f"the data written to {ref.label} does not match its schema: table has "
             f"{', '.join(f'{n} {t}' for n, t in want)}; data has {', '.join(f'{n} {t}' for n, t in have)}",
-            hint="select and cast the columns to the table's schema, or overwrite it into a new path")
+            hint="select and cast the columns to the table's schema, or overwrite it into a new path",
+        )
     existing = dt.metadata().partition_columns
     if partition_by and list(partition_by) != existing:
-        raise StorageError(f"{ref.label} is partitioned by {existing or 'nothing'}, not by {list(partition_by)}",
-                           hint="drop the partitionBy option, or write to a new table")
+        raise StorageError(
+            f"{ref.label} is partitioned by {existing or 'nothing'}, not by {list(partition_by)}",
+            hint="drop the partitionBy option, or write to a new table",
+        )

@@ -10,9 +10,9 @@ import networkx as nx
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from mvengine.cli.plan import describe as plan_text
 from mvengine.project.catalog import Catalog
 from mvengine.project.layout import Committed
+from mvengine.reading.explain import describe as plan_text
 from mvengine.reading.status import status
 from mvengine.reading.versions import Versions, show_time
 from mvengine.storage.tables import arrow_dataset
@@ -28,8 +28,15 @@ def graph(catalog: Catalog) -> dict[str, Any]:
     for x, layer in enumerate(layers):
         for y, name in enumerate(sorted(layer, key=catalog.order.index)):
             kind = "source" if name in catalog.sources else "view"
-            nodes.append({"name": name, "kind": kind, "layer": x, "row": y,
-                          "strategy": None if kind == "source" else catalog.plans[name].strategy})
+            nodes.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "layer": x,
+                    "row": y,
+                    "strategy": None if kind == "source" else catalog.plans[name].strategy,
+                }
+            )
     return {"nodes": nodes, "edges": [{"from": a, "to": b} for a, b in catalog.graph.edges]}
 
 
@@ -40,23 +47,43 @@ def statuses(versions: Versions) -> list[dict[str, Any]]:
 def view_panel(versions: Versions, name: str) -> dict[str, Any]:
     name = versions.view(name)
     plan = versions.catalog.plans[name]
-    commits = list(versions.snapshot_commits(name).values())[-BATCHES - 1:]
-    batches = [{"version": c.version, "batch_id": c.batch_id, "kind": c.kind, "time": show_time(c.timestamp_ms),
-                "ms": c.batch_ms, "rows_in": c.rows_in, "rows_out": c.changes, "engine": c.engine,
-                "lag_s": None if before is None else _lag_before(versions, name, before, c)}
-               for before, c in zip([None, *commits[:-1]], commits)][-BATCHES:]
-    return {"name": name, "strategy": plan.strategy, "reason": plan.reason, "plan": plan_text(plan, versions.catalog),
-            "batches": batches, "changelog": _tail(versions, name),
-            "expectations": commits[-1].expectations if commits else [],
-            "declared": [{"name": e.name, "on_violation": e.on_violation} for e in plan.view.expectations]}
+    commits = list(versions.snapshot_commits(name).values())[-BATCHES - 1 :]
+    batches = [
+        {
+            "version": c.version,
+            "batch_id": c.batch_id,
+            "kind": c.kind,
+            "time": show_time(c.timestamp_ms),
+            "ms": c.batch_ms,
+            "rows_in": c.rows_in,
+            "rows_out": c.changes,
+            "engine": c.engine,
+            "lag_s": None if before is None else _lag_before(versions, name, before, c),
+        }
+        for before, c in zip([None, *commits[:-1]], commits)
+    ][-BATCHES:]
+    return {
+        "name": name,
+        "strategy": plan.strategy,
+        "reason": plan.reason,
+        "plan": plan_text(plan, versions.catalog),
+        "batches": batches,
+        "changelog": _tail(versions, name),
+        "expectations": commits[-1].expectations if commits else [],
+        "declared": [{"name": e.name, "on_violation": e.on_violation} for e in plan.view.expectations],
+    }
 
 
 def _lag_before(versions: Versions, view: str, before: Committed, batch: Committed) -> float:
     """How stale the view was just before this batch landed: seconds from the oldest source commit it brought
     in (one the version before did not reflect) to its commit."""
     now, then = versions.source_versions(view, batch.version), versions.source_versions(view, before.version)
-    times = [c.timestamp_ms for source, seen in now.items() for c in versions.commits(source)
-             if min(then.get(source, [-1])) < c.version <= max(seen)]
+    times = [
+        c.timestamp_ms
+        for source, seen in now.items()
+        for c in versions.commits(source)
+        if min(then.get(source, [-1])) < c.version <= max(seen)
+    ]
     return round((batch.timestamp_ms - min(times)) / 1000, 3) if times else 0.0
 
 
@@ -72,5 +99,7 @@ def _tail(versions: Versions, view: str) -> dict[str, Any]:
         order = [("_version", "ascending"), ("_batch_id", "ascending"), ("_emit_index", "ascending")]
         rows = rows.take(pc.sort_indices(rows, sort_keys=[k for k in order if k[0] in rows.column_names]))
         rows = rows.slice(max(rows.num_rows - TAIL, 0))
-    return {"columns": rows.column_names,
-            "rows": json.loads(json.dumps([list(r.values()) for r in rows.to_pylist()], default=str))}
+    return {
+        "columns": rows.column_names,
+        "rows": json.loads(json.dumps([list(r.values()) for r in rows.to_pylist()], default=str)),
+    }

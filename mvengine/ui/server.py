@@ -37,8 +37,14 @@ def app(project: Project):
         except MvError as e:
             return JSONResponse({"error": str(e)}, status_code=404)
 
-    return Starlette(routes=[Route("/", index), Route("/api/graph", dag), Route("/api/status", status),
-                             Route("/api/view/{name}", view)])
+    return Starlette(
+        routes=[
+            Route("/", index),
+            Route("/api/graph", dag),
+            Route("/api/status", status),
+            Route("/api/view/{name}", view),
+        ]
+    )
 
 
 def serve(project: Project, host: str, port: int, started=lambda url: None) -> None:
@@ -50,8 +56,10 @@ def serve(project: Project, host: str, port: int, started=lambda url: None) -> N
         with socket.create_server((host, port)):
             pass
     except OSError as e:
-        raise MvError(f"cannot listen on {host}:{port}: {e.strerror}",
-                      hint="another program uses that port: give another with --port") from None
+        raise MvError(
+            f"cannot listen on {host}:{port}: {e.strerror}",
+            hint="another program uses that port: give another with --port",
+        ) from None
     config = uvicorn.Config(app(project), host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     started(f"http://{host}:{port}/")

@@ -5,7 +5,8 @@
 After each batch the view, as its rules' output deltas built it, must equal the view's SQL run by Spark over the
 rows: integers and decimals exactly; doubles within 1e-9 relative of Spark's, or of the exact value (computed
 here with Python's fractions) where Spark's own rounding is further off (Spark adds row by row: 1e308 + 1.5 -
-1e308 is 0 or 1.5 by the order it happens to read the rows in; it averages BIGINTs as doubles). NaN equals NaN, infinities their sign.
+1e308 is 0 or 1.5 by the order it happens to read the rows in; it averages BIGINTs as doubles).
+NaN equals NaN, infinities their sign.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 
 from mvengine.project.catalog import Catalog, load_catalog
 from mvengine.project.config import load_config
+from tests.conftest import examples
 from tests.spark.test_delta_rules import MemoryState, run_driver_rule, run_rule, run_sql
 
 SOURCES = """
@@ -33,23 +35,60 @@ CREATE TABLE a (_ex INT, g INT, d DOUBLE, b BIGINT, i INT, m DECIMAL(38, 6)) WIT
 # One view per family of aggregates; each groups by the example and a small key. The Python function beside
 # each column computes its exact value from the group's values (None: that column is compared with Spark only).
 VIEWS = {
-    "sums": ("SELECT _ex, g, SUM(d) AS sd, AVG(d) AS ad, SUM(b) AS sb, AVG(b) AS ab, SUM(i) AS si, AVG(i) AS ai, "
-             "SUM(m) AS sm, AVG(m) AS am, COUNT(d) AS nd FROM n GROUP BY _ex, g", "n"),
+    "sums": (
+        "SELECT _ex, g, SUM(d) AS sd, AVG(d) AS ad, SUM(b) AS sb, AVG(b) AS ab, SUM(i) AS si, AVG(i) AS ai, "
+        "SUM(m) AS sm, AVG(m) AS am, COUNT(d) AS nd FROM n GROUP BY _ex, g",
+        "n",
+    ),
     "averages": ("SELECT _ex, g, AVG(d) AS ad, AVG(b) AS ab, AVG(i) AS ai FROM n GROUP BY _ex, g", "n"),
-    "moments": ("SELECT _ex, g, VAR_POP(d) AS vp, VAR_SAMP(d) AS vs, STDDEV_POP(d) AS sp, STDDEV_SAMP(d) AS ss, "
-                "STDDEV(b) AS sb, VARIANCE(i) AS vi FROM n GROUP BY _ex, g", "n"),
-    "extremes": ("SELECT _ex, g, MIN(d) AS lo, MAX(d) AS hi, MIN(b) AS lb, MAX(b) AS hb, MIN(m) AS lm, "
-                 "MAX(m) AS hm, COUNT(DISTINCT d) AS dd, SUM(DISTINCT i) AS di FROM n GROUP BY _ex, g", "n"),
-    "extremes_append_only": ("SELECT _ex, g, MIN(d) AS lo, MAX(d) AS hi, MIN(b) AS lb, MAX(b) AS hb, SUM(d) AS sd, "
-                             "MAX(m) AS hm FROM a GROUP BY _ex, g", "a"),
+    "moments": (
+        "SELECT _ex, g, VAR_POP(d) AS vp, VAR_SAMP(d) AS vs, STDDEV_POP(d) AS sp, STDDEV_SAMP(d) AS ss, "
+        "STDDEV(b) AS sb, VARIANCE(i) AS vi FROM n GROUP BY _ex, g",
+        "n",
+    ),
+    "extremes": (
+        "SELECT _ex, g, MIN(d) AS lo, MAX(d) AS hi, MIN(b) AS lb, MAX(b) AS hb, MIN(m) AS lm, "
+        "MAX(m) AS hm, COUNT(DISTINCT d) AS dd, SUM(DISTINCT i) AS di FROM n GROUP BY _ex, g",
+        "n",
+    ),
+    "extremes_append_only": (
+        "SELECT _ex, g, MIN(d) AS lo, MAX(d) AS hi, MIN(b) AS lb, MAX(b) AS hb, SUM(d) AS sd, "
+        "MAX(m) AS hm FROM a GROUP BY _ex, g",
+        "a",
+    ),
 }
 INF, NAN = math.inf, math.nan
-DOUBLES = [None, NAN, 0.0, -0.0, INF, -INF, 1e308, -1e308, 1.5, -2.25, 1e17, 2.0**53 + 2, 1e9 + 1, 1e9 + 2, 1e-300,
-           3.0, 9007199254740993.0]
+DOUBLES = [
+    None,
+    NAN,
+    0.0,
+    -0.0,
+    INF,
+    -INF,
+    1e308,
+    -1e308,
+    1.5,
+    -2.25,
+    1e17,
+    2.0**53 + 2,
+    1e9 + 1,
+    1e9 + 2,
+    1e-300,
+    3.0,
+    9007199254740993.0,
+]
 BIGINTS = [None, 0, 1, -1, 3, 2**53 + 1, -(2**53) - 3, 2**60, -(2**60), 2**63 - 1, -(2**63)]
 INTS = [None, 0, 7, -7, 2**31 - 1, -(2**31)]
-DECIMALS = [None, Decimal("0"), Decimal("2.50"), Decimal("-1.000001"), Decimal("99999999999999999999999999999999"),
-            Decimal("-99999999999999999999999999999999"), Decimal("0.000001"), Decimal("12345678901234567890.123456")]
+DECIMALS = [
+    None,
+    Decimal("0"),
+    Decimal("2.50"),
+    Decimal("-1.000001"),
+    Decimal("99999999999999999999999999999999"),
+    Decimal("-99999999999999999999999999999999"),
+    Decimal("0.000001"),
+    Decimal("12345678901234567890.123456"),
+]
 BATCHES = 4
 SIDE = 60  # examples side by side in one run of a rule
 
@@ -60,7 +99,8 @@ def catalog(tmp_path_factory) -> Catalog:
     (root / "views").mkdir()
     (root / "views" / "sources.sql").write_text(SOURCES)
     (root / "views" / "views.sql").write_text(
-        "".join(f"CREATE MATERIALIZED VIEW {name} AS {sql};\n" for name, (sql, _) in VIEWS.items()))
+        "".join(f"CREATE MATERIALIZED VIEW {name} AS {sql};\n" for name, (sql, _) in VIEWS.items())
+    )
     return load_catalog(load_config(root))
 
 
@@ -69,15 +109,29 @@ def _row(rng: random.Random, sums: bool) -> tuple:
     # to values whose sums of up to 8 rows fit, the others take the extremes.
     bigints = [v for v in BIGINTS if v is None or abs(v) <= 2**60] if sums else BIGINTS
     decimals = [v for v in DECIMALS if v is None or abs(v) < Decimal(10) ** 30] if sums else DECIMALS
-    return (rng.randrange(3), rng.choice(DOUBLES), rng.choice(bigints), rng.choice(INTS), rng.choice(decimals))
+    return (
+        rng.randrange(3),
+        rng.choice(DOUBLES),
+        rng.choice(bigints),
+        rng.choice(INTS),
+        rng.choice(decimals),
+    )
 
 
-def examples(seed: int, source: str, sums: bool) -> list[list[tuple[list[int], list[tuple]]]]:
+def generated_batches(seed: int, source: str, sums: bool) -> list[list[tuple[list[int], list[tuple]]]]:
     """Per example, BATCHES batches of (positions of rows to delete, rows to insert) of one source."""
     rng = random.Random(seed)
     append_only = source == "a"
-    return [[([] if append_only else [rng.randrange(100) for _ in range(rng.randint(0, 3))],
-              [_row(rng, sums) for _ in range(rng.randint(0, 4))]) for _ in range(BATCHES)] for _ in range(SIDE)]
+    return [
+        [
+            (
+                [] if append_only else [rng.randrange(100) for _ in range(rng.randint(0, 3))],
+                [_row(rng, sums) for _ in range(rng.randint(0, 4))],
+            )
+            for _ in range(BATCHES)
+        ]
+        for _ in range(SIDE)
+    ]
 
 
 def check(spark, catalog: Catalog, view: str, batches_per_example) -> None:
@@ -88,26 +142,35 @@ def check(spark, catalog: Catalog, view: str, batches_per_example) -> None:
     for i in range(BATCHES):
         before = {name: list(rows) for name, rows in contents.items()}
         done = {name: ([], []) for name in catalog.sources}
-        for example, batches in enumerate(batches_per_example):
+        for number, batches in enumerate(batches_per_example):
             positions, inserted = batches[i]
-            mine = [r for r in contents[source] if r[0] == example]
+            mine = [r for r in contents[source] if r[0] == number]
             for p in positions:
                 if mine:
                     row = mine.pop(p % len(mine))
                     contents[source].remove(row)
                     done[source][0].append(row)
             for r in inserted:
-                contents[source].append((example, *r))
-                done[source][1].append((example, *r))
+                contents[source].append((number, *r))
+                done[source][1].append((number, *r))
         state.on_driver = i == 2
-        delta = run_driver_rule(catalog, view, state, before, done) if i % 2 else \
-            run_rule(spark, catalog, view, state, None if i == 0 else before, done)
+        delta = (
+            run_driver_rule(catalog, view, state, before, done)
+            if i % 2
+            else run_rule(spark, catalog, view, state, None if i == 0 else before, done)
+        )
         ours.update(Counter({_comparable(row): n for row, n in delta.items()}))
         ours = Counter({row: n for row, n in ours.items() if n})
         taken = [row for row, n in ours.items() if n < 0]
         assert not taken, f"{view}, batch {i}: the rules took away rows never added: {taken}; view: {ours}"
         expected = run_sql(spark, catalog, view, contents)
-        _compare(view, i, sorted(ours.elements(), key=_key), sorted(expected.elements(), key=_key), contents[source])
+        _compare(
+            view,
+            i,
+            sorted(ours.elements(), key=_key),
+            sorted(expected.elements(), key=_key),
+            contents[source],
+        )
 
 
 def _comparable(row: tuple) -> tuple:
@@ -120,19 +183,25 @@ def _key(row: tuple) -> tuple:
 
 
 def _compare(view: str, batch: int, ours: list[tuple], spark: list[tuple], rows: list[tuple]) -> None:
-    assert [_key(r) for r in ours] == [_key(r) for r in spark], \
+    assert [_key(r) for r in ours] == [_key(r) for r in spark], (
         f"{view}, batch {batch}: groups {[_key(r) for r in ours]}, Spark's {[_key(r) for r in spark]}"
+    )
     columns = [c.strip().split(" AS ")[-1] for c in VIEWS[view][0].split(" FROM ")[0].split(",")[2:]]
     for mine, theirs in zip(ours, spark):
         values = [r[2:] for r in rows if r[0] == mine[0] and r[1] == mine[1]]
         for name, a, b in zip(columns, mine[2:], theirs[2:]):
             if isinstance(b, float) or isinstance(a, float) or a == "NaN":
                 exact = _exact(VIEWS[view][0], name, values)
-                if not (_close(a, b) or (isinstance(exact, float) and _close(a, exact))
-                        or (exact == "overflow" and not _finite(a) and not _finite(b))
-                        or _both_overflow(a, b, values)):
-                    pytest.fail(f"{view}, batch {batch}, group {_key(mine)}: {name} = {a!r}, Spark says {b!r}, "
-                                f"exactly {exact!r}; the group's rows (d, b, i, m): {values}")
+                if not (
+                    _close(a, b)
+                    or (isinstance(exact, float) and _close(a, exact))
+                    or (exact == "overflow" and not _finite(a) and not _finite(b))
+                    or _both_overflow(a, b, values)
+                ):
+                    pytest.fail(
+                        f"{view}, batch {batch}, group {_key(mine)}: {name} = {a!r}, Spark says {b!r}, "
+                        f"exactly {exact!r}; the group's rows (d, b, i, m): {values}"
+                    )
             else:
                 assert a == b, f"{view}, batch {batch}, group {_key(mine)}: {name} = {a!r}, Spark says {b!r}"
 
@@ -156,16 +225,20 @@ def _both_overflow(a, b, values: list[tuple]) -> bool:
     """Both sums are not finite and the group's finite doubles overflow: Spark's NaN or ±inf then depends on the
     order it adds the rows in (1e308 + 1e308 - inf is NaN, 1e308 - inf + 1e308 is -inf)."""
     finite = [v[0] for v in values if isinstance(v[0], float) and math.isfinite(v[0])]
-    return all(x == "NaN" or (isinstance(x, float) and not math.isfinite(x)) for x in (a, b)) \
-        and abs(sum(map(Fraction, finite))) > Fraction(sys.float_info.max)
+    return all(x == "NaN" or (isinstance(x, float) and not math.isfinite(x)) for x in (a, b)) and abs(
+        sum(map(Fraction, finite))
+    ) > Fraction(sys.float_info.max)
 
 
 def _exact(sql: str, name: str, values: list[tuple]) -> float | str | None:
     """The exact value of a double column (its aggregate read off the view's SQL), rounded once; "overflow"
     beyond the double range (where Spark's own steps give inf or NaN); None when a value is not finite, or the
     column is not a sum, average or variance (Spark's answer decides then)."""
-    calls = {c.split(" AS ")[1].strip(): c.split(" AS ")[0].strip() for c in sql.split(" FROM ")[0].split(", ")
-             if " AS " in c}
+    calls = {
+        c.split(" AS ")[1].strip(): c.split(" AS ")[0].strip()
+        for c in sql.split(" FROM ")[0].split(", ")
+        if " AS " in c
+    }
     function, argument = calls[name].split("(")[0].upper(), calls[name].split("(")[1].rstrip(")")
     column = {"d": 0, "b": 1, "i": 2, "m": 3}[argument]
     xs = [v[column] for v in values if v[column] is not None]
@@ -192,18 +265,23 @@ def _exact(sql: str, name: str, values: list[tuple]) -> float | str | None:
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(2),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(seed=st.integers(0, 2**32 - 1))
 @example(seed=35)
 def test_every_aggregate_is_exact_over_numeric_corners(spark, catalog, view, seed):
-    check(spark, catalog, view, examples(seed, VIEWS[view][1], sums=view.startswith("sums")))
+    check(spark, catalog, view, generated_batches(seed, VIEWS[view][1], sums=view.startswith("sums")))
 
 
 def test_issue_35_items_1_to_5(spark, catalog):
     """The issue's own cases, one example each: a float SUM/AVG after inf and 1e17 are deleted (item 1),
     variances of 1e9+1, 1e9+2, then 1e9+3 (2), a BIGINT SUM and STDDEV beyond 2^53 (3), AVG of 1 and BIGINT's
     largest (4), MAX and MIN with NaN once the largest number goes (5)."""
+
     def r(g, d=None, b=None, i=None, m=None):
         return (g, d, b, i, m)
 
@@ -211,8 +289,12 @@ def test_issue_35_items_1_to_5(spark, catalog):
     cases = {
         "sums": [([], [r(1, d=1.5), r(1, d=INF), r(2, d=1.5), r(2, d=1e17)]), ([1, 2], []), nothing, nothing],
         "averages": [([], [r(0, b=1)]), ([], [r(0, b=2**63 - 1)]), nothing, ([0], [])],
-        "moments": [([], [r(1, d=1e9 + 1), r(1, d=1e9 + 2), r(0, b=1), r(0, b=3)]),
-                    ([], [r(1, d=1e9 + 3), r(0, b=2**53 + 1)]), nothing, ([0], [])],
+        "moments": [
+            ([], [r(1, d=1e9 + 1), r(1, d=1e9 + 2), r(0, b=1), r(0, b=3)]),
+            ([], [r(1, d=1e9 + 3), r(0, b=2**53 + 1)]),
+            nothing,
+            ([0], []),
+        ],
         "extremes": [([], [r(1, d=NAN), r(1, d=1.0), r(1, d=2.0)]), ([2], []), nothing, nothing],
     }
     for view, batches in cases.items():

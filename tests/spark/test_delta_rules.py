@@ -4,8 +4,8 @@ run by Spark before and after the batch (the output delta must be `Q(after) - Q(
 No refresh and no Delta commit: the inputs are made from Python rows and the rules' state lives in memory
 (MemoryState below, with the interface of StateStore that the rules call). Each operator's two forms take
 turns on one state, batch after batch: the Spark rules (incremental/<operator>.py `delta`) and the driver's
-(`driver_delta`, Arrow), so each is checked against the SQL and against the state the other left. A Spark job costs ~150 ms
-here whatever its size, so examples are run side by side rather than one after another: every source has a
+(`driver_delta`, Arrow), so each is checked against the SQL and against the state the other left. A Spark job costs
+~150 ms here whatever its size, so examples are run side by side rather than one after another: every source has a
 column `_ex` (the example a row belongs to) and every view carries it through (grouped by it, joined on it), so
 one batch of the rule, and one query of the oracle, covers a hundred independent examples. A failure names the
 operator (each view is one operator or two) and the example's rows.
@@ -31,12 +31,12 @@ from pyspark.sql import DataFrame
 
 from mvengine.incremental.batch import Batch, collect_small
 from mvengine.incremental.compiler import view_delta, view_delta_on_driver
-from mvengine.incremental.driver import DriverBatch, match
-from mvengine.incremental.driver import consolidated
+from mvengine.incremental.driver import DriverBatch, consolidated, match
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.project.catalog import Catalog, load_catalog
 from mvengine.project.config import load_config
+from tests.conftest import examples
 
 SOURCES = """
 CREATE TABLE a (_ex INT, k INT, g STRING, v INT);
@@ -49,15 +49,15 @@ SIDE_BY_SIDE = {
     "union_all": "SELECT _ex, g, v FROM a WHERE k > 1 UNION ALL SELECT _ex, g, v FROM b",
     "distinct_rows": "SELECT DISTINCT _ex, g, v FROM a",
     "aggregate": "SELECT _ex, g, COUNT(*) AS n, COUNT(v) AS nv, SUM(v) AS s, AVG(v) AS av, MIN(v) AS lo, "
-                 "MAX(v) AS hi, COUNT(DISTINCT v) AS dv, SUM(DISTINCT v) AS sdv FROM a GROUP BY _ex, g",
+    "MAX(v) AS hi, COUNT(DISTINCT v) AS dv, SUM(DISTINCT v) AS sdv FROM a GROUP BY _ex, g",
     "aggregate_having": "SELECT _ex, g, COUNT(g) AS n FROM a GROUP BY _ex, g HAVING MAX(v) > 1 AND MIN(k) < 3",
     "aggregate_append_only": "SELECT _ex, g, MIN(v) AS lo, MAX(v) AS hi, COUNT(*) AS n FROM c GROUP BY _ex, g",
     "inner_join": "SELECT a._ex, a.k, a.v, b.v AS bv FROM a JOIN b ON a._ex = b._ex AND a.g = b.g AND a.v <= b.v",
     "left_join": "SELECT a._ex, a.k, b.v AS bv FROM a LEFT JOIN b ON a._ex = b._ex AND a.g = b.g AND b.v > 0",
     "full_join": "SELECT coalesce(a._ex, b._ex) AS _ex, a.k, b.g AS bg, b.v FROM a FULL JOIN b "
-                 "ON a._ex = b._ex AND a.g = b.g",
+    "ON a._ex = b._ex AND a.g = b.g",
     "semi_join": "SELECT _ex, k, g FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b._ex = a._ex AND b.g = a.g "
-                 "AND b.v > 0)",
+    "AND b.v > 0)",
     "anti_join": "SELECT _ex, g, v FROM b WHERE NOT EXISTS (SELECT 1 FROM a WHERE a._ex = b._ex AND a.g = b.g)",
 }
 ONE_BY_ONE = {
@@ -108,8 +108,9 @@ class MemoryState:
         if name not in self.tables:
             return None
         found = self.tables[name]
-        matched, _ = match([found.column(k) for k in keys], [rows.column(k) for k in keys], "left semi",
-                           null_safe=True)
+        matched, _ = match(
+            [found.column(k) for k in keys], [rows.column(k) for k in keys], "left semi", null_safe=True
+        )
         return found.take(matched)
 
     def stage(self, name: str, rows, keys, delete_column: str | None = None) -> None:
@@ -118,14 +119,21 @@ class MemoryState:
     def commit(self) -> None:
         for name, rows, keys, delete_column in self._pending:
             rows = rows if isinstance(rows, pa.Table) else collect_small(rows, 10**9)
-            kept = rows.filter(pc.invert(rows.column(delete_column))).drop_columns([delete_column]) \
-                if delete_column else rows
+            kept = (
+                rows.filter(pc.invert(rows.column(delete_column))).drop_columns([delete_column])
+                if delete_column
+                else rows
+            )
             current = self.tables.get(name)
             if current is not None:
                 kept = kept.select(current.column_names).cast(current.schema)
                 if keys:
-                    gone, _ = match([current.column(k) for k in keys], [rows.column(k) for k in keys], "left anti",
-                                    null_safe=True)
+                    gone, _ = match(
+                        [current.column(k) for k in keys],
+                        [rows.column(k) for k in keys],
+                        "left anti",
+                        null_safe=True,
+                    )
                     kept = pa.concat_tables([current.take(gone), kept])
             self.tables[name] = kept
         self._pending.clear()
@@ -138,7 +146,8 @@ def catalog(tmp_path_factory) -> Catalog:
     (root / "views" / "sources.sql").write_text(SOURCES)
     views = {**SIDE_BY_SIDE, **ONE_BY_ONE}
     (root / "views" / "views.sql").write_text(
-        "".join(f"CREATE MATERIALIZED VIEW {name} AS {sql};\n" for name, sql in views.items()))
+        "".join(f"CREATE MATERIALIZED VIEW {name} AS {sql};\n" for name, sql in views.items())
+    )
     return load_catalog(load_config(root))
 
 
@@ -155,8 +164,10 @@ def random_batch(rng: random.Random, catalog: Catalog) -> dict:
     batch = {}
     for name, source in catalog.sources.items():
         deletes = [] if source.append_only else [rng.randrange(100) for _ in range(rng.randint(0, 3))]
-        inserts = [tuple(rng.choice(VALUES[f.name]) for f in source.schema if f.name != "_ex")
-                   for _ in range(rng.randint(0, 4))]
+        inserts = [
+            tuple(rng.choice(VALUES[f.name]) for f in source.schema if f.name != "_ex")
+            for _ in range(rng.randint(0, 4))
+        ]
         batch[name] = (deletes, inserts)
     return batch
 
@@ -189,18 +200,34 @@ def apply(contents: Contents, example: int, batch: dict) -> dict[str, tuple[list
 # -- running the rule and the oracle ----------------------------------------------------------------------
 
 
-def frame(spark, catalog: Catalog, name: str, rows: list[tuple], weights: list[int] | None = None) -> DataFrame:
+def frame(
+    spark, catalog: Catalog, name: str, rows: list[tuple], weights: list[int] | None = None
+) -> DataFrame:
     """A source's rows as a DataFrame; with `weights`, as a Z-set (`_w`, `_mtime`)."""
     return spark.createDataFrame(table_of(catalog, name, rows, weights))
 
 
-def run_rule(spark, catalog: Catalog, view: str, state: MemoryState, before: Contents | None,
-             done: dict[str, tuple[list[tuple], list[tuple]]]) -> Counter:
+def run_rule(
+    spark,
+    catalog: Catalog,
+    view: str,
+    state: MemoryState,
+    before: Contents | None,
+    done: dict[str, tuple[list[tuple], list[tuple]]],
+) -> Counter:
     """The view's delta rule over one batch; `before` None: the first batch (from nothing, a bootstrap)."""
-    deltas = {name: frame(spark, catalog, name, deleted + inserted, [-1] * len(deleted) + [1] * len(inserted))
-              for name, (deleted, inserted) in done.items()}
-    readers = None if before is None else {
-        name: (lambda rows=rows, name=name: frame(spark, catalog, name, rows)) for name, rows in before.items()}
+    deltas = {
+        name: frame(spark, catalog, name, deleted + inserted, [-1] * len(deleted) + [1] * len(inserted))
+        for name, (deleted, inserted) in done.items()
+    }
+    readers = (
+        None
+        if before is None
+        else {
+            name: (lambda rows=rows, name=name: frame(spark, catalog, name, rows))
+            for name, rows in before.items()
+        }
+    )
     moved = frozenset(name for name, (deleted, inserted) in done.items() if deleted or inserted)
     batch = Batch(spark, deltas, state, before=readers, moved=None if before is None else moved)
     try:
@@ -213,11 +240,14 @@ def run_rule(spark, catalog: Catalog, view: str, state: MemoryState, before: Con
     return Counter({tuple(r[c] for c in columns): r[WEIGHT] for r in result})
 
 
-def run_driver_rule(catalog: Catalog, view: str, state: MemoryState, before: Contents,
-                    done: dict[str, tuple[list, list]]) -> Counter:
+def run_driver_rule(
+    catalog: Catalog, view: str, state: MemoryState, before: Contents, done: dict[str, tuple[list, list]]
+) -> Counter:
     """The view's delta rule on the driver over one batch (no Spark)."""
-    deltas = {name: table_of(catalog, name, deleted + inserted, [-1] * len(deleted) + [1] * len(inserted))
-              for name, (deleted, inserted) in done.items()}
+    deltas = {
+        name: table_of(catalog, name, deleted + inserted, [-1] * len(deleted) + [1] * len(inserted))
+        for name, (deleted, inserted) in done.items()
+    }
 
     def read(name: str, where):
         rows = table_of(catalog, name, before[name])
@@ -242,7 +272,9 @@ def table_of(catalog: Catalog, name: str, rows: list[tuple], weights: list[int] 
     schema = catalog.sources[name].schema
     columns = [list(c) for c in zip(*rows)] if rows else [[] for _ in schema]
     if weights is not None:
-        schema = schema.append(pa.field(WEIGHT, pa.int64())).append(pa.field(MTIME, pa.timestamp("us", tz="UTC")))
+        schema = schema.append(pa.field(WEIGHT, pa.int64())).append(
+            pa.field(MTIME, pa.timestamp("us", tz="UTC"))
+        )
         columns += [weights, [MTIME_VALUE] * len(weights)]
     return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
 
@@ -283,15 +315,19 @@ def check(spark, catalog: Catalog, view: str, examples: list[list[dict]]) -> Non
             wrong = sorted({row[0] for row in (delta - expected) + (expected - delta)}, key=str)
             example = wrong[0] if side_by_side else 0
             rows = {name: [r for r in rows if r[0] == example] for name, rows in before.items()}
-            pytest.fail(f"{view}, batch {i}, example {example}: before the batch the sources held {rows}; the "
-                        f"batch deleted and inserted {batches_of(done, example)}; the rule emitted "
-                        f"{_of(delta, example, side_by_side)}, the SQL changed by {_of(expected, example, side_by_side)}")
+            pytest.fail(
+                f"{view}, batch {i}, example {example}: before the batch the sources held {rows}; the "
+                f"batch deleted and inserted {batches_of(done, example)}; the rule emitted "
+                f"{_of(delta, example, side_by_side)}, the SQL changed by {_of(expected, example, side_by_side)}"
+            )
         old = new
 
 
 def batches_of(done, example: int) -> dict:
-    return {name: ([r for r in d if r[0] == example], [r for r in i if r[0] == example])
-            for name, (d, i) in done.items()}
+    return {
+        name: ([r for r in d if r[0] == example], [r for r in i if r[0] == example])
+        for name, (d, i) in done.items()
+    }
 
 
 def _of(zset: Counter, example: int, side_by_side: bool) -> dict:
@@ -299,16 +335,24 @@ def _of(zset: Counter, example: int, side_by_side: bool) -> dict:
 
 
 @pytest.mark.parametrize("view", list(SIDE_BY_SIDE))
-@settings(max_examples=3, deadline=None, phases=[Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(3),
+    deadline=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_delta_rule_output_is_the_change_of_its_sql(spark, catalog, view, seed):
     check(spark, catalog, view, random_examples(seed, catalog, SIDE))
 
 
 @pytest.mark.parametrize("view", list(ONE_BY_ONE))
-@settings(max_examples=10, deadline=None, phases=[Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(10),
+    deadline=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_delta_rule_of_a_shape_without_ex(spark, catalog, view, seed):
     check(spark, catalog, view, random_examples(seed, catalog, 1))

@@ -14,54 +14,116 @@ import pytest
 import sqlglot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from pyspark.errors import AnalysisException
 
 from mvengine.incremental.driver_expressions import NotOnDriver, evaluate, predicate_mask
 from mvengine.incremental.driver_support import unsupported
 from mvengine.plan.nodes import Field
 from mvengine.plan.types import build
+from tests.conftest import examples
 
-SCHEMA = pa.schema([("a", pa.int32()), ("b", pa.int64()), ("x", pa.float64()), ("s", pa.string()),
-                    ("f", pa.bool_()), ("d", pa.decimal128(5, 2)), ("day", pa.date32()),
-                    ("ts", pa.timestamp("us", tz="UTC"))])
+SCHEMA = pa.schema(
+    [
+        ("a", pa.int32()),
+        ("b", pa.int64()),
+        ("x", pa.float64()),
+        ("s", pa.string()),
+        ("f", pa.bool_()),
+        ("d", pa.decimal128(5, 2)),
+        ("day", pa.date32()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+    ]
+)
 FIELDS = [Field(f.name, build("INT"), True) for f in SCHEMA]  # the evaluator reads types off the data
 VALUES = {
-    "a": st.one_of(st.none(), st.integers(-3, 3), st.sampled_from([2**31 - 1, -2**31])),
+    "a": st.one_of(st.none(), st.integers(-3, 3), st.sampled_from([2**31 - 1, -(2**31)])),
     "b": st.one_of(st.none(), st.integers(-3, 3), st.sampled_from([2**63 - 1, 2**40])),
     "x": st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.5, -2.25, math.nan, math.inf, 3.0])),
     "s": st.one_of(st.none(), st.sampled_from(["", "a", "B", "ab", "straße", "é"])),
     "f": st.one_of(st.none(), st.booleans()),
     "d": st.one_of(st.none(), st.sampled_from([Decimal("0.00"), Decimal("1.50"), Decimal("-999.99")])),
     "day": st.one_of(st.none(), st.sampled_from([dt.date(2026, 1, 1), dt.date(2026, 11, 23)])),
-    "ts": st.one_of(st.none(), st.sampled_from([dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-                                                dt.datetime(2026, 11, 23, 12, 30, tzinfo=dt.UTC),
-                                                dt.datetime(1969, 12, 31, 23, 59, 59, 500_000, tzinfo=dt.UTC)])),
+    "ts": st.one_of(
+        st.none(),
+        st.sampled_from(
+            [
+                dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                dt.datetime(2026, 11, 23, 12, 30, tzinfo=dt.UTC),
+                dt.datetime(1969, 12, 31, 23, 59, 59, 500_000, tzinfo=dt.UTC),
+            ]
+        ),
+    ),
 }
 ROWS = st.lists(st.fixed_dictionaries(VALUES), min_size=1, max_size=6)
 
-LEAVES = st.sampled_from(["a", "b", "x", "s", "f", "d", "day", "ts", "0", "1", "-2", "3000000000", "1.5", "2.50",
-                          "1e0", "'a'", "'B'", "NULL", "TRUE", "FALSE", "DATE '2026-01-01'",
-                          "TIMESTAMP '2026-11-23 12:30:00'", "'2026-01-01'"])
+LEAVES = st.sampled_from(
+    [
+        "a",
+        "b",
+        "x",
+        "s",
+        "f",
+        "d",
+        "day",
+        "ts",
+        "0",
+        "1",
+        "-2",
+        "3000000000",
+        "1.5",
+        "2.50",
+        "1e0",
+        "'a'",
+        "'B'",
+        "NULL",
+        "TRUE",
+        "FALSE",
+        "DATE '2026-01-01'",
+        "TIMESTAMP '2026-11-23 12:30:00'",
+        "'2026-01-01'",
+    ]
+)
 
 
 def _compose(children):
-    unary = st.tuples(st.sampled_from(["-({})", "NOT ({})", "({}) IS NULL", "({}) IS NOT NULL", "abs({})",
-                                       "upper({})", "lower({})", "length({})", "CAST({} AS BIGINT)",
-                                       "CAST({} AS INT)", "CAST({} AS DOUBLE)", "CAST({} AS STRING)",
-                                       "CAST({} AS TINYINT)", "date_format({}, 'yyyy-MM-dd HH:mm:ss')",
-                                       "date_format({}, 'HH:mm')"]),
-                       children).map(lambda t: t[0].format(t[1]))
-    binary = st.tuples(st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "<=>", "+", "-", "*", "/", "AND", "OR",
-                                        "||"]), children, children).map(lambda t: f"({t[1]}) {t[0]} ({t[2]})")
+    unary = st.tuples(
+        st.sampled_from(
+            [
+                "-({})",
+                "NOT ({})",
+                "({}) IS NULL",
+                "({}) IS NOT NULL",
+                "abs({})",
+                "upper({})",
+                "lower({})",
+                "length({})",
+                "CAST({} AS BIGINT)",
+                "CAST({} AS INT)",
+                "CAST({} AS DOUBLE)",
+                "CAST({} AS STRING)",
+                "CAST({} AS TINYINT)",
+                "date_format({}, 'yyyy-MM-dd HH:mm:ss')",
+                "date_format({}, 'HH:mm')",
+            ]
+        ),
+        children,
+    ).map(lambda t: t[0].format(t[1]))
+    binary = st.tuples(
+        st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "<=>", "+", "-", "*", "/", "AND", "OR", "||"]),
+        children,
+        children,
+    ).map(lambda t: f"({t[1]}) {t[0]} ({t[2]})")
     other = st.one_of(
-        st.tuples(children, children, children).map(lambda t: f"CASE WHEN {t[0]} THEN {t[1]} ELSE {t[2]} END"),
+        st.tuples(children, children, children).map(
+            lambda t: f"CASE WHEN {t[0]} THEN {t[1]} ELSE {t[2]} END"
+        ),
         st.tuples(children, children).map(lambda t: f"CASE {t[0]} WHEN 1 THEN {t[1]} END"),
         st.tuples(children, children).map(lambda t: f"coalesce({t[0]}, {t[1]})"),
         st.tuples(children, children, children).map(lambda t: f"IF({t[0]}, {t[1]}, {t[2]})"),
         st.tuples(children, children, children).map(lambda t: f"({t[0]}) BETWEEN ({t[1]}) AND ({t[2]})"),
         st.tuples(children, children).map(lambda t: f"({t[0]}) IN ({t[1]}, 2, NULL)"),
-        st.tuples(children, children).map(lambda t: f"concat({t[0]}, {t[1]})"))
+        st.tuples(children, children).map(lambda t: f"concat({t[0]}, {t[1]})"),
+    )
     return st.one_of(unary, binary, other)
 
 
@@ -73,7 +135,7 @@ def ansi(spark):
     return spark.conf.get("spark.sql.ansi.enabled")
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=ROWS, sql=EXPRESSIONS)
 def test_the_driver_computes_what_spark_computes(spark, ansi, rows, sql):
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
@@ -104,7 +166,8 @@ def test_what_the_driver_leaves_to_spark_is_named():
     assert unsupported(sqlglot.parse_one("a IN (SELECT 1)", read="spark")) is not None
     assert unsupported(sqlglot.parse_one("CASE WHEN a > 1 THEN 'x' END", read="spark")) is None
     assert unsupported(sqlglot.parse_one("date_format(ts, 'EEE, d MMM')", read="spark")).startswith(
-        "date_format pattern")  # day and month names: Java's and strftime's differ
+        "date_format pattern"
+    )  # day and month names: Java's and strftime's differ
     assert unsupported(sqlglot.parse_one("date_format(ts, 'yyyy-MM-dd')", read="spark")) is None
 
 

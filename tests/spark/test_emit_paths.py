@@ -23,6 +23,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.emit import EMIT_STATE, REVISION, view_changes
 from mvengine.storage.api import write_table
 from mvengine.storage.tables import TableRef
+from tests.conftest import examples
 
 SQL = """
 CREATE TABLE t (k INT, s STRING, x DOUBLE, PRIMARY KEY (k) NOT ENFORCED);
@@ -30,11 +31,15 @@ CREATE MATERIALIZED VIEW v AS SELECT k, s, x FROM t;
 """
 SCHEMA = "k int, s string, x double, _w long, _mtime timestamp"
 KEYS = st.one_of(st.none(), st.integers(0, 6))
-VALUES = st.tuples(st.sampled_from([None, "a", "b"]),
-                   st.sampled_from([None, 1.0, 2.5, 0.0, -0.0, math.nan]))
+VALUES = st.tuples(st.sampled_from([None, "a", "b"]), st.sampled_from([None, 1.0, 2.5, 0.0, -0.0, math.nan]))
 # Per key: the row it had (None: none), the row it has (None: none), its last revision (None: never emitted).
-BATCHES = st.dictionaries(KEYS, st.tuples(st.one_of(st.none(), VALUES), st.one_of(st.none(), VALUES),
-                                          st.one_of(st.none(), st.integers(0, 3))), max_size=6)
+BATCHES = st.dictionaries(
+    KEYS,
+    st.tuples(
+        st.one_of(st.none(), VALUES), st.one_of(st.none(), VALUES), st.one_of(st.none(), st.integers(0, 3))
+    ),
+    max_size=6,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +50,14 @@ def plan(tmp_path_factory):
     return load_catalog(load_config(root)).plans["v"]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=list(HealthCheck))
 @given(batch=BATCHES, duplicated=st.booleans())
 def test_the_driver_changelog_equals_the_spark_one(spark, plan, tmp_path_factory, batch, duplicated):
     zset_rows, revisions = [], []
     when = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-    for i, (k, (had, has, revision)) in enumerate(sorted(batch.items(), key=lambda e: (e[0] is None, e[0] or 0))):
+    for i, (k, (had, has, revision)) in enumerate(
+        sorted(batch.items(), key=lambda e: (e[0] is None, e[0] or 0))
+    ):
         if had is not None:
             zset_rows.append((k, *had, -1, when))
         if has is not None:
@@ -63,20 +70,28 @@ def test_the_driver_changelog_equals_the_spark_one(spark, plan, tmp_path_factory
     outcomes = []
     for on_driver in (False, True):
         folder = tmp_path_factory.mktemp("state")
-        write_table(pa.Table.from_pylist(revisions, pa.schema([("k", pa.int32()), (REVISION, pa.int64())])),
-                    TableRef(str(folder / EMIT_STATE)))
+        write_table(
+            pa.Table.from_pylist(revisions, pa.schema([("k", pa.int32()), (REVISION, pa.int64())])),
+            TableRef(str(folder / EMIT_STATE)),
+        )
         state = StateStore(spark, str(folder), {}, "v-0", 3, fresh=False, on_driver=on_driver)
         work = Batch(spark, {}, state)
         try:
-            changes = view_changes(plan, zset, work, snapshot=TableRef(str(folder / "snapshot")),
-                                   snapshot_before=4, batch_id=3)
+            changes = view_changes(
+                plan, zset, work, snapshot=TableRef(str(folder / "snapshot")), snapshot_before=4, batch_id=3
+            )
             staged = {name: rows for name, rows, *_ in state._pending}
-            outcomes.append({
-                "changelog": _bag(changes.changelog), "zset": _bag(changes.zset), "rows": changes.rows,
-                "retractions": changes.retractions,
-                "revisions": _bag(staged[EMIT_STATE]) if changes.rows else [],
-                "upserts": None if changes.upserts is None else _bag(changes.upserts),
-                "inserts": _bag(changes.inserts)})
+            outcomes.append(
+                {
+                    "changelog": _bag(changes.changelog),
+                    "zset": _bag(changes.zset),
+                    "rows": changes.rows,
+                    "retractions": changes.retractions,
+                    "revisions": _bag(staged[EMIT_STATE]) if changes.rows else [],
+                    "upserts": None if changes.upserts is None else _bag(changes.upserts),
+                    "inserts": _bag(changes.inserts),
+                }
+            )
         except MvError as e:
             outcomes.append(("refused", "is not unique in this batch" in str(e)))
         finally:
@@ -94,8 +109,12 @@ def _bag(rows) -> list[str]:
     table = rows if isinstance(rows, pa.Table) else rows.toArrow()
     listed = []
     for row in table.to_pylist():
-        listed.append(repr({c: _plain(v) for c, v in sorted(row.items()) if c not in (WEIGHT, MTIME, "_mtime")}
-                           | {"_w": row.get(WEIGHT), "_t": _instant(row.get(MTIME, row.get("_mtime")))}))
+        listed.append(
+            repr(
+                {c: _plain(v) for c, v in sorted(row.items()) if c not in (WEIGHT, MTIME, "_mtime")}
+                | {"_w": row.get(WEIGHT), "_t": _instant(row.get(MTIME, row.get("_mtime")))}
+            )
+        )
     return sorted(listed)
 
 

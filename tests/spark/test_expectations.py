@@ -20,7 +20,7 @@ from mvengine.runtime.refresh import view_tables
 from mvengine.sql.files import split_statements
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.conftest import bag, write_project
+from tests.conftest import bag, examples, write_project
 from tests.spark.test_refresh_differential import STEPS, check_changelog, refresh_steps
 
 SOURCES = """
@@ -52,10 +52,15 @@ def check_without_failing_rows(spark, catalog, name: str, kept: dict[str, str] =
     tables = view_tables(plan, {})
     dt = tables.snapshot.open()
     for input_name, version in json.loads(commit_metadata(dt, dt.version())["mvengine.inputs"]).items():
-        ref = (TableRef(catalog.sources[input_name].path) if input_name in catalog.sources
-               else view_tables(catalog.plans[input_name], {}).snapshot)
+        ref = (
+            TableRef(catalog.sources[input_name].path)
+            if input_name in catalog.sources
+            else view_tables(catalog.plans[input_name], {}).snapshot
+        )
         rows = read_table(spark, ref, version=version)
-        (rows.where(kept[input_name]) if input_name in catalog.sources else rows).createOrReplaceTempView(input_name)
+        (rows.where(kept[input_name]) if input_name in catalog.sources else rows).createOrReplaceTempView(
+            input_name
+        )
     expected = spark.sql(plan.spark_sql)
     if name in kept:
         expected = expected.where(kept[name])
@@ -63,25 +68,41 @@ def check_without_failing_rows(spark, catalog, name: str, kept: dict[str, str] =
     check_changelog(spark, catalog, name)
 
 
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(2),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=STEPS)
 # Always run: a dropped row corrected by an update (and one updated into failing), a dropped row deleted, bag
 # rows without a group inserted and deleted, a group pushed past the view's own expectation and back.
-@example(steps=[
-    [("upsert_t", [(1, "a", 2), (2, "a", 1), (3, "b", 2)]), ("insert_b", [("a", 5), (None, 1), (None, 1)])],
-    [("upsert_t", [(1, "a", 3), (2, "a", 2), (4, "a", 0)]), ("delete_t", [3]), ("delete_b", (None, 1))],
-    [("upsert_t", [(5, "a", 1), (2, "b", 4)]), ("delete_t", [1])],
-])
+@example(
+    steps=[
+        [
+            ("upsert_t", [(1, "a", 2), (2, "a", 1), (3, "b", 2)]),
+            ("insert_b", [("a", 5), (None, 1), (None, 1)]),
+        ],
+        [("upsert_t", [(1, "a", 3), (2, "a", 2), (4, "a", 0)]), ("delete_t", [3]), ("delete_b", (None, 1))],
+        [("upsert_t", [(5, "a", 1), (2, "b", 4)]), ("delete_t", [1])],
+    ]
+)
 def test_views_equal_their_sql_over_the_rows_expectations_keep(spark, tmp_path_factory, steps):
-    refresh_steps(spark, make_project(tmp_path_factory.mktemp("expect")), steps, all_incremental=True,
-                  check=check_without_failing_rows)
+    refresh_steps(
+        spark,
+        make_project(tmp_path_factory.mktemp("expect")),
+        steps,
+        all_incremental=True,
+        check=check_without_failing_rows,
+    )
 
 
 def test_plan_shows_the_rows_it_drops(tmp_path):
     catalog = load_catalog(load_config(make_project(tmp_path)))
-    assert "without the rows of t its DROP ROW / QUARANTINE expectations fail (keeps COALESCE(v <> 2, TRUE))" \
+    assert (
+        "without the rows of t its DROP ROW / QUARANTINE expectations fail (keeps COALESCE(v <> 2, TRUE))"
         in catalog.plans["by_group"].notes
+    )
     assert catalog.plans["by_group"].drops == ("t: COALESCE(v <> 2, TRUE)",)
     assert catalog.plans["small_groups"].drops == ("small_groups: COALESCE(n < 3, TRUE)",)
     assert catalog.plans["joined"].drops == ("t: COALESCE(v <> 2, TRUE)", "b: NOT g IS NULL")
@@ -89,48 +110,75 @@ def test_plan_shows_the_rows_it_drops(tmp_path):
 
 
 def test_declarations_are_read_with_their_places():
-    sql = ("CREATE TABLE o (id BIGINT, price INT, status STRING,\n"
-           "  CONSTRAINT positive EXPECT (price > 0) ON VIOLATION QUARANTINE,\n"
-           "  CONSTRAINT one_per_id EXPECT UNIQUE (id) ON VIOLATION FAIL UPDATE,\n"
-           "  CONSTRAINT sized EXPECT ROW COUNT BETWEEN 1 AND 10,\n"
-           "  CONSTRAINT known EXPECT COLUMN status VALUES IN ('new', 'paid', -1),\n"
-           "  PRIMARY KEY (id) NOT ENFORCED);\n"
-           "CREATE MATERIALIZED VIEW v (n, CONSTRAINT named EXPECT COLUMN n NOT NULL) AS SELECT id FROM o;\n")
+    sql = (
+        "CREATE TABLE o (id BIGINT, price INT, status STRING,\n"
+        "  CONSTRAINT positive EXPECT (price > 0) ON VIOLATION QUARANTINE,\n"
+        "  CONSTRAINT one_per_id EXPECT UNIQUE (id) ON VIOLATION FAIL UPDATE,\n"
+        "  CONSTRAINT sized EXPECT ROW COUNT BETWEEN 1 AND 10,\n"
+        "  CONSTRAINT known EXPECT COLUMN status VALUES IN ('new', 'paid', -1),\n"
+        "  PRIMARY KEY (id) NOT ENFORCED);\n"
+        "CREATE MATERIALIZED VIEW v (n, CONSTRAINT named EXPECT COLUMN n NOT NULL) AS SELECT id FROM o;\n"
+    )
     source, view = split_statements(sql, "f.sql")
-    assert source.tree.sql("spark") == ("CREATE TABLE o (id BIGINT, price INT, status STRING, "
-                                        "PRIMARY KEY (id) NOT ENFORCED)")
+    assert source.tree.sql("spark") == (
+        "CREATE TABLE o (id BIGINT, price INT, status STRING, PRIMARY KEY (id) NOT ENFORCED)"
+    )
     assert [(e.name, e.kind, e.on_violation, e.line, e.col) for e in source.expectations] == [
-        ("positive", "predicate", "QUARANTINE", 2, 3), ("one_per_id", "unique", "FAIL UPDATE", 3, 3),
-        ("sized", "row_count", "WARN", 4, 3), ("known", "values_in", "WARN", 5, 3)]
+        ("positive", "predicate", "QUARANTINE", 2, 3),
+        ("one_per_id", "unique", "FAIL UPDATE", 3, 3),
+        ("sized", "row_count", "WARN", 4, 3),
+        ("known", "values_in", "WARN", 5, 3),
+    ]
     assert source.expectations[2].low == 1 and source.expectations[2].high == 10
     assert source.expectations[3].values == ("new", "paid", -1)
     assert view.tree.sql("spark") == "CREATE MATERIALIZED VIEW v (n) AS SELECT id FROM o"
     assert view.expectations[0].condition.sql("spark") == "NOT n IS NULL"
 
 
-@pytest.mark.parametrize("element, message, col", [
-    ("CONSTRAINT u EXPECT UNIQUE (a) ON VIOLATION DROP ROW", "u: ON VIOLATION DROP ROW needs a row to act on", 24),
-    ("CONSTRAINT p EXPECT (a > )", "p: cannot read 'a >'", 24),
-    ("CONSTRAINT s EXPECT COLUMN a VALUES IN (b)", "s: VALUES IN takes literal values", 63),
-    ("CONSTRAINT p EXPECT (a > 0) ON VIOLATION IGNORE", "p: cannot read 'ON VIOLATION IGNORE'", 52),
-    ("CONSTRAINT r EXPECT ROW COUNT BETWEEN 5 AND 1", "r: ROW COUNT BETWEEN 5 AND 1: the bounds are the wrong way",
-     62),
-    ("CONSTRAINT p EXPECT (1 > 0)", "p: the predicate reads no column", 24),
-    ("CONSTRAINT p EXPECT COLUMN a", "p: cannot read 'COLUMN a'", 44),
-])
+@pytest.mark.parametrize(
+    "element, message, col",
+    [
+        (
+            "CONSTRAINT u EXPECT UNIQUE (a) ON VIOLATION DROP ROW",
+            "u: ON VIOLATION DROP ROW needs a row to act on",
+            24,
+        ),
+        ("CONSTRAINT p EXPECT (a > )", "p: cannot read 'a >'", 24),
+        ("CONSTRAINT s EXPECT COLUMN a VALUES IN (b)", "s: VALUES IN takes literal values", 63),
+        ("CONSTRAINT p EXPECT (a > 0) ON VIOLATION IGNORE", "p: cannot read 'ON VIOLATION IGNORE'", 52),
+        (
+            "CONSTRAINT r EXPECT ROW COUNT BETWEEN 5 AND 1",
+            "r: ROW COUNT BETWEEN 5 AND 1: the bounds are the wrong way",
+            62,
+        ),
+        ("CONSTRAINT p EXPECT (1 > 0)", "p: the predicate reads no column", 24),
+        ("CONSTRAINT p EXPECT COLUMN a", "p: cannot read 'COLUMN a'", 44),
+    ],
+)
 def test_a_mistake_in_a_declaration_is_located(element, message, col):
     with pytest.raises(SqlError) as e:
         split_statements(f"CREATE TABLE t (a INT, {element})", "f.sql")
     assert e.value.line == 1 and e.value.col == col and message in str(e.value)
 
 
-@pytest.mark.parametrize("views, message", [
-    ("CREATE TABLE s (a INT, CONSTRAINT p EXPECT (b > 0));", "source s: expectation p reads unknown column 'b'"),
-    ("CREATE TABLE s (a INT, CONSTRAINT p EXPECT (a > 0), CONSTRAINT P EXPECT (a < 9));",
-     "expectation 'P' is declared twice"),
-    ("CREATE TABLE s (a INT); CREATE MATERIALIZED VIEW v (CONSTRAINT p EXPECT COLUMN x NOT NULL) AS SELECT a "
-     "FROM s;", "view v: expectation p reads unknown column 'x'"),
-])
+@pytest.mark.parametrize(
+    "views, message",
+    [
+        (
+            "CREATE TABLE s (a INT, CONSTRAINT p EXPECT (b > 0));",
+            "source s: expectation p reads unknown column 'b'",
+        ),
+        (
+            "CREATE TABLE s (a INT, CONSTRAINT p EXPECT (a > 0), CONSTRAINT P EXPECT (a < 9));",
+            "expectation 'P' is declared twice",
+        ),
+        (
+            "CREATE TABLE s (a INT); CREATE MATERIALIZED VIEW v (CONSTRAINT p EXPECT COLUMN x NOT NULL) AS SELECT a "
+            "FROM s;",
+            "view v: expectation p reads unknown column 'x'",
+        ),
+    ],
+)
 def test_an_expectation_on_an_unknown_column_is_an_error(tmp_path, views, message):
     (tmp_path / "views").mkdir()
     (tmp_path / "views" / "v.sql").write_text(views)
@@ -159,14 +207,16 @@ def outcome_project(root: Path, conf: str = "") -> Path:
 def committed_outcomes(ref) -> dict[str, tuple[int, int, int, int]]:
     dt = ref.open()
     found = json.loads(commit_metadata(dt, dt.version()).get("mvengine.expectations", "[]"))
-    return {f"{o['table']}.{o['expectation']}": (o["checked"], o["failed"], o["dropped"], o["quarantined"])
-            for o in found}
+    return {
+        f"{o['table']}.{o['expectation']}": (o["checked"], o["failed"], o["dropped"], o["quarantined"])
+        for o in found
+    }
 
 
 @pytest.mark.parametrize("conf", ["", "driver_max_changes = 0"], ids=["driver", "spark"])
 def test_outcomes_are_counted_committed_and_quarantined(spark, tmp_path, conf):
-    from deltalake import write_deltalake
     import pyarrow as pa
+    from deltalake import write_deltalake
 
     from mvengine.project.layout import source_quarantine
     from mvengine.runtime.refresh import Refresher
@@ -178,25 +228,49 @@ def test_outcomes_are_counted_committed_and_quarantined(spark, tmp_path, conf):
     refresher.refresh()  # the empty source: nothing to check
     source = catalog.sources["o"].path
     schema = pa.schema([("id", pa.int32(), False), ("price", pa.int32()), ("status", pa.string())])
-    write_deltalake(source, pa.table({"id": [1, 2, 3, 4, 5], "price": [4, -1, None, 3, 9],
-                                      "status": ["new", "new", "paid", "lost", "xyzzy"]}, schema=schema),
-                    mode="append")
+    write_deltalake(
+        source,
+        pa.table(
+            {
+                "id": [1, 2, 3, 4, 5],
+                "price": [4, -1, None, 3, 9],
+                "status": ["new", "new", "paid", "lost", "xyzzy"],
+            },
+            schema=schema,
+        ),
+        mode="append",
+    )
     refresher.refresh()
     tables = view_tables(catalog.plans["per_status"], {})
     assert committed_outcomes(tables.snapshot) == {
-        "o.positive": (5, 1, 1, 1), "o.known": (5, 2, 0, 0), "o.short": (5, 1, 1, 0), "o.one_per_id": (5, 0, 0, 0),
-        "per_status.small": (3, 0, 0, 0), "per_status.few_statuses": (3, 1, 0, 0)}
-    assert "expectations: o.positive 1 of 5 failed (QUARANTINE), o.known 2 of 5 failed (WARN), o.short 1 of 5 " \
-           "failed (DROP ROW)" in lines[-1]
+        "o.positive": (5, 1, 1, 1),
+        "o.known": (5, 2, 0, 0),
+        "o.short": (5, 1, 1, 0),
+        "o.one_per_id": (5, 0, 0, 0),
+        "per_status.small": (3, 0, 0, 0),
+        "per_status.few_statuses": (3, 1, 0, 0),
+    }
+    assert (
+        "expectations: o.positive 1 of 5 failed (QUARANTINE), o.known 2 of 5 failed (WARN), o.short 1 of 5 "
+        "failed (DROP ROW)" in lines[-1]
+    )
     # id 2 (price -1) is quarantined and dropped, id 5 (status too long) dropped; 'new' sums to 4, 'paid' to
     # nothing (NULL passes), 'lost' to 3; then 'new' grows past 10 and is quarantined from the view.
-    assert sorted(map(tuple, read_table(spark, tables.snapshot).collect()), key=repr) == \
-        [("lost", 3), ("new", 4), ("paid", None)]
+    assert sorted(map(tuple, read_table(spark, tables.snapshot).collect()), key=repr) == [
+        ("lost", 3),
+        ("new", 4),
+        ("paid", None),
+    ]
     quarantined = read_table(spark, source_quarantine(config.warehouse, "o", {})).collect()
     assert [(r.id, r._expectation, r._version) for r in quarantined] == [(2, "positive", 1)]
-    write_deltalake(source, pa.table({"id": [6], "price": [7], "status": ["new"]}, schema=schema), mode="append")
+    write_deltalake(
+        source, pa.table({"id": [6], "price": [7], "status": ["new"]}, schema=schema), mode="append"
+    )
     refresher.refresh()
-    assert sorted(map(tuple, read_table(spark, tables.snapshot).collect()), key=repr) == [("lost", 3), ("paid", None)]
+    assert sorted(map(tuple, read_table(spark, tables.snapshot).collect()), key=repr) == [
+        ("lost", 3),
+        ("paid", None),
+    ]
     view_quarantine = read_table(spark, tables.quarantine).collect()
     assert [(r.status, r.total, r._expectation) for r in view_quarantine] == [("new", 11, "small")]
     assert committed_outcomes(tables.snapshot)["o.positive"] == (1, 0, 0, 0)
@@ -212,18 +286,31 @@ def test_outcomes_are_counted_committed_and_quarantined(spark, tmp_path, conf):
     source, view = project.describe("o"), project.describe("per_status")
     assert source["quarantine_path"].endswith("warehouse/_quarantine/o") and source["quarantined_rows"] == 1
     assert [(e["name"], e["on_violation"]) for e in source["expectations"]] == [
-        ("positive", "QUARANTINE"), ("known", "WARN"), ("short", "DROP ROW"), ("one_per_id", "WARN")]
-    assert source["expectations"][0]["declared"] == "CONSTRAINT positive EXPECT (price > 0) ON VIOLATION QUARANTINE"
+        ("positive", "QUARANTINE"),
+        ("known", "WARN"),
+        ("short", "DROP ROW"),
+        ("one_per_id", "WARN"),
+    ]
+    assert (
+        source["expectations"][0]["declared"]
+        == "CONSTRAINT positive EXPECT (price > 0) ON VIOLATION QUARANTINE"
+    )
     assert view["quarantine_path"].endswith("per_status/quarantine") and view["quarantined_rows"] == 1
     assert {o["expectation"] for o in view["last_batch_expectations"]} == {
-        "positive", "known", "short", "one_per_id", "small", "few_statuses"}
+        "positive",
+        "known",
+        "short",
+        "one_per_id",
+        "small",
+        "few_statuses",
+    }
     history = project.history("per_status")
     assert [o["failed"] for o in history[1]["expectations"] if o["expectation"] == "positive"] == [1]
 
 
 def test_fail_update_commits_nothing_and_names_the_rows(spark, tmp_path):
-    from deltalake import write_deltalake
     import pyarrow as pa
+    from deltalake import write_deltalake
 
     from mvengine.runtime.expectations import ExpectationFailed
     from mvengine.runtime.refresh import Refresher
@@ -253,8 +340,11 @@ SELECT COUNT(*) AS n FROM s;
     assert catalog.order.index("early_count") < catalog.order.index("total")
     with pytest.raises(ExpectationFailed) as e:
         refresher.refresh()
-    assert "expectation positive (ON VIOLATION FAIL UPDATE) of source s (versions 2 to 2) failed: 2 of 2 rows" \
-        in str(e.value) and "'v': -4" in str(e.value)
+    assert (
+        "expectation positive (ON VIOLATION FAIL UPDATE) of source s (versions 2 to 2) failed: 2 of 2 rows"
+        in str(e.value)
+        and "'v': -4" in str(e.value)
+    )
     assert {n: view_tables(p, {}).snapshot.open().version() for n, p in catalog.plans.items()} == versions
     from mvengine.cli.main import main
 
@@ -298,10 +388,16 @@ def test_quarantine_then_replay_gives_the_view_a_clean_source_gives(spark, tmp_p
     refresher = Refresher(spark, config, catalog)
     refresher.refresh()
     keyed, events = catalog.sources["keyed"].path, catalog.sources["events"].path
-    write_deltalake(keyed, pa.table({"k": pa.array([1, 2, 3], pa.int32()), "v": pa.array([5, -3, 0], pa.int32())}),
-                    mode="append")
-    write_deltalake(events, pa.table({"k": pa.array([7, 123], pa.int32()), "v": pa.array([1, 2], pa.int32())}),
-                    mode="append")
+    write_deltalake(
+        keyed,
+        pa.table({"k": pa.array([1, 2, 3], pa.int32()), "v": pa.array([5, -3, 0], pa.int32())}),
+        mode="append",
+    )
+    write_deltalake(
+        events,
+        pa.table({"k": pa.array([7, 123], pa.int32()), "v": pa.array([1, 2], pa.int32())}),
+        mode="append",
+    )
     refresher.refresh()
     assert main(["--project", str(root), "quarantine", "keyed"]) == 0
     shown = capsys.readouterr().out
@@ -316,10 +412,12 @@ def test_quarantine_then_replay_gives_the_view_a_clean_source_gives(spark, tmp_p
     DeltaTable(source_quarantine(config.warehouse, "events", {}).uri).update({"k": "12"}, predicate="k = 123")
     assert replay(config, catalog, "events", lambda: spark).replayed == 1
     refresher.refresh()
-    assert [tuple(r) for r in read_table(spark, view_tables(catalog.plans["keyed_total"], {}).snapshot).collect()] \
-        == [(8, 2)]  # k1 = 5 and the repaired k2 = 3; k3 = 0 still quarantined
-    assert sorted(tuple(r) for r in read_table(spark, view_tables(catalog.plans["events_by_k"], {}).snapshot)
-                  .collect()) == [(7, 1), (12, 2)]
+    assert [
+        tuple(r) for r in read_table(spark, view_tables(catalog.plans["keyed_total"], {}).snapshot).collect()
+    ] == [(8, 2)]  # k1 = 5 and the repaired k2 = 3; k3 = 0 still quarantined
+    assert sorted(
+        tuple(r) for r in read_table(spark, view_tables(catalog.plans["events_by_k"], {}).snapshot).collect()
+    ) == [(7, 1), (12, 2)]
     # mv validate runs every expectation on the tables as they are: k3 is still in the source.
     assert main(["--project", str(root), "validate", "keyed"]) == 0  # (exit 1 is for FAIL UPDATE ones)
     out = capsys.readouterr().out
@@ -358,16 +456,29 @@ def test_quarantined_rows_are_never_lost_or_doubled_by_a_crash(spark, tmp_path):
     catalog = load_catalog(config)
     Refresher(spark, config, catalog).refresh()
     source = catalog.sources["b"].path
-    points = ["b:quarantine:before", "b:quarantine:after", "per_group:quarantine:after", "per_group:snapshot:before"]
+    points = [
+        "b:quarantine:before",
+        "b:quarantine:after",
+        "per_group:quarantine:after",
+        "per_group:snapshot:before",
+    ]
     written: list[tuple[str, int]] = []
     for i, point in enumerate(points):
         rows = [("g", -i), ("g", i + 1), ("h", 0)]  # g passes 2 rows at the third kill: `few` refuses it
-        write_deltalake(source, pa.table({"g": [g for g, _ in rows], "v": pa.array([v for _, v in rows], pa.int32())}),
-                        mode="append")
+        write_deltalake(
+            source,
+            pa.table({"g": [g for g, _ in rows], "v": pa.array([v for _, v in rows], pa.int32())}),
+            mode="append",
+        )
         written += rows
-        child = subprocess.run([str(Path(sys.executable).parent / "mv"), "--project", str(root), "refresh"],
-                               env=dict(os.environ, MVENGINE_CRASH_AT=point), capture_output=True, text=True,
-                               check=False, timeout=300)
+        child = subprocess.run(
+            [str(Path(sys.executable).parent / "mv"), "--project", str(root), "refresh"],
+            env=dict(os.environ, MVENGINE_CRASH_AT=point),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
         assert child.returncode == -signal.SIGKILL, f"no kill at {point}: {child.stdout}{child.stderr}"
         Refresher(spark, config, catalog).refresh()
         quarantined = read_table(spark, source_quarantine(config.warehouse, "b", {})).collect()
@@ -385,20 +496,33 @@ def test_rows_an_expectation_drops_do_not_move_the_watermark(spark, tmp_path):
 
     from mvengine import Project
 
-    root = write_project(tmp_path / "p", """
+    root = write_project(
+        tmp_path / "p",
+        """
 CREATE TABLE scores (team STRING, score INT, ts TIMESTAMP,
   CONSTRAINT sane EXPECT (score BETWEEN 0 AND 100) ON VIOLATION DROP ROW,
   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH ('append_only' = 'true');
-""", "CREATE MATERIALIZED VIEW recent AS SELECT team, ts FROM scores;\n")
+""",
+        "CREATE MATERIALIZED VIEW recent AS SELECT team, ts FROM scores;\n",
+    )
     project = Project.open(root, spark=spark)
     project.refresh()
     noon = dt.datetime(2026, 11, 25, 12, tzinfo=dt.UTC)
 
     def append(rows):
-        write_deltalake(project.catalog.sources["scores"].path, pa.table({
-            "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32()),
-            "ts": pa.array([noon + dt.timedelta(minutes=r[2]) for r in rows], pa.timestamp("us", tz="UTC"))}),
-            mode="append")
+        write_deltalake(
+            project.catalog.sources["scores"].path,
+            pa.table(
+                {
+                    "team": pa.array([r[0] for r in rows], pa.string()),
+                    "score": pa.array([r[1] for r in rows], pa.int32()),
+                    "ts": pa.array(
+                        [noon + dt.timedelta(minutes=r[2]) for r in rows], pa.timestamp("us", tz="UTC")
+                    ),
+                }
+            ),
+            mode="append",
+        )
 
     append([("red", 5, 0), ("red", 999, 60)])  # the refused row is an hour later in event time
     project.refresh()

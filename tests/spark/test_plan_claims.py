@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from mvengine.project.catalog import Catalog, load_catalog
 from mvengine.project.config import load_config
 from mvengine.sql.sources import SourceDef
+from tests.conftest import examples
 
 PLANS = Path(__file__).parent.parent / "plans"
 CASES = sorted(p for p in (PLANS / "cases").iterdir() if p.suffix == ".sql" and not p.name.startswith("e"))
@@ -74,8 +75,12 @@ def commit(source: SourceDef) -> st.SearchStrategy:
     if source.append_only:
         return inserts
     # A delete names rows by position (modulo the rows there are), so that it always hits one.
-    return st.one_of(inserts, st.tuples(st.just(source.name), st.just("delete"),
-                                        st.lists(st.integers(0, 99), min_size=1, max_size=2)))
+    return st.one_of(
+        inserts,
+        st.tuples(
+            st.just(source.name), st.just("delete"), st.lists(st.integers(0, 99), min_size=1, max_size=2)
+        ),
+    )
 
 
 class Sources:
@@ -104,8 +109,9 @@ class Sources:
     def register(self, spark) -> None:
         for name, source in self.catalog.sources.items():
             columns = list(zip(*self.rows[name])) if self.rows[name] else [[] for _ in source.schema]
-            table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, source.schema)],
-                                         schema=source.schema)
+            table = pa.Table.from_arrays(
+                [pa.array(c, f.type) for c, f in zip(columns, source.schema)], schema=source.schema
+            )
             spark.createDataFrame(table).createOrReplaceTempView(name)
 
 
@@ -141,11 +147,16 @@ def test_claims_hold_under_random_changes(spark, tmp_path_factory, case: Path) -
     catalog = corpus_catalog(case, tmp_path_factory.mktemp("claims"))
     # A step commits to every source (up to twice), so that each one's changes meet the others'.
     step = st.tuples(*[st.lists(commit(s), min_size=1, max_size=2) for s in catalog.sources.values()]).map(
-        lambda per_source: [c for commits in per_source for c in commits])
+        lambda per_source: [c for commits in per_source for c in commits]
+    )
 
     # Each step costs one Spark query per view: few examples, no shrinking (a failure shows the generated steps).
-    @settings(max_examples=3, deadline=None, phases=[Phase.generate],
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=examples(3),
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(steps=st.lists(step, min_size=4, max_size=4))
     def run(steps) -> None:
         sources = Sources(catalog)

@@ -89,8 +89,10 @@ def test_spark_and_mvengine_accept_and_type_every_example_view(spark, name, tmp_
     _check_project(spark, tmp_path)
 
 
-VIEW = re.compile(r"CREATE\s+MATERIALIZED\s+VIEW\s+(\S+)\s+(?:WITH\s*\((?:[^()]|\([^()]*\))*\)\s*)?AS\s+(.*?);",
-                  re.IGNORECASE | re.DOTALL)
+VIEW = re.compile(
+    r"CREATE\s+MATERIALIZED\s+VIEW\s+(\S+)\s+(?:WITH\s*\((?:[^()]|\([^()]*\))*\)\s*)?AS\s+(.*?);",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.name.startswith("e")], ids=lambda c: c.stem)
@@ -119,5 +121,7 @@ def test_every_error_case_is_refused_by_spark_too_or_on_purpose(spark, case, tmp
                 refused[name] = str(e).splitlines()[0]
         if not progress:
             break
-    assert pending, (f"{case.name}: Spark accepts every view mvengine refuses ({', '.join(queries)}); plan it, "
-                     "or say in REFUSED_ON_PURPOSE why not")
+    assert pending, (
+        f"{case.name}: Spark accepts every view mvengine refuses ({', '.join(queries)}); plan it, "
+        "or say in REFUSED_ON_PURPOSE why not"
+    )

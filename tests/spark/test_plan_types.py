@@ -20,18 +20,48 @@ from mvengine.project.config import Config
 from mvengine.sql.files import split_statements
 from mvengine.sql.sources import parse_source
 from mvengine.sql.views import parse_view
+from tests.conftest import examples
 
 SOURCES = (Path(__file__).parent.parent / "plans" / "sources.sql").read_text()
 CONFIG = Config(project_dir=Path("/tmp"), warehouse="/tmp/warehouse")
-SOURCE_DEFS = {s.name: s for s in (parse_source(st_, CONFIG) for st_ in split_statements(SOURCES, "sources.sql")
-                              if st_.tree.kind == "TABLE")}
+SOURCE_DEFS = {
+    s.name: s
+    for s in (
+        parse_source(st_, CONFIG)
+        for st_ in split_statements(SOURCES, "sources.sql")
+        if st_.tree.kind == "TABLE"
+    )
+}
 
 NUMERIC = ["qty", "price", "id", "customer_id"]
-TEXT = ["status", "UPPER(status)", "'x'", "CONCAT(status, '-', status)", "SUBSTR(status, 1, 2)",
-        "COALESCE(status, 'none')", "CAST(qty AS STRING)"]
-OTHER = ["ts", "YEAR(ts)", "MONTH(ts)", "TO_DATE(ts)", "DATE_TRUNC('HOUR', ts)", "CAST(ts AS DATE)", "LENGTH(status)",
-         "qty > 1 AND status IS NULL", "qty IN (1, 2)", "status LIKE 'a%'", "IF(qty > 1, 'a', status)",
-         "qty % 3", "qty DIV 2", "ROUND(price, 1)", "FLOOR(price)", "CEIL(qty / 2)", "HOUR(ts)"]
+TEXT = [
+    "status",
+    "UPPER(status)",
+    "'x'",
+    "CONCAT(status, '-', status)",
+    "SUBSTR(status, 1, 2)",
+    "COALESCE(status, 'none')",
+    "CAST(qty AS STRING)",
+]
+OTHER = [
+    "ts",
+    "YEAR(ts)",
+    "MONTH(ts)",
+    "TO_DATE(ts)",
+    "DATE_TRUNC('HOUR', ts)",
+    "CAST(ts AS DATE)",
+    "LENGTH(status)",
+    "qty > 1 AND status IS NULL",
+    "qty IN (1, 2)",
+    "status LIKE 'a%'",
+    "IF(qty > 1, 'a', status)",
+    "qty % 3",
+    "qty DIV 2",
+    "ROUND(price, 1)",
+    "FLOOR(price)",
+    "CEIL(qty / 2)",
+    "HOUR(ts)",
+]
 LITERALS = ["1", "2.5", "100", "0.01", "CAST(3 AS BIGINT)", "CAST(1.5 AS DOUBLE)"]
 
 
@@ -59,8 +89,13 @@ def select(draw):
     grouped = draw(st.booleans())
     exprs = draw(st.lists(st.one_of(numeric(), st.sampled_from(TEXT + OTHER)), min_size=1, max_size=4))
     if grouped:
-        aggs = draw(st.lists(st.tuples(st.sampled_from(["SUM", "AVG", "MIN", "MAX", "COUNT"]), numeric()),
-                             min_size=1, max_size=3))
+        aggs = draw(
+            st.lists(
+                st.tuples(st.sampled_from(["SUM", "AVG", "MIN", "MAX", "COUNT"]), numeric()),
+                min_size=1,
+                max_size=3,
+            )
+        )
         items = ["status AS g0"] + [f"{f}({e}) AS c{i}" for i, (f, e) in enumerate(aggs)]
         if draw(st.booleans()):
             items.append("COUNT(*) AS n")
@@ -78,12 +113,16 @@ def empty_sources(spark):
 
 def register_empty(spark, source) -> None:
     """An empty temporary view with the source's name and declared schema, for Spark to analyse SQL over."""
-    ddl = ", ".join(f"`{f.name.replace('`', '``')}` {type_name(t)}{'' if f.nullable else ' NOT NULL'}"
-                    for f, t in zip(source.schema, source.sql_types))
+    ddl = ", ".join(
+        f"`{f.name.replace('`', '``')}` {type_name(t)}{'' if f.nullable else ' NOT NULL'}"
+        for f, t in zip(source.schema, source.sql_types)
+    )
     spark.createDataFrame([], ddl).createOrReplaceTempView(source.name)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(sql=select())
 def test_planned_types_are_sparks(empty_sources, sql):
     (statement,) = split_statements(f"CREATE MATERIALIZED VIEW v AS {sql};", "v.sql")

@@ -17,13 +17,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tests.conftest import rows
 from deltalake import DeltaTable, write_deltalake
 
 from mvengine import Project
 from mvengine.cli.main import main
 from mvengine.errors import MvError
 from mvengine.reading.versions import show_time
+from tests.conftest import rows
 from tests.spark.test_refresh_seed import SQL  # seed 002: user_totals, team_and_score, large_team_totals
 
 LARGE = "SELECT team, SUM(score) AS total FROM user_scores GROUP BY team HAVING SUM(score) > 10"
@@ -35,9 +35,18 @@ def at(hhmm: str) -> datetime:
 
 def add_scores(project: Project, rows: list[tuple]) -> None:
     name, team, score, ts = zip(*rows)
-    write_deltalake(project.catalog.sources["user_scores"].path, pa.table({
-        "name": list(name), "team": list(team), "score": pa.array(score, pa.int32()),
-        "ts": pa.array(ts, pa.timestamp("us", tz="UTC"))}), mode="append")
+    write_deltalake(
+        project.catalog.sources["user_scores"].path,
+        pa.table(
+            {
+                "name": list(name),
+                "team": list(team),
+                "score": pa.array(score, pa.int32()),
+                "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            }
+        ),
+        mode="append",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,19 +90,24 @@ def source_at(project: Project, sql: str, version: int) -> list[tuple]:
 
 # -- time travel --------------------------------------------------------------------------------------------
 
+
 def test_version_as_of_reads_that_version(seed):
     for version in range(5):
         got = arrow_rows(seed.query(f"SELECT * FROM user_totals VERSION AS OF {version}"))
         assert got == delta_rows(seed, "user_totals", version), version
-    assert rows(seed.query("SELECT name, total FROM user_totals VERSION AS OF 2 WHERE name = 'Julie'")) == \
-        [("Julie", 8)]
+    assert rows(seed.query("SELECT name, total FROM user_totals VERSION AS OF 2 WHERE name = 'Julie'")) == [
+        ("Julie", 8)
+    ]
 
 
-@pytest.mark.parametrize("form", [
-    "FROM user_totals TIMESTAMP AS OF '{t}'",
-    "FROM user_totals FOR SYSTEM_TIME AS OF TIMESTAMP '{t}'",
-    "FROM user_totals AS OF SYSTEM TIME '{t}'",  # trailing: for every table of the query
-])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "FROM user_totals TIMESTAMP AS OF '{t}'",
+        "FROM user_totals FOR SYSTEM_TIME AS OF TIMESTAMP '{t}'",
+        "FROM user_totals AS OF SYSTEM TIME '{t}'",  # trailing: for every table of the query
+    ],
+)
 def test_timestamp_forms_pick_the_last_version_committed_at_or_before(seed, form):
     for version in (1, 2, 3):
         committed = commit_time(seed, "user_totals", version)
@@ -108,7 +122,8 @@ def test_trailing_as_of_applies_to_every_table_and_a_tables_own_clause_wins(seed
     source_version = seed.versions().version_at("user_scores", when)
     df, reads = seed.query_reads(
         "SELECT t.name, t.total, s.n FROM user_totals t JOIN (SELECT name, COUNT(*) AS n FROM user_scores "
-        f"GROUP BY name) s ON t.name = s.name AS OF SYSTEM TIME '{when}'")
+        f"GROUP BY name) s ON t.name = s.name AS OF SYSTEM TIME '{when}'"
+    )
     assert sorted(reads) == [("user_scores", source_version), ("user_totals", 2)]
     assert rows(df) == [("Frank", 3, 1), ("Julie", 8, 2)]
     _, reads = seed.query_reads(f"SELECT * FROM user_totals VERSION AS OF 4 AS OF SYSTEM TIME '{when}'")
@@ -117,8 +132,10 @@ def test_trailing_as_of_applies_to_every_table_and_a_tables_own_clause_wins(seed
 
 def test_a_join_of_one_view_at_two_points_in_time(seed):
     early = show_time(commit_time(seed, "user_totals", 1))
-    df = seed.query(f"SELECT n.name, n.total - o.total AS gained FROM user_totals n "
-                    f"JOIN user_totals TIMESTAMP AS OF '{early}' o ON n.name = o.name")
+    df = seed.query(
+        f"SELECT n.name, n.total - o.total AS gained FROM user_totals n "
+        f"JOIN user_totals TIMESTAMP AS OF '{early}' o ON n.name = o.name"
+    )
     assert rows(df) == [("Julie", 1)]  # 7 at version 1, 8 now (12 was retracted)
 
 
@@ -133,15 +150,17 @@ def test_as_of_source_reads_every_view_at_a_consistent_cut(seed):
         df, reads = seed.query_reads(
             "SELECT l.team, l.total, t.n FROM large_team_totals l "
             "JOIN (SELECT team, COUNT(*) AS n FROM team_and_score GROUP BY team) t ON l.team = t.team",
-            as_of_source={"user_scores": source_version})
+            as_of_source={"user_scores": source_version},
+        )
         for name, version in reads:
             reflected = versions.source_versions(name, version)["user_scores"]
             assert max(reflected) <= source_version
             later = [v for v in versions.snapshot_commits(name) if v > version]
             assert all(max(versions.source_versions(name, v)["user_scores"]) > source_version for v in later)
         # Refreshes ran at source versions 0, 1, 3, 4, 5: version 2 of the source reads the views as of 1.
-        reflected = max(versions.source_versions("large_team_totals", dict(reads)["large_team_totals"])
-                        ["user_scores"])
+        reflected = max(
+            versions.source_versions("large_team_totals", dict(reads)["large_team_totals"])["user_scores"]
+        )
         assert reflected == (1 if source_version == 2 else source_version)
         large = source_at(seed, LARGE, reflected)
         assert [(team, total) for team, total, _ in rows(df)] == large
@@ -154,9 +173,12 @@ def test_as_of_source_reads_the_source_itself_at_that_version(seed):
 
 # -- the changelog renderings (seed 002) --------------------------------------------------------------------
 
+
 def test_changes_in_retract_form_are_the_books_stream_with_undo_rows(seed):
-    got = [(r["name"], r["total"], r["_undo"], r["_op"], r["_version"])
-           for r in seed.changes("user_totals").collect()]
+    got = [
+        (r["name"], r["total"], r["_undo"], r["_op"], r["_version"])
+        for r in seed.changes("user_totals").collect()
+    ]
     assert got == [
         ("Julie", 7, False, "+I", 1),
         ("Frank", 3, False, "+I", 2),  # the book's 12:03 STREAM: Frank 3, Julie 7 undo, Julie 8
@@ -169,17 +191,31 @@ def test_changes_in_retract_form_are_the_books_stream_with_undo_rows(seed):
     ]
     undo_times = [r["_mtime"] for r in seed.changes("user_totals").toArrow().to_pylist() if r["_undo"]]
     source_times = {c.version: c.time for c in seed.versions().commits("user_scores")}
-    assert undo_times == [source_times[3], source_times[4], source_times[5]]  # the book's undo rows: time of change
+    assert undo_times == [
+        source_times[3],
+        source_times[4],
+        source_times[5],
+    ]  # the book's undo rows: time of change
 
 
 def test_changes_in_upsert_form_are_the_redo_stream_with_tombstones(seed):
-    got = [(r["name"], r["total"], r["_op"], r["_tombstone"]) for r in seed.changes("user_totals", upsert=True)
-           .collect()]
-    assert got == [("Julie", 7, "+I", False), ("Frank", 3, "+I", False), ("Julie", 8, "+U", False),
-                   ("Julie", 12, "+U", False), ("Julie", 8, "+U", False)]
-    assert [tuple(r) for r in seed.changes("large_team_totals", upsert=True).select("team", "total", "_op",
-                                                                                     "_tombstone").collect()] == \
-        [("red", 12, "+I", False), ("red", None, "-D", True)]  # the delete: the key and a tombstone
+    got = [
+        (r["name"], r["total"], r["_op"], r["_tombstone"])
+        for r in seed.changes("user_totals", upsert=True).collect()
+    ]
+    assert got == [
+        ("Julie", 7, "+I", False),
+        ("Frank", 3, "+I", False),
+        ("Julie", 8, "+U", False),
+        ("Julie", 12, "+U", False),
+        ("Julie", 8, "+U", False),
+    ]
+    assert [
+        tuple(r)
+        for r in seed.changes("large_team_totals", upsert=True)
+        .select("team", "total", "_op", "_tombstone")
+        .collect()
+    ] == [("red", 12, "+I", False), ("red", None, "-D", True)]  # the delete: the key and a tombstone
 
 
 def test_changes_by_version_range_and_since(seed):
@@ -200,20 +236,29 @@ def test_follow_changes_yields_each_batch_as_it_lands(seed):
 
 # -- describe and history -----------------------------------------------------------------------------------
 
+
 def test_describe_a_view(seed):
     info = seed.describe("large_team_totals")
     assert {k: info[k] for k in ("name", "kind", "key", "strategy", "reason", "changelog")} == {
-        "name": "large_team_totals", "kind": "view", "key": ["team"], "strategy": "incremental", "reason": None,
-        "changelog": "upsert"}
+        "name": "large_team_totals",
+        "kind": "view",
+        "key": ["team"],
+        "strategy": "incremental",
+        "reason": None,
+        "changelog": "upsert",
+    }
     assert info["snapshot_path"].endswith("large_team_totals/snapshot")
     assert info["changelog_path"].endswith("large_team_totals/changelog")
-    assert info["columns"] == [{"name": "team", "type": "string", "nullable": True},
-                               {"name": "total", "type": "bigint", "nullable": True}]
+    assert info["columns"] == [
+        {"name": "team", "type": "string", "nullable": True},
+        {"name": "total", "type": "bigint", "nullable": True},
+    ]
     versions = seed.versions()
     assert info["version"] == versions.latest("large_team_totals")
     upstream = info["inputs"]["team_and_score"]
-    assert info["source_versions"] == {"user_scores": versions.source_versions("team_and_score", upstream)
-                                       ["user_scores"][0]}
+    assert info["source_versions"] == {
+        "user_scores": versions.source_versions("team_and_score", upstream)["user_scores"][0]
+    }
     assert info["row_count"] == seed.table("large_team_totals").count()
     assert info["changelog_rows"] == 2 and info["sizes"]["state_bytes"] > 0
 
@@ -253,28 +298,46 @@ def test_history_has_one_entry_per_version(seed):
     for r in seed.changes("user_totals").collect():
         per_version[r["_version"]] = per_version.get(r["_version"], 0) + 1
     assert [e["changes"] for e in entries] == [per_version.get(e["version"], 0) for e in entries]
-    assert [e["source_versions"] for e in seed.history("large_team_totals")[:5]] == \
-        [{"user_scores": v} for v in (0, 1, 3, 4, 5)]
+    assert [e["source_versions"] for e in seed.history("large_team_totals")[:5]] == [
+        {"user_scores": v} for v in (0, 1, 3, 4, 5)
+    ]
 
 
 # -- errors -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("call, message", [
-    (lambda p: p.query("SELECT * FROM user_total"), "the query reads 'user_total', which is no source or view"),
-    (lambda p: p.query("SELECT * FROM user_totals VERSION AS OF 99"), "has no version 99: its versions are 0.."),
-    (lambda p: p.query("SELECT * FROM user_totals TIMESTAMP AS OF '2020-01-01'"),
-     "has no version as of 2020-01-01 00:00:00: its earliest version (0) was committed at"),
-    (lambda p: p.query("SELECT * FROM user_totals TIMESTAMP AS OF 'noon'"), "invalid timestamp 'noon'"),
-    (lambda p: p.query("DELETE FROM user_totals"), "mv query runs one SELECT query"),
-    (lambda p: p.query("SELECT nope FROM user_totals"), "Spark rejects the query: [UNRESOLVED_COLUMN"),
-    (lambda p: p.query("SELECT * FROM user_totals", as_of_source={"team_and_score": 1}),
-     "--as-of-source names view team_and_score"),
-    (lambda p: p.changes("team_and_score", upsert=True), "view team_and_score has no unique key"),
-    (lambda p: p.changes("user_scores"), "user_scores is a source, not a view"),
-    (lambda p: p.changes("user_totals", 3, 2), "the first version asked for (3) is after the last (2)"),
-    (lambda p: p.describe("nope"), "no source or view named 'nope'"),
-    (lambda p: p.table("user_totals", version=1, timestamp="2026-01-01"), "a version or a timestamp, not both"),
-])
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda p: p.query("SELECT * FROM user_total"),
+            "the query reads 'user_total', which is no source or view",
+        ),
+        (
+            lambda p: p.query("SELECT * FROM user_totals VERSION AS OF 99"),
+            "has no version 99: its versions are 0..",
+        ),
+        (
+            lambda p: p.query("SELECT * FROM user_totals TIMESTAMP AS OF '2020-01-01'"),
+            "has no version as of 2020-01-01 00:00:00: its earliest version (0) was committed at",
+        ),
+        (lambda p: p.query("SELECT * FROM user_totals TIMESTAMP AS OF 'noon'"), "invalid timestamp 'noon'"),
+        (lambda p: p.query("DELETE FROM user_totals"), "mv query runs one SELECT query"),
+        (lambda p: p.query("SELECT nope FROM user_totals"), "Spark rejects the query: [UNRESOLVED_COLUMN"),
+        (
+            lambda p: p.query("SELECT * FROM user_totals", as_of_source={"team_and_score": 1}),
+            "--as-of-source names view team_and_score",
+        ),
+        (lambda p: p.changes("team_and_score", upsert=True), "view team_and_score has no unique key"),
+        (lambda p: p.changes("user_scores"), "user_scores is a source, not a view"),
+        (lambda p: p.changes("user_totals", 3, 2), "the first version asked for (3) is after the last (2)"),
+        (lambda p: p.describe("nope"), "no source or view named 'nope'"),
+        (
+            lambda p: p.table("user_totals", version=1, timestamp="2026-01-01"),
+            "a version or a timestamp, not both",
+        ),
+    ],
+)
 def test_mistakes_are_errors_that_say_what_to_do(seed, call, message):
     with pytest.raises(MvError) as caught:
         call(seed)
@@ -288,6 +351,7 @@ def test_a_time_before_the_first_version_names_the_earliest_time(seed):
 
 
 # -- the CLI prints what the API returns --------------------------------------------------------------------
+
 
 def cli(project: Project, capsys, *args: str) -> str:
     capsys.readouterr()
@@ -304,12 +368,15 @@ def test_cli_query_and_changes_give_the_apis_rows(seed, capsys, tmp_path):
     assert pq.read_table(out).equals(seed.changes("user_totals", upsert=True).toArrow())
     lines = cli(seed, capsys, "changes", "user_totals", "--format", "json").splitlines()
     expected = seed.changes("user_totals").collect()
-    assert [(j["name"], j["total"], j["_op"], j["_undo"], j["_version"]) for j in map(json.loads, lines)] == \
-        [(r["name"], r["total"], r["_op"], r["_undo"], r["_version"]) for r in expected]
+    assert [(j["name"], j["total"], j["_op"], j["_undo"], j["_version"]) for j in map(json.loads, lines)] == [
+        (r["name"], r["total"], r["_op"], r["_undo"], r["_version"]) for r in expected
+    ]
 
 
 def test_cli_table_and_csv_formats(seed, capsys):
-    text = cli(seed, capsys, "query", "SELECT name, total, time FROM user_totals VERSION AS OF 2 ORDER BY name")
+    text = cli(
+        seed, capsys, "query", "SELECT name, total, time FROM user_totals VERSION AS OF 2 ORDER BY name"
+    )
     assert text.splitlines() == [
         "name   total  time",
         "Frank      3  2026-11-22 12:03:00",
@@ -329,7 +396,9 @@ def test_cli_describe_and_history_print_the_apis_documents(seed, capsys):
     for info in (described, expected):
         info.pop("freshness_lag_s")
     assert described == expected
-    history = [json.loads(line) for line in cli(seed, capsys, "history", "user_totals", "--json").splitlines()]
+    history = [
+        json.loads(line) for line in cli(seed, capsys, "history", "user_totals", "--json").splitlines()
+    ]
     assert history == seed.history("user_totals")
     text = cli(seed, capsys, "history", "user_totals").splitlines()
     assert text[0].split() == ["version", "committed", "(UTC)", "batch", "kind", "changes", "inputs"]
@@ -347,8 +416,19 @@ def test_cli_changes_follow_prints_batches_as_they_land(seed, capsys):
     writer = threading.Thread(target=land)
     writer.start()
     try:  # --limit ends the follow once the new row is printed
-        out = cli(seed, capsys, "changes", "user_totals", "--follow", "--interval", "200ms", "--limit",
-                  str(before + 1), "--format", "json")
+        out = cli(
+            seed,
+            capsys,
+            "changes",
+            "user_totals",
+            "--follow",
+            "--interval",
+            "200ms",
+            "--limit",
+            str(before + 1),
+            "--format",
+            "json",
+        )
     finally:
         writer.join()
     last = json.loads(out.splitlines()[-1])
@@ -356,9 +436,13 @@ def test_cli_changes_follow_prints_batches_as_they_land(seed, capsys):
 
 
 def test_cli_errors_are_one_line_without_traceback(seed, capsys):
-    code = main(["--project", str(seed.config.project_dir), "query", "SELECT * FROM user_totals VERSION AS OF 99"])
+    code = main(
+        ["--project", str(seed.config.project_dir), "query", "SELECT * FROM user_totals VERSION AS OF 99"]
+    )
     err = capsys.readouterr().err
-    assert code == 1 and err.startswith("Error: view user_totals has no version 99") and "Traceback" not in err
+    assert (
+        code == 1 and err.startswith("Error: view user_totals has no version 99") and "Traceback" not in err
+    )
 
 
 def test_project_reads_need_no_spark_for_describe_and_history(seed, tmp_path: Path):
@@ -371,19 +455,100 @@ def test_project_reads_need_no_spark_for_describe_and_history(seed, tmp_path: Pa
 # The JSON outputs are a public contract (DESIGN §5): fields are added, never renamed or dropped without an alias.
 # Each output's fields as of this contract; a field missing from a document fails here, whatever else changed.
 CONTRACT = {
-    "describe view": {"name", "kind", "file", "line", "snapshot_path", "changelog_path", "state_path", "key",
-                      "changelog", "strategy", "reason", "inputs_declared", "columns", "refreshed", "version",
-                      "batch_id", "generation", "inputs", "source_versions", "row_count", "changelog_rows", "sizes",
-                      "last_refresh", "late_rows", "last_batch_expectations", "watermark", "stale_since",
-                      "freshness_lag_s", "expectations"},
-    "describe source": {"name", "kind", "file", "line", "snapshot_path", "path", "changelog_path", "key",
-                        "append_only", "watermark", "strategy", "reason", "inputs", "columns", "exists",
-                        "version", "source_versions", "row_count", "sizes", "last_commit", "expectations"},
-    "status": {"name", "kind", "strategy", "version", "behind", "lag_s", "last_time", "age_s", "rows_in",
-               "rows_out", "batch_ms", "engine", "rows", "state_bytes", "problem", "reason"},
-    "plan view": {"name", "file", "line", "inputs", "columns", "key", "changelog", "strategy", "reason", "state",
-                  "bounded_state", "driver", "driver_reason", "emit", "event_time", "notes", "plan",
-                  "refresh_policy", "watermarks", "window"},
+    "describe view": {
+        "name",
+        "kind",
+        "file",
+        "line",
+        "snapshot_path",
+        "changelog_path",
+        "state_path",
+        "key",
+        "changelog",
+        "strategy",
+        "reason",
+        "inputs_declared",
+        "columns",
+        "refreshed",
+        "version",
+        "batch_id",
+        "generation",
+        "inputs",
+        "source_versions",
+        "row_count",
+        "changelog_rows",
+        "sizes",
+        "last_refresh",
+        "late_rows",
+        "last_batch_expectations",
+        "watermark",
+        "stale_since",
+        "freshness_lag_s",
+        "expectations",
+    },
+    "describe source": {
+        "name",
+        "kind",
+        "file",
+        "line",
+        "snapshot_path",
+        "path",
+        "changelog_path",
+        "key",
+        "append_only",
+        "watermark",
+        "strategy",
+        "reason",
+        "inputs",
+        "columns",
+        "exists",
+        "version",
+        "source_versions",
+        "row_count",
+        "sizes",
+        "last_commit",
+        "expectations",
+    },
+    "status": {
+        "name",
+        "kind",
+        "strategy",
+        "version",
+        "behind",
+        "lag_s",
+        "last_time",
+        "age_s",
+        "rows_in",
+        "rows_out",
+        "batch_ms",
+        "engine",
+        "rows",
+        "state_bytes",
+        "problem",
+        "reason",
+    },
+    "plan view": {
+        "name",
+        "file",
+        "line",
+        "inputs",
+        "columns",
+        "key",
+        "changelog",
+        "strategy",
+        "reason",
+        "state",
+        "bounded_state",
+        "driver",
+        "driver_reason",
+        "emit",
+        "event_time",
+        "notes",
+        "plan",
+        "refresh_policy",
+        "watermarks",
+        "window",
+    },
     "plan source": {"name", "path", "key", "append_only", "watermark"},
 }
 

@@ -19,6 +19,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.refresh import view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef, commit_metadata
+from tests.conftest import examples
 from tests.spark.test_refresh_differential import STEPS, check_changelog, make_project, refresh_steps
 
 VIEWS = """
@@ -51,8 +52,9 @@ def _close(a, b) -> bool:
 def _rows(df) -> list[tuple]:
     """The rows, sorted by their exact (non-float) columns and then by all."""
     rows = [tuple(r) for r in df.collect()]
-    return sorted(rows, key=lambda r: tuple((x is None, x if not isinstance(x, float) else 0.0, repr(x))
-                                          for x in r))
+    return sorted(
+        rows, key=lambda r: tuple((x is None, x if not isinstance(x, float) else 0.0, repr(x)) for x in r)
+    )
 
 
 def check(spark, catalog, name: str) -> None:
@@ -64,8 +66,9 @@ def check(spark, catalog, name: str) -> None:
     dt = tables.snapshot.open()
     inputs = json.loads(commit_metadata(dt, dt.version())["mvengine.inputs"])
     for input_name, version in inputs.items():
-        read_table(spark, TableRef(catalog.sources[input_name].path), version=version) \
-            .createOrReplaceTempView(input_name)
+        read_table(
+            spark, TableRef(catalog.sources[input_name].path), version=version
+        ).createOrReplaceTempView(input_name)
     got, expected = _rows(read_table(spark, tables.snapshot)), _rows(spark.sql(plan.spark_sql))
     assert len(got) == len(expected), f"{name}: {got} != {expected}"
     for g, e in zip(got, expected):
@@ -80,11 +83,19 @@ def project(root: Path, conf: str = "") -> Path:
 
 
 EXAMPLE = [
-    [("insert_b", [("a", 1), ("a", 1), (None, None), ("b", 2), ("b", 5)]), ("delete_b", ("a", 1)),
-     ("upsert_t", [(1, "a", 3), (2, "a", -3), (3, None, None), (4, "a", 2)]), ("delete_t", [2])],
+    [
+        ("insert_b", [("a", 1), ("a", 1), (None, None), ("b", 2), ("b", 5)]),
+        ("delete_b", ("a", 1)),
+        ("upsert_t", [(1, "a", 3), (2, "a", -3), (3, None, None), (4, "a", 2)]),
+        ("delete_t", [2]),
+    ],
     [],
-    [("upsert_t", [(1, "b", -1), (4, "a", 4)]), ("insert_b", [("a", 4), ("b", 2)]), ("delete_b", (None, None)),
-     ("delete_t", [3])],
+    [
+        ("upsert_t", [(1, "b", -1), (4, "a", 4)]),
+        ("insert_b", [("a", 4), ("b", 2)]),
+        ("delete_b", (None, None)),
+        ("delete_t", [3]),
+    ],
 ]
 
 
@@ -95,8 +106,12 @@ def test_every_aggregate_is_planned_incremental(tmp_path):
     assert [n for n in plans if not_on_driver(plans[n].root) is None] == ON_DRIVER
 
 
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(2),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=STEPS)
 @example(steps=EXAMPLE)
 def test_aggregates_equal_sparks_after_random_changes_on_both_engines(spark, tmp_path_factory, steps):
@@ -104,7 +119,9 @@ def test_aggregates_equal_sparks_after_random_changes_on_both_engines(spark, tmp
     assert all(engines[n] <= {"bootstrap/spark", "stream/driver", "stream/spark"} for n in engines), engines
     if steps == EXAMPLE:  # its first step runs on the driver, its second in Spark
         assert all({"stream/driver", "stream/spark"} <= engines[n] for n in ON_DRIVER), engines
-        assert all(engines[n] == {"bootstrap/spark", "stream/spark"} for n in engines if n not in ON_DRIVER), engines
+        assert all(
+            engines[n] == {"bootstrap/spark", "stream/spark"} for n in engines if n not in ON_DRIVER
+        ), engines
 
 
 ITEM_6_SOURCES = """
@@ -145,24 +162,53 @@ def test_issue_35_item_6_a_batch_whose_rows_all_fail_the_where(spark, tmp_path, 
     refresher.prepare_sources()
     day = dt.date(2026, 11, 25)
 
-    write_deltalake(TableRef(catalog.sources["c"].path).uri,
-                    pa.table({"g": ["a", "b"], "v": pa.array([1, 2], pa.int32())}), mode="append")
-    write_deltalake(TableRef(catalog.sources["orders"].path).uri,
-                    pa.table({"o_orderkey": pa.array([1, 2], pa.int64()), "o_priority": ["1-URGENT", "2-HIGH"]}),
-                    mode="append")
-    write_deltalake(TableRef(catalog.sources["lineitem"].path).uri, pa.table({
-        "l_orderkey": pa.array([1, 2], pa.int64()), "l_line": pa.array([1, 1], pa.int32()),
-        "l_commitdate": [day, day], "l_receiptdate": [day + dt.timedelta(days=1), day]}), mode="append")
+    write_deltalake(
+        TableRef(catalog.sources["c"].path).uri,
+        pa.table({"g": ["a", "b"], "v": pa.array([1, 2], pa.int32())}),
+        mode="append",
+    )
+    write_deltalake(
+        TableRef(catalog.sources["orders"].path).uri,
+        pa.table({"o_orderkey": pa.array([1, 2], pa.int64()), "o_priority": ["1-URGENT", "2-HIGH"]}),
+        mode="append",
+    )
+    write_deltalake(
+        TableRef(catalog.sources["lineitem"].path).uri,
+        pa.table(
+            {
+                "l_orderkey": pa.array([1, 2], pa.int64()),
+                "l_line": pa.array([1, 1], pa.int32()),
+                "l_commitdate": [day, day],
+                "l_receiptdate": [day + dt.timedelta(days=1), day],
+            }
+        ),
+        mode="append",
+    )
     refresher.refresh()
-    write_deltalake(TableRef(catalog.sources["c"].path).uri,
-                    pa.table({"g": ["a", "c"], "v": pa.array([0, -5], pa.int32())}), mode="append")
+    write_deltalake(
+        TableRef(catalog.sources["c"].path).uri,
+        pa.table({"g": ["a", "c"], "v": pa.array([0, -5], pa.int32())}),
+        mode="append",
+    )
     DeltaTable(TableRef(catalog.sources["orders"].path).uri).delete("o_orderkey = 1")
     DeltaTable(TableRef(catalog.sources["lineitem"].path).uri).delete("l_orderkey = 1")
-    write_deltalake(TableRef(catalog.sources["orders"].path).uri,
-                    pa.table({"o_orderkey": pa.array([3], pa.int64()), "o_priority": ["1-URGENT"]}), mode="append")
-    write_deltalake(TableRef(catalog.sources["lineitem"].path).uri, pa.table({
-        "l_orderkey": pa.array([3], pa.int64()), "l_line": pa.array([1], pa.int32()),
-        "l_commitdate": [day], "l_receiptdate": [day + dt.timedelta(days=2)]}), mode="append")
+    write_deltalake(
+        TableRef(catalog.sources["orders"].path).uri,
+        pa.table({"o_orderkey": pa.array([3], pa.int64()), "o_priority": ["1-URGENT"]}),
+        mode="append",
+    )
+    write_deltalake(
+        TableRef(catalog.sources["lineitem"].path).uri,
+        pa.table(
+            {
+                "l_orderkey": pa.array([3], pa.int64()),
+                "l_line": pa.array([1], pa.int32()),
+                "l_commitdate": [day],
+                "l_receiptdate": [day + dt.timedelta(days=2)],
+            }
+        ),
+        mode="append",
+    )
     refresher.refresh()
     for name in catalog.plans:
         check_view(spark, catalog, name)

@@ -20,7 +20,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef
-from tests.conftest import bag, write_project
+from tests.conftest import bag, examples, write_project
 from tests.spark.test_refresh_differential import check_changelog
 
 SOURCES = """
@@ -42,12 +42,13 @@ SELECT g, MIN_BY(x, seq) AS f, MIN_BY(x, IF(x IS NULL, NULL, seq)) AS fi, MAX_BY
        MAX_BY(x, IF(x IS NULL, NULL, seq)) AS lvi, MIN_BY(x, IF(x > 0, seq, NULL)) AS fp, COUNT(*) AS n
 FROM e GROUP BY g""",
     "arrived_all": "SELECT MIN_BY(x, seq) AS f, MAX_BY(x, IF(x IS NULL, NULL, seq)) AS li, COUNT(*) AS n FROM e "
-                   "WHERE g = 'a'",
+    "WHERE g = 'a'",
 }
 
 # A commit: values for some groups, at most one row per group. A batch: a few commits.
-COMMIT = st.dictionaries(st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-2, 4)),
-                         min_size=1)
+COMMIT = st.dictionaries(
+    st.sampled_from(["a", "b", "c", None]), st.one_of(st.none(), st.integers(-2, 4)), min_size=1
+)
 STEPS = st.lists(st.lists(COMMIT, min_size=1, max_size=3), min_size=2, max_size=3)
 # Always run: NULLs first and last, a group seen again after a batch without it, several commits per batch.
 EXAMPLE = [
@@ -69,28 +70,47 @@ def run(spark, root: Path, steps) -> dict[str, set[str]]:
     assert {n: p.strategy for n, p in catalog.plans.items()} == {n: "incremental" for n in catalog.plans}
     source = catalog.sources["e"].path
     engines: dict[str, set[str]] = {}
-    refresher = Refresher(spark, config, catalog, report=lambda r: engines.setdefault(r.view, set()).add(
-        "recomputed by cost" if r.note.startswith("recomputed by cost") else f"{r.kind}/{r.engine}"))
+    refresher = Refresher(
+        spark,
+        config,
+        catalog,
+        report=lambda r: engines.setdefault(r.view, set()).add(
+            "recomputed by cost" if r.note.startswith("recomputed by cost") else f"{r.kind}/{r.engine}"
+        ),
+    )
     refresher.refresh()
     seq = 0
     for commits in steps:
         for rows in commits:
             groups = list(rows)
-            write_deltalake(source, pa.table({
-                "g": pa.array(groups, pa.string()), "x": pa.array([rows[g] for g in groups], pa.int32()),
-                "seq": pa.array(range(seq, seq + len(groups)), pa.int64())}), mode="append")
+            write_deltalake(
+                source,
+                pa.table(
+                    {
+                        "g": pa.array(groups, pa.string()),
+                        "x": pa.array([rows[g] for g in groups], pa.int32()),
+                        "seq": pa.array(range(seq, seq + len(groups)), pa.int64()),
+                    }
+                ),
+                mode="append",
+            )
             seq += len(groups)
         refresher.refresh()
         read_table(spark, TableRef(source)).createOrReplaceTempView("e")
         for name, oracle in ORACLE.items():
-            assert bag(read_table(spark, view_tables(catalog.plans[name], {}).snapshot)) == bag(spark.sql(oracle)), \
-                f"{name} differs from its aggregates by arrival"
+            assert bag(read_table(spark, view_tables(catalog.plans[name], {}).snapshot)) == bag(
+                spark.sql(oracle)
+            ), f"{name} differs from its aggregates by arrival"
             check_changelog(spark, catalog, name)
     return engines
 
 
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(2),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=STEPS)
 @example(steps=EXAMPLE)
 def test_first_and_last_follow_arrival_on_the_driver(spark, tmp_path_factory, steps):
@@ -101,8 +121,9 @@ def test_first_and_last_follow_arrival_on_the_driver(spark, tmp_path_factory, st
 def test_first_and_last_are_never_recomputed_by_cost(spark, tmp_path):
     # Every batch here changes more of the inputs than recompute_above: a view of other aggregates is recomputed.
     root = project(tmp_path, "recompute_min_changes = 1\nrecompute_above = 0.01\n")
-    (root / "views" / "views.sql").write_text(VIEWS + "CREATE MATERIALIZED VIEW counted AS SELECT g, COUNT(*) AS n "
-                                              "FROM e GROUP BY g;\n")
+    (root / "views" / "views.sql").write_text(
+        VIEWS + "CREATE MATERIALIZED VIEW counted AS SELECT g, COUNT(*) AS n FROM e GROUP BY g;\n"
+    )
     plans = load_catalog(load_config(root)).plans
     assert [n for n, p in plans.items() if p.by_arrival] == ["arrived", "arrived_all"]
     assert any("never recomputed by cost" in note for note in plans["arrived"].notes)
@@ -123,10 +144,18 @@ def test_first_over_a_source_that_deletes_is_full_with_the_reason(tmp_path):
         "CREATE TABLE u (k INT, g STRING, x INT, PRIMARY KEY (k) NOT ENFORCED);\n"
         "CREATE MATERIALIZED VIEW firsts AS SELECT g, FIRST(x) AS f FROM u GROUP BY g;\n"
         "CREATE MATERIALIZED VIEW filtered AS SELECT g, LAST(x) FILTER (WHERE x > 0) AS l FROM e GROUP BY g;\n"
-        "CREATE TABLE e (g STRING, x INT) WITH ('append_only' = 'true');\n")
+        "CREATE TABLE e (g STRING, x INT) WITH ('append_only' = 'true');\n"
+    )
     plans = load_catalog(load_config(tmp_path)).plans
     reasons = {name: (p.strategy, p.reason) for name, p in plans.items()}
     assert reasons == {
-        "firsts": ("full", "FIRST() over an input that updates or deletes is not maintained incrementally (which "
-                           "row came first is not kept)"),
-        "filtered": ("full", "LAST(...) FILTER (WHERE ...) without IGNORE NULLS is not maintained incrementally")}
+        "firsts": (
+            "full",
+            "FIRST() over an input that updates or deletes is not maintained incrementally (which "
+            "row came first is not kept)",
+        ),
+        "filtered": (
+            "full",
+            "LAST(...) FILTER (WHERE ...) without IGNORE NULLS is not maintained incrementally",
+        ),
+    }

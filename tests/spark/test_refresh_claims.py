@@ -26,6 +26,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import merge_into, read_table
 from mvengine.storage.tables import TableRef
+from tests.conftest import examples
 from tests.spark.test_plan_claims import CASES, PLANS, Sources, commit
 
 # -- the reproductions of issue 23 ---------------------------------------------------------------------------
@@ -65,7 +66,9 @@ def _append(catalog: Catalog, name: str, **columns) -> None:
 
 
 def _rows(spark, catalog: Catalog, name: str) -> list[tuple]:
-    return sorted(tuple(r) for r in read_table(spark, view_tables(catalog.plans[name], {}).snapshot).collect())
+    return sorted(
+        tuple(r) for r in read_table(spark, view_tables(catalog.plans[name], {}).snapshot).collect()
+    )
 
 
 def _ops(spark, catalog: Catalog, name: str) -> set[str]:
@@ -77,7 +80,11 @@ def test_issue_23_reproductions_refresh_to_the_right_answers(spark, tmp_path):
     catalog, refresher = _project(spark, tmp_path, REPRODUCTIONS)
     plans = catalog.plans
     assert {n: plans[n].changelog for n in ("w1", "top2", "s1", "ex")} == {
-        "w1": "retract", "top2": "retract", "s1": "retract", "ex": "retract"}
+        "w1": "retract",
+        "top2": "retract",
+        "s1": "retract",
+        "ex": "retract",
+    }
     assert [c.name for c in plans["u1"].columns] == ["x"]
     assert plans["ex"].strategy == "incremental", plans["ex"].reason
     refresher.prepare_sources()
@@ -103,15 +110,22 @@ def test_issue_23_reproductions_refresh_to_the_right_answers(spark, tmp_path):
 
 
 def test_a_retraction_on_an_append_only_source_stops_the_batch_and_writes_nothing(spark, tmp_path):
-    catalog, refresher = _project(spark, tmp_path, "CREATE TABLE te (k INT, v BIGINT) WITH ('append_only' = 'true');\n"
-                                  "CREATE MATERIALIZED VIEW lo AS SELECT k, MIN(v) AS mn FROM te GROUP BY k;\n")
+    catalog, refresher = _project(
+        spark,
+        tmp_path,
+        "CREATE TABLE te (k INT, v BIGINT) WITH ('append_only' = 'true');\n"
+        "CREATE MATERIALIZED VIEW lo AS SELECT k, MIN(v) AS mn FROM te GROUP BY k;\n",
+    )
     refresher.refresh()
     _append(catalog, "te", k=[1, 2], v=[10, 20])
     refresher.refresh()
     versions = {n: view_tables(p, {}).snapshot.open().version() for n, p in catalog.plans.items()}
     DeltaTable(catalog.sources["te"].path).delete("k = 2")
-    with pytest.raises(MvError, match=r"source te is declared append-only, but its versions 2\.\.2 delete or "
-                                      r"update 1 rows") as error:
+    with pytest.raises(
+        MvError,
+        match=r"source te is declared append-only, but its versions 2\.\.2 delete or "
+        r"update 1 rows",
+    ) as error:
         refresher.refresh()
     assert "views/all.sql:1" in error.value.hint
     assert versions == {n: view_tables(p, {}).snapshot.open().version() for n, p in catalog.plans.items()}
@@ -119,17 +133,23 @@ def test_a_retraction_on_an_append_only_source_stops_the_batch_and_writes_nothin
 
 def test_a_failing_view_is_one_error_line_naming_its_file(spark, tmp_path, capfd):
     root = tmp_path / "p"
-    _project(spark, root, "CREATE TABLE t (k INT);\nCREATE MATERIALIZED VIEW d AS SELECT 1 / (k - k) AS x FROM t;\n")
+    _project(
+        spark,
+        root,
+        "CREATE TABLE t (k INT);\nCREATE MATERIALIZED VIEW d AS SELECT 1 / (k - k) AS x FROM t;\n",
+    )
     assert main(["--project", str(root), "refresh"]) == 0
-    write_deltalake(str(root / "warehouse" / "sources" / "t"), pa.table({"k": pa.array([1], pa.int32())}),
-                    mode="append")
+    write_deltalake(
+        str(root / "warehouse" / "sources" / "t"), pa.table({"k": pa.array([1], pa.int32())}), mode="append"
+    )
     capfd.readouterr()
     assert main(["--project", str(root), "refresh"]) == 1
     err = capfd.readouterr().err
     assert "Traceback" not in err and "\tat " not in err, err
     errors = [line for line in err.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and errors[0].startswith("Error: views/all.sql:2: view d: batch 1 (inputs t@1): Spark "
-                                                     "cannot compute it: [DIVIDE_BY_ZERO]"), err
+    assert len(errors) == 1 and errors[0].startswith(
+        "Error: views/all.sql:2: view d: batch 1 (inputs t@1): Spark cannot compute it: [DIVIDE_BY_ZERO]"
+    ), err
 
 
 # -- the changelog kinds ---------------------------------------------------------------------------------------
@@ -145,19 +165,37 @@ def check_changelog_kind(spark, catalog: Catalog, name: str) -> None:
     elif plan.changelog == "upsert":
         new = F.col("_op").isin("+I", "+U")
         per_key = changelog.groupBy(*[F.col(f"`{k}`") for k in plan.key], "_version").agg(
-            F.sum(new.cast("int")).alias("new"), F.sum((~new).cast("int")).alias("old"))
+            F.sum(new.cast("int")).alias("new"), F.sum((~new).cast("int")).alias("old")
+        )
         crowded = per_key.where("new > 1 OR old > 1").limit(3).collect()
-        assert not crowded, f"{name} is planned upsert by ({', '.join(plan.key)}), but a version changes a key " \
-                            f"more than once: {crowded}"
+        assert not crowded, (
+            f"{name} is planned upsert by ({', '.join(plan.key)}), but a version changes a key "
+            f"more than once: {crowded}"
+        )
 
 
 # -- random views of the corpus, refreshed -----------------------------------------------------------------
 
 # Cases whose result the SQL itself does not fix (LIMIT without ORDER BY, ROW_NUMBER or top-N over ties,
 # non-deterministic functions): a recomputation may differ from the last one without any change.
-UNSETTLED = {"35_top_n_order_by_limit", "36_full_limit_without_order", "37_full_non_deterministic",
-             "38_window_function"}
-ORDERABLE = ("int", "bigint", "smallint", "tinyint", "double", "float", "decimal", "string", "date", "timestamp")
+UNSETTLED = {
+    "35_top_n_order_by_limit",
+    "36_full_limit_without_order",
+    "37_full_non_deterministic",
+    "38_window_function",
+}
+ORDERABLE = (
+    "int",
+    "bigint",
+    "smallint",
+    "tinyint",
+    "double",
+    "float",
+    "decimal",
+    "string",
+    "date",
+    "timestamp",
+)
 
 
 def corpus_project(case: Path, root: Path) -> Path:
@@ -169,10 +207,14 @@ def corpus_project(case: Path, root: Path) -> Path:
     catalog = load_catalog(load_config(root))
     lines = []
     for name, plan in catalog.plans.items():
-        column = next((c.name for c in plan.columns if c.type.sql("spark").lower().startswith(ORDERABLE)), None)
+        column = next(
+            (c.name for c in plan.columns if c.type.sql("spark").lower().startswith(ORDERABLE)), None
+        )
         if column is not None:
-            lines.append(f"CREATE MATERIALIZED VIEW `mm_{name}` AS SELECT MIN(`{column}`) AS lo, "
-                         f"MAX(`{column}`) AS hi, COUNT(*) AS n FROM `{name}`;")
+            lines.append(
+                f"CREATE MATERIALIZED VIEW `mm_{name}` AS SELECT MIN(`{column}`) AS lo, "
+                f"MAX(`{column}`) AS hi, COUNT(*) AS n FROM `{name}`;"
+            )
     (root / "views" / "zz_min_max.sql").write_text("\n".join(lines) + "\n")
     return root
 
@@ -183,30 +225,48 @@ def write_step(spark, catalog: Catalog, before: dict[str, list[tuple]], sources:
     for name, source in catalog.sources.items():
         old, new = before[name], sources.rows[name]
         if source.append_only:
-            added = new[len(old):]
+            added = new[len(old) :]
             if added:
                 columns = list(zip(*added))
-                write_deltalake(source.path, pa.Table.from_arrays(
-                    [pa.array(c, f.type) for c, f in zip(columns, source.schema)], schema=source.schema),
-                    mode="append")
+                write_deltalake(
+                    source.path,
+                    pa.Table.from_arrays(
+                        [pa.array(c, f.type) for c, f in zip(columns, source.schema)], schema=source.schema
+                    ),
+                    mode="append",
+                )
             continue
         assert source.key, f"{name}: the corpus has no updatable source without a key"
         at = [source.schema.names.index(k) for k in source.key]
         old_by_key = {tuple(r[i] for i in at): r for r in old}
         new_by_key = {tuple(r[i] for i in at): r for r in new}
         upserts = [(*r, False) for k, r in new_by_key.items() if old_by_key.get(k) != r]
-        deletes = [(*[k[at.index(i)] if i in at else None for i in range(len(source.schema))], True)
-                   for k in old_by_key if k not in new_by_key]
+        deletes = [
+            (*[k[at.index(i)] if i in at else None for i in range(len(source.schema))], True)
+            for k in old_by_key
+            if k not in new_by_key
+        ]
         if upserts or deletes:
             schema = source.schema.append(pa.field("_gone", pa.bool_()))
             columns = list(zip(*(upserts + deletes)))
-            table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema)
-            merge_into(spark.createDataFrame(table), TableRef(source.path), list(source.key),
-                       delete_column="_gone", on_driver=True)
+            table = pa.Table.from_arrays(
+                [pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema
+            )
+            merge_into(
+                spark.createDataFrame(table),
+                TableRef(source.path),
+                list(source.key),
+                delete_column="_gone",
+                on_driver=True,
+            )
 
 
-@settings(max_examples=2, deadline=None, phases=[Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=examples(2),
+    deadline=None,
+    phases=[Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_refreshed_corpus_views_keep_their_claims(spark, tmp_path_factory, data):
     """A random case of the corpus per example (every case of it is checked without refreshes, on every run,
@@ -241,6 +301,8 @@ def test_an_unexpected_failure_is_one_line_without_the_java_stack(spark):
     assert str(failure.value).startswith("An error occurred while calling")  # what py4j says first
     failure.value.add_note("refreshing view v")
     error = internal_error(failure.value)
-    assert str(error).splitlines()[0] == ("refreshing view v: internal error: java.lang.IndexOutOfBoundsException: "
-                                          "Index 5 out of bounds for length 0")
+    assert str(error).splitlines()[0] == (
+        "refreshing view v: internal error: java.lang.IndexOutOfBoundsException: "
+        "Index 5 out of bounds for length 0"
+    )
     assert "--debug" in error.hint

@@ -25,6 +25,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, commit_metadata
+from tests.conftest import examples
 
 SOURCES = """
 CREATE TABLE t (k INT NOT NULL, g STRING, v INT, PRIMARY KEY (k) NOT ENFORCED);
@@ -78,14 +79,21 @@ def apply_commit(spark, catalog, commit, options: dict[str, str] | None = None) 
         merge_into(spark.createDataFrame(list(latest.values()), "k int, g string, v int"), t, ["k"])
     elif kind == "delete_t":
         rows = [(k, None, None, True) for k in sorted(set(payload))]
-        merge_into(spark.createDataFrame(rows, "k int, g string, v int, gone boolean"), t, ["k"],
-                   delete_column="gone")
+        merge_into(
+            spark.createDataFrame(rows, "k int, g string, v int, gone boolean"),
+            t,
+            ["k"],
+            delete_column="gone",
+        )
     elif kind == "insert_b":
         write_table(spark.createDataFrame(payload, "g string, v int"), b)
     else:
         g, v = payload
-        DeltaTable(b.uri, storage_options=options or None).delete(" AND ".join([
-            "g IS NULL" if g is None else f"g = '{g}'", "v IS NULL" if v is None else f"v = {v}"]))
+        DeltaTable(b.uri, storage_options=options or None).delete(
+            " AND ".join(
+                ["g IS NULL" if g is None else f"g = '{g}'", "v IS NULL" if v is None else f"v = {v}"]
+            )
+        )
 
 
 def check_view(spark, catalog, name: str, options: dict[str, str] | None = None) -> None:
@@ -127,16 +135,22 @@ def check_changelog(spark, catalog, name: str, options: dict[str, str] | None = 
         assert not removed, f"{name}: changelog version {version} removes rows it never added: {removed[:3]}"
         replayed = Counter({row: n for row, n in replayed.items() if n})
         snapshot = read_arrow(tables.snapshot, version=version)
-        expected = Counter(zip(*[_comparable(snapshot.column(c)) for c in columns])) if columns else \
-            Counter({(): snapshot.num_rows} if snapshot.num_rows else {})
-        assert replayed == expected, (f"{name}: changelog replay differs from snapshot version {version}: "
-                                      f"{sorted(map(str, (replayed - expected).elements()))[:5]} too many, "
-                                      f"{sorted(map(str, (expected - replayed).elements()))[:5]} missing")
+        expected = (
+            Counter(zip(*[_comparable(snapshot.column(c)) for c in columns]))
+            if columns
+            else Counter({(): snapshot.num_rows} if snapshot.num_rows else {})
+        )
+        assert replayed == expected, (
+            f"{name}: changelog replay differs from snapshot version {version}: "
+            f"{sorted(map(str, (replayed - expected).elements()))[:5]} too many, "
+            f"{sorted(map(str, (expected - replayed).elements()))[:5]} missing"
+        )
     _REPLAYED[key] = (latest, replayed)
 
 
 def _comparable(column) -> list:
     """A column's values as hashable Python values with NaN equal to NaN (repr), lists as tuples."""
+
     def value(v):
         if isinstance(v, float) and v != v:
             return "NaN"
@@ -145,6 +159,7 @@ def _comparable(column) -> list:
         if isinstance(v, dict):
             return tuple(sorted((k, value(x)) for k, x in v.items()))
         return v
+
     return [value(v) for v in column.to_pylist()]
 
 
@@ -157,19 +172,31 @@ def check_snapshot(spark, catalog, name: str, options: dict[str, str] | None = N
     dt = tables.snapshot.open()
     inputs = json.loads(commit_metadata(dt, dt.version())["mvengine.inputs"])
     for input_name, version in inputs.items():
-        ref = (TableRef(catalog.sources[input_name].path, options) if input_name in catalog.sources
-               else view_tables(catalog.plans[input_name], options).snapshot)
+        ref = (
+            TableRef(catalog.sources[input_name].path, options)
+            if input_name in catalog.sources
+            else view_tables(catalog.plans[input_name], options).snapshot
+        )
         read_table(spark, ref, version=version).createOrReplaceTempView(input_name)
     expected = spark.sql(plan.spark_sql).toArrow()
     snapshot = read_arrow(tables.snapshot, version=dt.version())
     ours = Counter(zip(*[_comparable(c) for c in snapshot.columns])) if snapshot.num_columns else Counter()
     theirs = Counter(zip(*[_comparable(c) for c in expected.columns])) if expected.num_columns else Counter()
-    assert ours == theirs, (f"{name} differs from its SQL: {sorted(map(str, (ours - theirs).elements()))[:5]} "
-                            f"too many, {sorted(map(str, (theirs - ours).elements()))[:5]} missing")
+    assert ours == theirs, (
+        f"{name} differs from its SQL: {sorted(map(str, (ours - theirs).elements()))[:5]} "
+        f"too many, {sorted(map(str, (theirs - ours).elements()))[:5]} missing"
+    )
 
 
-def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False, check=None,
-                  engines: tuple[str, ...] = ("driver", "spark")) -> dict[str, set[str]]:
+def refresh_steps(
+    spark,
+    root: Path,
+    steps,
+    *,
+    all_incremental: bool = False,
+    check=None,
+    engines: tuple[str, ...] = ("driver", "spark"),
+) -> dict[str, set[str]]:
     """Refresh the project, then per step: apply its commits, refresh, and check every view (`check`, by
     default check_view). The steps that commit something take the engines of `engines` by turns: "driver"
     (small batches on the driver, where the view allows) and "spark" (`driver_max_changes = 0`), so that every
@@ -181,8 +208,9 @@ def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False, ch
     if all_incremental:
         assert {n: p.strategy for n, p in catalog.plans.items()} == {n: "incremental" for n in catalog.plans}
     ran: dict[str, set[str]] = {}
-    refresher = Refresher(spark, config, catalog,
-                          report=lambda r: ran.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}"))
+    refresher = Refresher(
+        spark, config, catalog, report=lambda r: ran.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}")
+    )
     refresher.refresh()
     in_spark = replace(config, driver_max_changes=0)
     turn = 0
@@ -200,17 +228,32 @@ def refresh_steps(spark, root: Path, steps, *, all_incremental: bool = False, ch
 
 # Each example refreshes six views a few times: few examples, and no shrinking (a failure is reported as
 # generated; shrinking would rerun the whole refresh dozens of times).
-@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(3),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=STEPS)
 # Always run: duplicates and NULLs, rows deleted in the batch that inserted them, several commits per batch,
 # an update that moves a row between groups and out of the filter, and an empty batch.
-@example(steps=[
-    [("insert_b", [("a", 1), ("a", 1), (None, None), ("b", 2)]), ("delete_b", ("a", 1)),
-     ("upsert_t", [(1, "a", 3), (2, "a", 3), (3, None, None)]), ("delete_t", [2])],
-    [],
-    [("upsert_t", [(1, "b", -1)]), ("insert_b", [("a", 1)]), ("delete_b", (None, None)), ("delete_t", [3])],
-])
+@example(
+    steps=[
+        [
+            ("insert_b", [("a", 1), ("a", 1), (None, None), ("b", 2)]),
+            ("delete_b", ("a", 1)),
+            ("upsert_t", [(1, "a", 3), (2, "a", 3), (3, None, None)]),
+            ("delete_t", [2]),
+        ],
+        [],
+        [
+            ("upsert_t", [(1, "b", -1)]),
+            ("insert_b", [("a", 1)]),
+            ("delete_b", (None, None)),
+            ("delete_t", [3]),
+        ],
+    ]
+)
 def test_snapshots_equal_their_sql_after_random_changes(spark, tmp_path_factory, steps):
     refresh_steps(spark, make_project(tmp_path_factory.mktemp("diff")), steps)
 

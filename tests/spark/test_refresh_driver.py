@@ -36,8 +36,11 @@ def project(root: Path, conf: str = "") -> tuple:
 
 
 def commit(catalog, rows: list[tuple]) -> None:
-    write_deltalake(catalog.sources["m"].path, pa.Table.from_pylist(
-        [dict(zip(SCHEMA.names, r)) for r in rows], schema=SCHEMA), mode="append")
+    write_deltalake(
+        catalog.sources["m"].path,
+        pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in rows], schema=SCHEMA),
+        mode="append",
+    )
 
 
 def refresh(spark, config, catalog) -> dict:
@@ -82,7 +85,11 @@ def test_a_batch_above_driver_max_changes_goes_to_spark(spark, tmp_path):
     Refresher(spark, config, catalog).refresh()
     commit(catalog, [(1, 1.0, "a"), (2, 2.0, "b"), (3, 3.0, "c")])
     batches = refresh(spark, config, catalog)
-    assert {v: b.engine for v, b in batches.items()} == {"positive": "spark", "per_s": "spark", "prefixes": "spark"}
+    assert {v: b.engine for v, b in batches.items()} == {
+        "positive": "spark",
+        "per_s": "spark",
+        "prefixes": "spark",
+    }
     commit(catalog, [(4, 1.0, "a")])
     assert refresh(spark, config, catalog)["per_s"].engine == "driver"
     for view in catalog.plans:

@@ -65,8 +65,10 @@ def test_held_rows_come_out_when_due_by_a_refresh_without_new_input(spark, tmp_p
     time.sleep(2.2)
     reports.clear()
     refresher.refresh()  # no input moved
-    assert {r.view: r.note for r in reports} == {"delayed": "rows held by its EMIT policy are due",
-                                                 "late_delayed": "rows held by its EMIT policy are due"}
+    assert {r.view: r.note for r in reports} == {
+        "delayed": "rows held by its EMIT policy are due",
+        "late_delayed": "rows held by its EMIT policy are due",
+    }
     assert _snapshot(catalog, "delayed") == [("x", "12:01", 8), ("x", "12:02", 7)]
     assert _snapshot(catalog, "late_delayed") == [("x", "12:01", 8)]
     assert _changelog(catalog, "late_delayed")[-2:] == [(3, "+U", 8, "late"), (3, "-U", 5, "late")]
@@ -107,11 +109,14 @@ def test_continuous_fires_a_due_timer_without_new_input(spark, tmp_path):
 
 def test_proctime_is_the_commit_time_of_the_change_that_brought_the_row(spark, tmp_path):
     views = """CREATE MATERIALIZED VIEW arrivals AS SELECT team, score, PROCTIME() AS arrived FROM scores;
-               CREATE MATERIALIZED VIEW last_arrival AS SELECT team, MAX(PROCTIME()) AS latest FROM scores GROUP BY team;
+               CREATE MATERIALIZED VIEW last_arrival AS
+               SELECT team, MAX(PROCTIME()) AS latest FROM scores GROUP BY team;
                CREATE MATERIALIZED VIEW of_keyed AS SELECT team, PROCTIME() AS seen FROM teams;"""
     root = _project(tmp_path)
     (root / "views" / "views.sql").write_text(views)
-    (root / "views" / "teams.sql").write_text("CREATE TABLE teams (team STRING NOT NULL, PRIMARY KEY (team) NOT ENFORCED);")
+    (root / "views" / "teams.sql").write_text(
+        "CREATE TABLE teams (team STRING NOT NULL, PRIMARY KEY (team) NOT ENFORCED);"
+    )
     config = load_config(root)
     catalog = load_catalog(config)
     assert catalog.plans["arrivals"].changelog == "append-only"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, Phase, example, given, settings
 
 import tests.spark.test_refresh_differential as differential
+from tests.conftest import examples
 
 VIEWS = """
 -- MIN and MAX, not selected, under updates and deletes
@@ -24,16 +25,29 @@ HAVING COUNT(*) > 1 AND AVG(v) >= 0 AND COUNT(DISTINCT g) >= 1 AND SUM(DISTINCT 
 
 
 # Few examples, no shrinking: see test_refresh_differential.
-@settings(max_examples=1, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(1),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=differential.STEPS)
 # Always run: a group's MIN deleted (the next one found from the multiset), its MAX updated past the bound and
 # back, groups entering and leaving each HAVING, the global rows appearing and vanishing.
-@example(steps=[
-    [("upsert_t", [(1, "a", 0), (2, "a", 4), (3, "b", 2), (4, "b", 2)]), ("insert_b", [("a", 1), (None, 5)])],
-    [("delete_t", [1]), ("upsert_t", [(2, "a", 5), (5, "c", -1)]), ("delete_b", ("a", 1))],
-    [("upsert_t", [(2, "a", 3), (6, "c", 7)]), ("delete_t", [5, 3]), ("insert_b", [("b", 2)])],
-])
+@example(
+    steps=[
+        [
+            ("upsert_t", [(1, "a", 0), (2, "a", 4), (3, "b", 2), (4, "b", 2)]),
+            ("insert_b", [("a", 1), (None, 5)]),
+        ],
+        [("delete_t", [1]), ("upsert_t", [(2, "a", 5), (5, "c", -1)]), ("delete_b", ("a", 1))],
+        [("upsert_t", [(2, "a", 3), (6, "c", 7)]), ("delete_t", [5, 3]), ("insert_b", [("b", 2)])],
+    ]
+)
 def test_having_on_unselected_aggregates_equals_its_sql(spark, tmp_path_factory, steps):
-    differential.refresh_steps(spark, differential.make_project(tmp_path_factory.mktemp("having"), VIEWS), steps,
-                               all_incremental=True)
+    differential.refresh_steps(
+        spark,
+        differential.make_project(tmp_path_factory.mktemp("having"), VIEWS),
+        steps,
+        all_incremental=True,
+    )

@@ -50,10 +50,13 @@ def test_sources_written_by_spark_with_deletion_vectors_and_by_both_engines(spar
 
     refresher = Refresher(spark, config, catalog)
     refresher.prepare_sources()  # creates d with delta-rs
-    spark.sql(f"INSERT INTO delta.`{t}` SELECT CAST(id AS INT), CAST(id % 4 AS STRING), CAST(id - 5 AS INT) "
-              "FROM range(40)")
-    write_table(spark.createDataFrame([(str(i), f"L{i}") for i in range(3)], "g string, label string"),
-                TableRef(d))
+    spark.sql(
+        f"INSERT INTO delta.`{t}` SELECT CAST(id AS INT), CAST(id % 4 AS STRING), CAST(id - 5 AS INT) "
+        "FROM range(40)"
+    )
+    write_table(
+        spark.createDataFrame([(str(i), f"L{i}") for i in range(3)], "g string, label string"), TableRef(d)
+    )
 
     def check_all():
         for name in catalog.plans:
@@ -69,7 +72,9 @@ def test_sources_written_by_spark_with_deletion_vectors_and_by_both_engines(spar
                   ON x.k = y.k WHEN MATCHED THEN UPDATE SET v = -x.v
                   WHEN NOT MATCHED THEN INSERT (k, g, v) VALUES (y.k, '2', 1)""")
     spark.sql(f"UPDATE delta.`{d}` SET label = 'spark' WHERE g = '1'")
-    merge_into(spark.createDataFrame([("2", "rs"), ("9", "nine")], "g string, label string"), TableRef(d), ["g"])
+    merge_into(
+        spark.createDataFrame([("2", "rs"), ("9", "nine")], "g string, label string"), TableRef(d), ["g"]
+    )
     assert _has_deletion_vectors(t)
     refresher.refresh()
     check_all()
@@ -95,7 +100,9 @@ def test_sources_written_by_spark_with_deletion_vectors_and_by_both_engines(spar
         for version in range(snapshot.open().version() + 1):
             native = spark.read.format("delta").option("versionAsOf", version).load(snapshot.uri)
             by_delta_rs = DeltaTable(snapshot.uri, version=version).to_pyarrow_table().to_pylist()
-            assert bag(native) == sorted(repr(tuple(r.values())) for r in by_delta_rs), f"{name} version {version}"
+            assert bag(native) == sorted(repr(tuple(r.values())) for r in by_delta_rs), (
+                f"{name} version {version}"
+            )
 
 
 def _has_deletion_vectors(path: str) -> bool:

@@ -18,6 +18,7 @@ from mvengine.project.catalog import load_catalog
 from mvengine.project.config import load_config
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher
+from tests.conftest import examples
 
 VIEWS = """
 -- inner joins: written in WHERE with a condition on both sides above it; a self-join with one in ON
@@ -40,21 +41,41 @@ CREATE MATERIALIZED VIEW c3 AS SELECT g, COUNT(*) AS n, SUM(s) AS total FROM c2 
 
 
 # Each example refreshes eleven views a few times: few examples, no shrinking (see test_refresh_differential).
-@settings(max_examples=1, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(1),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=differential.STEPS)
 # Always run: NULL keys on both sides, duplicate keys on both sides, a row deleted in the batch that inserted
 # it, deletes on both sides in one batch, a row of t moving to another key, the last match of a key deleted
 # (the padded row comes back) and a key's first match arriving.
-@example(steps=[
-    [("insert_b", [("a", 1), ("a", 1), (None, None), ("b", 2)]), ("delete_b", ("a", 1)),
-     ("upsert_t", [(1, "a", 3), (2, "a", 3), (3, None, None)]), ("delete_t", [2])],
-    [("upsert_t", [(1, "b", -1)]), ("insert_b", [("a", 1)]), ("delete_b", (None, None)), ("delete_t", [3])],
-    [("delete_b", ("b", 2)), ("upsert_t", [(4, "c", 2), (5, "a", 1)]), ("insert_b", [("c", 2), ("c", -1)])],
-])
+@example(
+    steps=[
+        [
+            ("insert_b", [("a", 1), ("a", 1), (None, None), ("b", 2)]),
+            ("delete_b", ("a", 1)),
+            ("upsert_t", [(1, "a", 3), (2, "a", 3), (3, None, None)]),
+            ("delete_t", [2]),
+        ],
+        [
+            ("upsert_t", [(1, "b", -1)]),
+            ("insert_b", [("a", 1)]),
+            ("delete_b", (None, None)),
+            ("delete_t", [3]),
+        ],
+        [
+            ("delete_b", ("b", 2)),
+            ("upsert_t", [(4, "c", 2), (5, "a", 1)]),
+            ("insert_b", [("c", 2), ("c", -1)]),
+        ],
+    ]
+)
 def test_join_views_equal_their_sql_after_random_changes(spark, tmp_path_factory, steps):
-    differential.refresh_steps(spark, differential.make_project(tmp_path_factory.mktemp("joins"), VIEWS), steps,
-                               all_incremental=True)
+    differential.refresh_steps(
+        spark, differential.make_project(tmp_path_factory.mktemp("joins"), VIEWS), steps, all_incremental=True
+    )
 
 
 DIAMOND = """
@@ -87,8 +108,9 @@ def test_refresh_leaves_a_diamond_at_one_source_version(spark, tmp_path):
     built = versions.snapshot_commits("both_sides")
     assert len(built) == 4  # a bootstrap and three batches, one per refresh that found a new source version
     for version in built:
-        assert len(versions.source_versions("both_sides", version)["t"]) == 1, \
-            f"both_sides@{version} joins views built from different versions of t: " \
+        assert len(versions.source_versions("both_sides", version)["t"]) == 1, (
+            f"both_sides@{version} joins views built from different versions of t: "
             f"{json.dumps(versions.source_versions('both_sides', version))}"
+        )
     assert versions.source_versions("both_sides", max(built)) == {"t": [versions.latest("t")]}
     differential.check_view(spark, catalog, "both_sides")

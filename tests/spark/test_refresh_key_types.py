@@ -25,6 +25,7 @@ from mvengine.project.catalog import load_catalog
 from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.tables import TableRef
+from tests.conftest import examples
 from tests.spark.test_refresh_differential import check_view
 
 KEY_COLUMNS = {  # column → (SQL type, Arrow type, values)
@@ -34,14 +35,21 @@ KEY_COLUMNS = {  # column → (SQL type, Arrow type, values)
     "kd": ("DOUBLE", pa.float64(), [0.0, -0.0, math.nan, 1.5, None]),
     "km": ("DECIMAL(10,2)", pa.decimal128(10, 2), [Decimal("2.50"), Decimal("2.5"), Decimal("-0.01"), None]),
     "kdt": ("DATE", pa.date32(), [dt.date(2026, 11, 25), dt.date(1970, 1, 1), None]),
-    "kts": ("TIMESTAMP", pa.timestamp("us", tz="UTC"),
-            [dt.datetime(2026, 11, 25, 12, tzinfo=dt.UTC),
-             dt.datetime(2026, 11, 25, 13, tzinfo=dt.timezone(dt.timedelta(hours=1))),  # the same instant
-             dt.datetime(2026, 3, 29, 1, 30, tzinfo=dt.UTC), None]),
+    "kts": (
+        "TIMESTAMP",
+        pa.timestamp("us", tz="UTC"),
+        [
+            dt.datetime(2026, 11, 25, 12, tzinfo=dt.UTC),
+            dt.datetime(2026, 11, 25, 13, tzinfo=dt.timezone(dt.timedelta(hours=1))),  # the same instant
+            dt.datetime(2026, 3, 29, 1, 30, tzinfo=dt.UTC),
+            None,
+        ],
+    ),
     "ks": ("STRING", pa.string(), ["", "a", "Ü ü", None]),
 }
-SCHEMA = pa.schema([pa.field("id", pa.int64(), False), *[(c, t) for c, (_, t, _) in KEY_COLUMNS.items()],
-                    ("v", pa.int32())])
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), False), *[(c, t) for c, (_, t, _) in KEY_COLUMNS.items()], ("v", pa.int32())]
+)
 COLUMNS = ", ".join(f"{c} {sql}" for c, (sql, _, _) in KEY_COLUMNS.items())
 SOURCES = f"""
 CREATE TABLE kt (id BIGINT NOT NULL, {COLUMNS}, v INT, PRIMARY KEY (id) NOT ENFORCED);
@@ -49,8 +57,13 @@ CREATE TABLE kr (id BIGINT NOT NULL, {COLUMNS}, v INT, PRIMARY KEY (id) NOT ENFO
 """
 # Each key type leads the key of a GROUP BY (the driver narrows its state read by the first key column); the
 # other operators take them two or three at a time.
-VIEWS = "".join(f"CREATE MATERIALIZED VIEW by_{c} AS SELECT {c}, COUNT(*) AS n, SUM(v) AS s, MAX(v) AS hi "
-                f"FROM kt GROUP BY {c};\n" for c in KEY_COLUMNS) + """
+VIEWS = (
+    "".join(
+        f"CREATE MATERIALIZED VIEW by_{c} AS SELECT {c}, COUNT(*) AS n, SUM(v) AS s, MAX(v) AS hi "
+        f"FROM kt GROUP BY {c};\n"
+        for c in KEY_COLUMNS
+    )
+    + """
 CREATE MATERIALIZED VIEW distinct_keys AS SELECT DISTINCT km, kb, kts FROM kt;
 CREATE MATERIALIZED VIEW joined AS
 SELECT kt.id, kr.id AS rid, kr.v FROM kt JOIN kr ON kt.kd = kr.kd AND kt.kdt = kr.kdt AND kt.ks = kr.ks;
@@ -63,13 +76,21 @@ CREATE MATERIALIZED VIEW running AS SELECT id, kdt, kb, SUM(v) OVER (PARTITION B
 CREATE MATERIALIZED VIEW hourly AS
 SELECT window.start AS ws, ks, COUNT(*) AS n FROM kt GROUP BY window(kts, '1 hour'), ks;
 """
+)
 
-ROW = st.tuples(*[st.sampled_from(values) for _, _, values in KEY_COLUMNS.values()],
-                st.one_of(st.none(), st.integers(-5, 5)))
+ROW = st.tuples(
+    *[st.sampled_from(values) for _, _, values in KEY_COLUMNS.values()],
+    st.one_of(st.none(), st.integers(-5, 5)),
+)
 COMMIT = st.one_of(
-    st.tuples(st.sampled_from(["kt", "kr"]), st.just("upsert"), st.lists(st.tuples(st.integers(0, 9), ROW),
-                                                                          min_size=1, max_size=5)),
-    st.tuples(st.sampled_from(["kt", "kr"]), st.just("delete"), st.lists(st.integers(0, 9), min_size=1, max_size=3)),
+    st.tuples(
+        st.sampled_from(["kt", "kr"]),
+        st.just("upsert"),
+        st.lists(st.tuples(st.integers(0, 9), ROW), min_size=1, max_size=5),
+    ),
+    st.tuples(
+        st.sampled_from(["kt", "kr"]), st.just("delete"), st.lists(st.integers(0, 9), min_size=1, max_size=3)
+    ),
 )
 STEPS = st.lists(st.lists(COMMIT, min_size=1, max_size=3), min_size=2, max_size=3)
 
@@ -92,8 +113,13 @@ def _apply(catalog, commit) -> None:
         return
     latest = {k: (k, *row) for k, row in payload}  # one row per key in a MERGE
     rows = pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in latest.values()], schema=SCHEMA)
-    (DeltaTable(uri).merge(rows, "t.id = s.id", source_alias="s", target_alias="t")
-     .when_matched_update_all().when_not_matched_insert_all().execute())
+    (
+        DeltaTable(uri)
+        .merge(rows, "t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
 
 
 def refresh_key_steps(spark, root: Path, steps) -> dict[str, set[str]]:
@@ -107,11 +133,15 @@ def refresh_key_steps(spark, root: Path, steps) -> dict[str, set[str]]:
     def report(r) -> None:
         engines.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}")
 
-    seeded = [(i, *[values[i % len(values)] for _, _, values in KEY_COLUMNS.values()], i - 3) for i in range(8)]
+    seeded = [
+        (i, *[values[i % len(values)] for _, _, values in KEY_COLUMNS.values()], i - 3) for i in range(8)
+    ]
     for table in ("kt", "kr"):
-        write_deltalake(TableRef(catalog.sources[table].path).uri,
-                        pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in seeded], schema=SCHEMA),
-                        configuration={"delta.enableChangeDataFeed": "true"})
+        write_deltalake(
+            TableRef(catalog.sources[table].path).uri,
+            pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in seeded], schema=SCHEMA),
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
     Refresher(spark, spark_conf, catalog, report=report).refresh()
     for i, commits in enumerate(steps):
         for commit in commits:
@@ -124,13 +154,22 @@ def refresh_key_steps(spark, root: Path, steps) -> dict[str, set[str]]:
 
 
 # A refresh of every view costs seconds in Spark: one example beside the explicit one, no shrinking.
-@settings(max_examples=1, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(1),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=STEPS)
-@example(steps=[  # the issue's case: a new row for an existing (decimal, boolean) key, then its key's last row goes
-    [("kt", "upsert", [(16, (False, 1, -1, 1.5, Decimal("2.50"), None, None, "a", 1))])],
-    [("kt", "delete", [0, 16]), ("kr", "upsert", [(3, (None, None, None, math.nan, Decimal("2.5"), None, None, "", 2))])],
-])
+@example(
+    steps=[  # the issue's case: a new row for an existing (decimal, boolean) key, then its key's last row goes
+        [("kt", "upsert", [(16, (False, 1, -1, 1.5, Decimal("2.50"), None, None, "a", 1))])],
+        [
+            ("kt", "delete", [0, 16]),
+            ("kr", "upsert", [(3, (None, None, None, math.nan, Decimal("2.5"), None, None, "", 2))]),
+        ],
+    ]
+)
 def test_state_is_found_for_keys_of_every_type_on_both_engines(spark, tmp_path_factory, steps):
     engines = refresh_key_steps(spark, tmp_path_factory.mktemp("keys"), steps)
     assert "stream/driver" in engines["by_km"] and "stream/spark" in engines["by_km"], engines["by_km"]
@@ -142,19 +181,27 @@ def test_issue_44_a_decimal_group_gets_its_new_row_on_the_driver(spark, tmp_path
     (tmp_path / "views").mkdir()
     (tmp_path / "views" / "v.sql").write_text(
         "CREATE TABLE ka (id BIGINT NOT NULL, f BOOLEAN, m DECIMAL(10,2), i INT, PRIMARY KEY (id) NOT ENFORCED);\n"
-        "CREATE MATERIALIZED VIEW g AS SELECT f, m, SUM(m) AS sm, COUNT(*) AS n FROM ka GROUP BY f, m;\n")
+        "CREATE MATERIALIZED VIEW g AS SELECT f, m, SUM(m) AS sm, COUNT(*) AS n FROM ka GROUP BY f, m;\n"
+    )
     config = load_config(tmp_path)
     catalog = load_catalog(config)
-    schema = pa.schema([pa.field("id", pa.int64(), False), ("f", pa.bool_()), ("m", pa.decimal128(10, 2)),
-                        ("i", pa.int32())])
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), False), ("f", pa.bool_()), ("m", pa.decimal128(10, 2)), ("i", pa.int32())]
+    )
     uri = TableRef(catalog.sources["ka"].path).uri
 
     def append(rows):
-        write_deltalake(uri, pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema),
-                        mode="append", configuration={"delta.enableChangeDataFeed": "true"})
+        write_deltalake(
+            uri,
+            pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
 
     engines = []
-    append([(1, False, Decimal("2.50"), 7), (3, False, Decimal("1.25"), None), (4, True, Decimal("10.00"), 1)])
+    append(
+        [(1, False, Decimal("2.50"), 7), (3, False, Decimal("1.25"), None), (4, True, Decimal("10.00"), 1)]
+    )
     Refresher(spark, config, catalog, report=lambda r: engines.append(r.engine)).refresh()
     append([(16, False, Decimal("2.50"), 1)])
     Refresher(spark, config, catalog, report=lambda r: engines.append(r.engine)).refresh()
@@ -162,7 +209,10 @@ def test_issue_44_a_decimal_group_gets_its_new_row_on_the_driver(spark, tmp_path
     from mvengine.runtime.refresh import view_tables
     from mvengine.storage.api import read_table
 
-    rows = {(r.f, r.m): (r.sm, r.n) for r in read_table(spark, view_tables(catalog.plans["g"], {}).snapshot).collect()}
+    rows = {
+        (r.f, r.m): (r.sm, r.n)
+        for r in read_table(spark, view_tables(catalog.plans["g"], {}).snapshot).collect()
+    }
     assert rows[(False, Decimal("2.50"))] == (Decimal("5.00"), 2)
     DeltaTable(uri).delete("id = 3")
     Refresher(spark, config, catalog).refresh()

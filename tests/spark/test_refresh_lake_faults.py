@@ -27,7 +27,9 @@ def _setup(spark, root: Path, engine: str = "driver"):
     catalog = load_catalog(config)
     customers, orders = (catalog.sources[n].path for n in ("customers", "orders"))
     Refresher(spark, config, catalog).prepare_sources()
-    _append(customers, [{"customer": "carol", "country": "DE"}, {"customer": "dan", "country": "FR"}], CUSTOMERS)
+    _append(
+        customers, [{"customer": "carol", "country": "DE"}, {"customer": "dan", "country": "FR"}], CUSTOMERS
+    )
     _append(orders, [{"order_id": 1, "customer": "carol", "amount": 5}], ORDER_ROWS)
     Refresher(spark, config, catalog).refresh()
     return config, catalog, customers, orders
@@ -71,8 +73,14 @@ def test_a_join_side_whose_version_vacuum_removed_names_the_version_and_retentio
 def test_a_source_whose_columns_another_writer_changed_is_a_located_error(spark, tmp_path, change):
     config, catalog, _, orders = _setup(spark, tmp_path)
     if change == "added":
-        rows = pa.table({"order_id": pa.array([3], pa.int32()), "customer": ["dan"], "amount": pa.array([1], pa.int32()),
-                         "note": ["new"]})
+        rows = pa.table(
+            {
+                "order_id": pa.array([3], pa.int32()),
+                "customer": ["dan"],
+                "amount": pa.array([1], pa.int32()),
+                "note": ["new"],
+            }
+        )
         write_deltalake(orders, rows, mode="append", schema_mode="merge")
         expected = "column note string is not declared"
     elif change == "dropped":
@@ -80,7 +88,9 @@ def test_a_source_whose_columns_another_writer_changed_is_a_located_error(spark,
         write_deltalake(orders, rows, mode="overwrite", schema_mode="overwrite")
         expected = "declared column amount is missing"
     else:
-        rows = pa.table({"order_id": pa.array([3], pa.int32()), "customer": ["dan"], "amount": pa.array([1], pa.int64())})
+        rows = pa.table(
+            {"order_id": pa.array([3], pa.int32()), "customer": ["dan"], "amount": pa.array([1], pa.int64())}
+        )
         write_deltalake(orders, rows, mode="overwrite", schema_mode="overwrite")
         expected = "column amount is int64, declared int32"
     message = str(_fails_writing_nothing(spark, config, catalog))
@@ -94,11 +104,21 @@ def test_a_source_deleted_and_created_again_is_detected_not_diffed(spark, tmp_pa
     Refresher(spark, config, catalog).refresh()
     shutil.rmtree(orders)
     for i in range(5):
-        write_deltalake(orders, pa.Table.from_pylist([{"order_id": 100 + i, "customer": "carol", "amount": 1}],
-                                                     schema=ORDER_ROWS), mode="append",
-                        configuration={"delta.enableChangeDataFeed": "true"} if i == 0 else None)
-    failed = _fails_writing_nothing(spark, config, catalog, r"source orders \(.*\) was deleted and created again "
-                                    r"since view order_country last read it at version 4")
+        write_deltalake(
+            orders,
+            pa.Table.from_pylist(
+                [{"order_id": 100 + i, "customer": "carol", "amount": 1}], schema=ORDER_ROWS
+            ),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"} if i == 0 else None,
+        )
+    failed = _fails_writing_nothing(
+        spark,
+        config,
+        catalog,
+        r"source orders \(.*\) was deleted and created again "
+        r"since view order_country last read it at version 4",
+    )
     assert "mv refresh --full order_country" in failed.hint
     Refresher(spark, config, catalog).refresh(full=True)
     _check(spark, catalog)
@@ -115,11 +135,18 @@ def test_a_damaged_delta_log_is_a_located_error_and_nothing_is_written(spark, tm
         damaged = Path(orders, "_delta_log", f"{DeltaTable(orders).version():020d}.json")
         damaged.write_text(damaged.read_text()[:40])
     before = _versions(catalog)
-    result = subprocess.run([str(Path(os.sys.executable).parent / "mv"), "--project", str(config.project_dir),
-                             "refresh"], check=False, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(Path(os.sys.executable).parent / "mv"), "--project", str(config.project_dir), "refresh"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and "table 'orders'" in errors[0] and "Traceback" not in result.stderr, result.stderr
+    assert len(errors) == 1 and "table 'orders'" in errors[0] and "Traceback" not in result.stderr, (
+        result.stderr
+    )
     assert "<unknown>" not in result.stderr, result.stderr  # no Rust backtrace either
     assert "internal error" not in errors[0], errors[0]
     assert _versions(catalog) == before
@@ -138,8 +165,12 @@ def test_a_view_folder_removed_by_hand_is_rebuilt(spark, tmp_path):
 
 def _mount_small_disk(path: Path, size: str) -> bool:
     path.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=False,
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     return mounted.returncode == 0
 
 
@@ -160,8 +191,13 @@ def test_a_full_disk_during_a_commit_is_an_error_and_the_next_refresh_finishes(s
         free = shutil.disk_usage(disk).free
         filler = disk / "filler"
         filler.write_bytes(b"\0" * max(free - 1_500_000, 0))  # room for the log, not for the views' files
-        failed = _fails_writing_nothing(spark, config, catalog, r"view order_country: batch 1 \(inputs .*\): the "
-                                        r"disk is full: .*No space left on device")
+        failed = _fails_writing_nothing(
+            spark,
+            config,
+            catalog,
+            r"view order_country: batch 1 \(inputs .*\): the "
+            r"disk is full: .*No space left on device",
+        )
         assert "free space where the warehouse is" in failed.hint
         filler.unlink()
         Refresher(spark, config, catalog).refresh()

@@ -44,8 +44,9 @@ def _project(root: Path, views: str = VIEW, conf: str = "[plan]\nrequire_bounded
 
 @pytest.mark.parametrize("engine", ["driver", "spark"])
 def test_rows_later_than_the_lateness_are_kept_aside_and_old_windows_leave_state(spark, tmp_path, engine):
-    conf = "[plan]\nrequire_bounded_state = true\n" + ("" if engine == "driver" else
-                                                         "[refresh]\ndriver_max_changes = 0\n")
+    conf = "[plan]\nrequire_bounded_state = true\n" + (
+        "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
+    )
     config = load_config(_project(tmp_path, conf=conf))
     catalog = load_catalog(config)  # require_bounded_state accepts it
     plan = catalog.plans["per_minute"]
@@ -55,18 +56,29 @@ def test_rows_later_than_the_lateness_are_kept_aside_and_old_windows_leave_state
     refresher.refresh()
     add_scores(catalog, [("x", 1, 10), ("x", 2, 150)])  # the watermark reaches 12:02:20
     refresher.refresh()
-    add_scores(catalog, [("x", 4, 100), ("x", 8, 115), ("x", 16, 30)])  # before 12:01:50: 4 and 16 are too late
+    add_scores(
+        catalog, [("x", 4, 100), ("x", 8, 115), ("x", 16, 30)]
+    )  # before 12:01:50: 4 and 16 are too late
     reports.clear()
     refresher.refresh()
     assert {r.engine for r in reports if r.view == "per_minute"} == {engine}
     tables = view_tables(plan, {})
-    snapshot = sorted((r["window_end"].strftime("%H:%M"), r["total"], r["top"])
-                      for r in read_arrow(tables.snapshot).to_pylist())
+    snapshot = sorted(
+        (r["window_end"].strftime("%H:%M"), r["total"], r["top"])
+        for r in read_arrow(tables.snapshot).to_pylist()
+    )
     assert snapshot == [("12:01", 1, 1), ("12:02", 8, 8), ("12:03", 2, 2)]
     late = read_arrow(tables.late).to_pylist()
-    assert sorted((json.loads(r["row"])["score"], r["event_time"].strftime("%H:%M:%S"), r["_w"],
-                   r["watermark"].strftime("%H:%M:%S"), r["batch_id"]) for r in late) == [
-        (4, "12:01:40", 1, "12:02:20", 2), (16, "12:00:30", 1, "12:02:20", 2)]
+    assert sorted(
+        (
+            json.loads(r["row"])["score"],
+            r["event_time"].strftime("%H:%M:%S"),
+            r["_w"],
+            r["watermark"].strftime("%H:%M:%S"),
+            r["batch_id"],
+        )
+        for r in late
+    ) == [(4, "12:01:40", 1, "12:02:20", 2), (16, "12:00:30", 1, "12:02:20", 2)]
     assert json.loads(late[0]["inputs"]) == {"scores": 2}
     # The 12:00-12:01 window ended before 12:01:50: its accumulators and key revisions are gone from state.
     for name in ("n1_acc", "emit"):
@@ -75,7 +87,9 @@ def test_rows_later_than_the_lateness_are_kept_aside_and_old_windows_leave_state
         assert "12:01" not in ends and "12:02" in ends, (name, ends)
     described = {v: describe(Versions(config, catalog), v) for v in ("per_minute", "big_minutes")}
     assert described["per_minute"]["late_rows"] == 2
-    assert described["per_minute"]["watermark"] == described["big_minutes"]["watermark"] == "2026-11-23 12:02:20"
+    assert (
+        described["per_minute"]["watermark"] == described["big_minutes"]["watermark"] == "2026-11-23 12:02:20"
+    )
 
 
 def test_lateness_needs_a_window_an_aggregate_groups_by(tmp_path):

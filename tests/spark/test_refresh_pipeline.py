@@ -87,8 +87,9 @@ def test_a_refresh_killed_between_two_views_is_finished_to_its_cut(spark, tmp_pa
     Refresher(spark, config, catalog).refresh()
     differential.apply_commit(spark, catalog, ("upsert_t", [(1, "a", 4), (2, "b", 5)]))
     cut = Versions(config, catalog).latest("t")
-    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_SUMS, str(root)], capture_output=True, text=True,
-                            timeout=600)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_AFTER_SUMS, str(root)], capture_output=True, text=True, timeout=600
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     versions = Versions(config, catalog)
     assert versions.source_versions("sums", versions.latest("sums")) == {"t": [cut]}
@@ -118,8 +119,9 @@ def test_continuous_keeps_one_query_and_commits_one_cut_per_batch(spark, tmp_pat
 
     def keep_fresh() -> None:
         try:
-            project.refresh(interval_s=0.2, stopping=stop.is_set, on_batch=reports.append,
-                            on_notice=notices.append)
+            project.refresh(
+                interval_s=0.2, stopping=stop.is_set, on_batch=reports.append, on_notice=notices.append
+            )
         except BaseException as e:  # reported by the test thread
             failure.append(e)
 
@@ -132,8 +134,12 @@ def test_continuous_keeps_one_query_and_commits_one_cut_per_batch(spark, tmp_pat
     runner = threading.Thread(target=keep_fresh, daemon=True)
     runner.start()
     try:
-        commits = [("upsert_t", [(1, "a", 1), (2, "b", 2)]), ("upsert_t", [(3, "a", 5)]), ("delete_t", [1]),
-                   ("upsert_t", [(2, "a", 7), (4, None, 3)])]
+        commits = [
+            ("upsert_t", [(1, "a", 1), (2, "b", 2)]),
+            ("upsert_t", [(3, "a", 5)]),
+            ("delete_t", [1]),
+            ("upsert_t", [(2, "a", 7), (4, None, 3)]),
+        ]
         for commit in commits:
             differential.apply_commit(spark, catalog, commit)
             version = Versions(config, catalog).latest("t")
@@ -191,7 +197,9 @@ def test_refresh_with_nothing_to_do_starts_no_spark(spark, tmp_path: Path):
 def test_auto_policy_recomputes_a_batch_that_changes_most_of_the_inputs(spark, tmp_path):
     root = differential.make_project(tmp_path, CHAIN)
     (root / "conf").mkdir(exist_ok=True)
-    (root / "conf" / "mvengine.toml").write_text("[refresh]\nrecompute_above = 0.3\nrecompute_min_changes = 1\n")
+    (root / "conf" / "mvengine.toml").write_text(
+        "[refresh]\nrecompute_above = 0.3\nrecompute_min_changes = 1\n"
+    )
     config = load_config(root)
     catalog = load_catalog(config)
     Refresher(spark, config, catalog).refresh()
@@ -199,8 +207,9 @@ def test_auto_policy_recomputes_a_batch_that_changes_most_of_the_inputs(spark, t
     reports = []
     Refresher(spark, config, catalog, report=reports.append).refresh()
     sums = next(r for r in reports if r.view == "sums")
-    assert sums.kind == "bootstrap" and sums.note.startswith("recomputed by cost: 10 changes are 100% of the "
-                                                             "inputs' 10 rows, above recompute_above 0.3"), sums.line()
+    assert sums.kind == "bootstrap" and sums.note.startswith(
+        "recomputed by cost: 10 changes are 100% of the inputs' 10 rows, above recompute_above 0.3"
+    ), sums.line()
     differential.apply_commit(spark, catalog, ("upsert_t", [(1, "a", 9)]))  # 2 change rows of 10: 20%
     reports.clear()
     Refresher(spark, config, catalog, report=reports.append).refresh()
@@ -225,10 +234,12 @@ def test_issue_43_a_helper_views_empty_batch_is_a_version_the_cost_check_can_rea
 
     differential.make_project(tmp_path, "")
     (tmp_path / "views" / "sources.sql").write_text(
-        "CREATE TABLE bid (auction BIGINT, price BIGINT, ts TIMESTAMP) WITH ('append_only' = 'true');\n")
+        "CREATE TABLE bid (auction BIGINT, price BIGINT, ts TIMESTAMP) WITH ('append_only' = 'true');\n"
+    )
     (tmp_path / "views" / "views.sql").write_text(
         "CREATE MATERIALIZED VIEW q7 AS SELECT b.auction, b.price FROM bid AS b\n"
-        "JOIN (SELECT MAX(price) AS maxprice FROM bid) AS b1 ON b.price = b1.maxprice;\n")
+        "JOIN (SELECT MAX(price) AS maxprice FROM bid) AS b1 ON b.price = b1.maxprice;\n"
+    )
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "mvengine.toml").write_text("[refresh]\nrecompute_min_changes = 1\n")
     config = load_config(tmp_path)
@@ -236,10 +247,18 @@ def test_issue_43_a_helper_views_empty_batch_is_a_version_the_cost_check_can_rea
     uri = TableRef(catalog.sources["bid"].path).uri
 
     def bids(prices: list[int]) -> None:
-        write_deltalake(uri, pa.table({"auction": pa.array(range(len(prices)), pa.int64()),
-                                       "price": pa.array(prices, pa.int64()),
-                                       "ts": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.UTC)] * len(prices))}),
-                        mode="append", configuration={"delta.enableChangeDataFeed": "true"})
+        write_deltalake(
+            uri,
+            pa.table(
+                {
+                    "auction": pa.array(range(len(prices)), pa.int64()),
+                    "price": pa.array(prices, pa.int64()),
+                    "ts": pa.array([dt.datetime(2026, 1, 1, tzinfo=dt.UTC)] * len(prices)),
+                }
+            ),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
 
     bids([5, 9, 2])
     refresher = Refresher(spark, config, catalog)

@@ -65,9 +65,13 @@ def test_seed_002_user_scores_stream_and_large_team_totals(spark, tmp_path: Path
 
     assert [t[1:] for t in changelog(spark, catalog, "user_totals")] == [
         ("+I", "Julie", 7, at("12:01")),
-        ("-U", "Julie", 7, at("12:01")), ("+U", "Julie", 8, at("12:03")), ("+I", "Frank", 3, at("12:03")),
-        ("-U", "Julie", 8, at("12:03")), ("+U", "Julie", 12, at("12:07")),
-        ("-U", "Julie", 12, at("12:07")), ("+U", "Julie", 8, at("12:03")),
+        ("-U", "Julie", 7, at("12:01")),
+        ("+U", "Julie", 8, at("12:03")),
+        ("+I", "Frank", 3, at("12:03")),
+        ("-U", "Julie", 8, at("12:03")),
+        ("+U", "Julie", 12, at("12:07")),
+        ("-U", "Julie", 12, at("12:07")),
+        ("+U", "Julie", 8, at("12:03")),
     ]
     by_batch = changelog(spark, catalog, "user_totals")
     assert [t[0] for t in by_batch] == [1, 2, 2, 2, 3, 3, 4, 4]  # one snapshot version per refresh
@@ -75,6 +79,11 @@ def test_seed_002_user_scores_stream_and_large_team_totals(spark, tmp_path: Path
         ("+I", "red", 12),  # red passes 10 with Julie's 4
         ("-D", "red", 12),  # and falls back to 8 when it is withdrawn
     ]
-    emit_index = [r["_emit_index"] for r in read_table(spark, view_tables(
-        catalog.plans["user_totals"], {}).changelog).where("name = 'Julie'").orderBy("_version", "_undo").collect()]
+    emit_index = [
+        r["_emit_index"]
+        for r in read_table(spark, view_tables(catalog.plans["user_totals"], {}).changelog)
+        .where("name = 'Julie'")
+        .orderBy("_version", "_undo")
+        .collect()
+    ]
     assert emit_index == [0, 1, 0, 2, 1, 3, 2]  # +I 0; (-U 0, +U 1); (-U 1, +U 2); (-U 2, +U 3) per revision

@@ -48,9 +48,17 @@ SELECT team, session_window.start AS session_start, session_window.end AS sessio
 FROM user_scores GROUP BY team, session_window(ts, '1 minute');
 """
 # (name, score, event time), in processing-time order (12:05:19, 12:05:39, 12:06:13, ... 12:09:00).
-SCORES = [("Julie", 5, "12:00:26"), ("Ed", 7, "12:02:26"), ("Amy", 3, "12:03:39"), ("Fred", 4, "12:04:19"),
-          ("Julie", 8, "12:03:06"), ("Naomi", 3, "12:06:39"), ("Frank", 9, "12:01:26"), ("Becky", 8, "12:07:26"),
-          ("Naomi", 1, "12:07:46")]
+SCORES = [
+    ("Julie", 5, "12:00:26"),
+    ("Ed", 7, "12:02:26"),
+    ("Amy", 3, "12:03:39"),
+    ("Fred", 4, "12:04:19"),
+    ("Julie", 8, "12:03:06"),
+    ("Naomi", 3, "12:06:39"),
+    ("Frank", 9, "12:01:26"),
+    ("Becky", 8, "12:07:26"),
+    ("Naomi", 1, "12:07:46"),
+]
 
 # Per batch (one score each): the changelog rows (_op, window end or session bounds, total, _emit_timing).
 # The watermark after each batch: 11:59:26, 12:01:26, 12:02:39, 12:03:19, 12:03:19, 12:05:39, 12:05:39,
@@ -68,18 +76,26 @@ PER_RECORD = [
     [("-U", "12:08", 11, "early"), ("+U", "12:08", 12, "early")],
 ]
 ON_TIME = [
-    [], [],
+    [],
+    [],
     [("+I", "12:02", 5, "on_time")],  # the watermark reaches 12:02:39: the first window is final at 5
-    [], [],
+    [],
+    [],
     [("+I", "12:04", 18, "on_time")],  # 12:05:39 passes 12:04
     [],  # Frank's 9 is late: dropped
     [("+I", "12:06", 4, "on_time")],  # 12:06:26 passes 12:06
     [],  # the last window waits for a watermark past 12:08
 ]
 ON_TIME_AND_LATE = [
-    [], [], [("+I", "12:02", 5, "on_time")], [], [], [("+I", "12:04", 18, "on_time")],
+    [],
+    [],
+    [("+I", "12:02", 5, "on_time")],
+    [],
+    [],
+    [("+I", "12:04", 18, "on_time")],
     [("-U", "12:02", 5, "late"), ("+U", "12:02", 14, "late")],  # the late firing, at once (AFTER 0 SECONDS)
-    [("+I", "12:06", 4, "on_time")], [],
+    [("+I", "12:06", 4, "on_time")],
+    [],
 ]
 # Sessions (gap 1 minute) are keyed by their bounds: a session that grows or merges is retracted (-D) and the
 # new one inserted (+I).
@@ -89,10 +105,18 @@ SESSIONS = [
     [("+I", "12:03:39", "12:04:39", 3)],
     [("-D", "12:03:39", "12:04:39", 3), ("+I", "12:03:39", "12:05:19", 7)],
     # Julie's 8 at 12:03:06 bridges Ed's session and Amy's and Fred's
-    [("-D", "12:02:26", "12:03:26", 7), ("-D", "12:03:39", "12:05:19", 7), ("+I", "12:02:26", "12:05:19", 22)],
+    [
+        ("-D", "12:02:26", "12:03:26", 7),
+        ("-D", "12:03:39", "12:05:19", 7),
+        ("+I", "12:02:26", "12:05:19", 22),
+    ],
     [("+I", "12:06:39", "12:07:39", 3)],
     # Frank's late 9 at 12:01:26 bridges Julie's first session and the merged one: one session of 36
-    [("-D", "12:00:26", "12:01:26", 5), ("-D", "12:02:26", "12:05:19", 22), ("+I", "12:00:26", "12:05:19", 36)],
+    [
+        ("-D", "12:00:26", "12:01:26", 5),
+        ("-D", "12:02:26", "12:05:19", 22),
+        ("+I", "12:00:26", "12:05:19", 36),
+    ],
     [("-D", "12:06:39", "12:07:39", 3), ("+I", "12:06:39", "12:08:26", 11)],
     [("-D", "12:06:39", "12:08:26", 11), ("+I", "12:06:39", "12:08:46", 12)],
 ]
@@ -145,8 +169,15 @@ def _order(row: tuple) -> tuple:
 
 def _score_row(name: str, score: int, ts: dt.datetime):
     import pyarrow as pa
-    return pa.table({"name": pa.array([name], pa.string()), "team": pa.array(["TeamX"], pa.string()),
-                     "score": pa.array([score], pa.int32()), "ts": pa.array([ts], pa.timestamp("us", tz="UTC"))})
+
+    return pa.table(
+        {
+            "name": pa.array([name], pa.string()),
+            "team": pa.array(["TeamX"], pa.string()),
+            "score": pa.array([score], pa.int32()),
+            "ts": pa.array([ts], pa.timestamp("us", tz="UTC")),
+        }
+    )
 
 
 def _strip_team(expected: list[list[tuple]]) -> list[list[tuple]]:

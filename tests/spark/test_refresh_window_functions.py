@@ -17,6 +17,7 @@ from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import TableRef
+from tests.conftest import examples
 from tests.spark.test_refresh_claims import check_changelog_kind
 from tests.spark.test_refresh_differential import STEPS, make_project, refresh_steps
 
@@ -44,7 +45,8 @@ CREATE MATERIALIZED VIEW qualified AS
 SELECT k, g, v FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY g ORDER BY v, k) = 1;
 CREATE MATERIALIZED VIEW named AS
 SELECT k, g, SUM(v) OVER w AS cum, MIN(v) OVER w2 AS low2
-FROM t WINDOW w AS (PARTITION BY g ORDER BY k), w2 AS (PARTITION BY g ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW);
+FROM t WINDOW w AS (PARTITION BY g ORDER BY k),
+     w2 AS (PARTITION BY g ORDER BY k ROWS BETWEEN 1 PRECEDING AND CURRENT ROW);
 CREATE MATERIALIZED VIEW bag_share AS
 SELECT g, v, COUNT(*) OVER (PARTITION BY g) AS n, MAX(v) OVER (PARTITION BY g) - v AS below_top FROM b;
 """
@@ -58,15 +60,26 @@ def test_every_form_is_planned_incremental(tmp_path):
     plans = load_catalog(load_config(make_project(tmp_path, VIEWS))).plans
     assert {n: p.strategy for n, p in plans.items()} == {n: "incremental" for n in plans}
     assert {n: p.changelog for n, p in plans.items()} == {
-        "top2": "upsert", "newest": "upsert", "lowest": "upsert", "bag_rn": "retract", "bag_rank": "retract",
-        "bag_dense": "retract", "top_groups": "upsert", "running": "upsert", "bag_share": "retract",
-        "qualified": "upsert", "named": "upsert"}
+        "top2": "upsert",
+        "newest": "upsert",
+        "lowest": "upsert",
+        "bag_rn": "retract",
+        "bag_rank": "retract",
+        "bag_dense": "retract",
+        "top_groups": "upsert",
+        "running": "upsert",
+        "bag_share": "retract",
+        "qualified": "upsert",
+        "named": "upsert",
+    }
 
 
 # Always run: ties in the bag, a partition drained by deletes (read again), rows moving in and out of the top.
 EXAMPLE = [
-    [("insert_b", [("a", 1), ("a", 1), ("a", 3), (None, None), ("b", 2), ("a", 5)]),
-     ("upsert_t", [(1, "a", 3), (2, "a", 4), (3, None, None), (4, "a", 1), (5, "b", 2)])],
+    [
+        ("insert_b", [("a", 1), ("a", 1), ("a", 3), (None, None), ("b", 2), ("a", 5)]),
+        ("upsert_t", [(1, "a", 3), (2, "a", 4), (3, None, None), (4, "a", 1), (5, "b", 2)]),
+    ],
     [("delete_t", [2, 1]), ("delete_b", ("a", 1)), ("upsert_t", [(6, "a", 0)])],
     [("upsert_t", [(4, "b", 9), (6, "a", 7)]), ("delete_b", ("a", 5)), ("insert_b", [("a", 0)])],
 ]
@@ -79,8 +92,12 @@ DRAIN = [
 ]
 
 
-@settings(max_examples=1, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(1),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=STEPS)
 @example(steps=EXAMPLE)
 @example(steps=DRAIN)
@@ -102,8 +119,11 @@ def test_window_functions_equal_sparks_in_spark(spark, tmp_path):
     (root / "conf").mkdir()
     (root / "conf" / "mvengine.toml").write_text("[refresh]\ndriver_max_changes = 0\n")
     engines = refresh_steps(spark, root, DRAIN)
-    assert all(kinds == {"bootstrap/spark", "stream/spark"} for n, kinds in engines.items() if n not in
-               ("top2", "newest", "lowest", "top_groups", "running", "qualified", "named")), engines
+    assert all(
+        kinds == {"bootstrap/spark", "stream/spark"}
+        for n, kinds in engines.items()
+        if n not in ("top2", "newest", "lowest", "top_groups", "running", "qualified", "named")
+    ), engines
     # (the views over t: their source did not move)
 
 
@@ -126,8 +146,11 @@ SELECT user_id, url FROM (
     ensure_source_table(TableRef(source.path), source.schema)
     first: dict[int, str] = {}
     for commit in ([(1, "a"), (2, "b")], [(1, "c"), (3, "d")], [(2, "e"), (3, "f"), (4, "g")]):
-        write_deltalake(source.path, pa.Table.from_pylist([{"user_id": u, "url": x} for u, x in commit],
-                                                          schema=source.schema), mode="append")
+        write_deltalake(
+            source.path,
+            pa.Table.from_pylist([{"user_id": u, "url": x} for u, x in commit], schema=source.schema),
+            mode="append",
+        )
         for u, x in commit:
             first.setdefault(u, x)
         refresher.refresh()

@@ -19,7 +19,7 @@ from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import merge_into, read_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.conftest import bag
+from tests.conftest import bag, examples
 
 SOURCES = """
 CREATE TABLE e (id INT NOT NULL, g STRING, v INT, ts TIMESTAMP,
@@ -28,57 +28,89 @@ CREATE TABLE e (id INT NOT NULL, g STRING, v INT, ts TIMESTAMP,
 # Each view, and its oracle: the same windows in Spark's SQL over the source at the snapshot's version (None: the
 # view's own SQL is Spark's).
 VIEWS = {
-    "w_tumble": ("""SELECT g, window.start AS ws, window.end AS we, COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo
-                    FROM e GROUP BY g, window(ts, '10 seconds')""", None),
-    "w_hop": ("""SELECT window.start, window.end, SUM(v) AS s, COUNT(*) AS n FROM e
-                 GROUP BY window(ts, '10 seconds', '4 seconds')""", None),
-    "w_offset": ("""SELECT window.start AS ws, COUNT(*) AS n FROM e WHERE v > 0
-                    GROUP BY window(ts, '10 seconds', '5 seconds', '2 seconds')""", None),
-    "w_calcite": ("""SELECT g, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, TUMBLE_END(ts, INTERVAL '10' SECOND) AS we,
+    "w_tumble": (
+        """SELECT g, window.start AS ws, window.end AS we, COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo
+                    FROM e GROUP BY g, window(ts, '10 seconds')""",
+        None,
+    ),
+    "w_hop": (
+        """SELECT window.start, window.end, SUM(v) AS s, COUNT(*) AS n FROM e
+                 GROUP BY window(ts, '10 seconds', '4 seconds')""",
+        None,
+    ),
+    "w_offset": (
+        """SELECT window.start AS ws, COUNT(*) AS n FROM e WHERE v > 0
+                    GROUP BY window(ts, '10 seconds', '5 seconds', '2 seconds')""",
+        None,
+    ),
+    "w_calcite": (
+        """SELECT g, TUMBLE_START(ts, INTERVAL '10' SECOND) AS ws, TUMBLE_END(ts, INTERVAL '10' SECOND) AS we,
                             SUM(v) AS s
                      FROM e GROUP BY g, TUMBLE(ts, INTERVAL '10' SECOND)""",
-                  """SELECT g, window.start AS ws, window.end AS we, SUM(v) AS s FROM e
-                     GROUP BY g, window(ts, '10 seconds')"""),
-    "w_calcite_hop": ("""SELECT HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS ws, MAX(v) AS hi
+        """SELECT g, window.start AS ws, window.end AS we, SUM(v) AS s FROM e
+                     GROUP BY g, window(ts, '10 seconds')""",
+    ),
+    "w_calcite_hop": (
+        """SELECT HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) AS ws, MAX(v) AS hi
                          FROM e GROUP BY HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND)""",
-                      """SELECT window.start AS ws, MAX(v) AS hi FROM e
-                         GROUP BY window(ts, '15 seconds', '5 seconds')"""),
-    "w_tvf": ("""SELECT g, window_start, window_end, COUNT(*) AS n, SUM(v) AS s
+        """SELECT window.start AS ws, MAX(v) AS hi FROM e
+                         GROUP BY window(ts, '15 seconds', '5 seconds')""",
+    ),
+    "w_tvf": (
+        """SELECT g, window_start, window_end, COUNT(*) AS n, SUM(v) AS s
                  FROM TABLE(TUMBLE(TABLE e, DESCRIPTOR(ts), INTERVAL '10' SECOND))
                  GROUP BY g, window_start, window_end""",
-              """SELECT g, window.start AS window_start, window.end AS window_end, COUNT(*) AS n, SUM(v) AS s
-                 FROM e GROUP BY g, window(ts, '10 seconds')"""),
-    "w_tvf_hop": ("""SELECT window_start, window_end, COUNT(*) AS n
+        """SELECT g, window.start AS window_start, window.end AS window_end, COUNT(*) AS n, SUM(v) AS s
+                 FROM e GROUP BY g, window(ts, '10 seconds')""",
+    ),
+    "w_tvf_hop": (
+        """SELECT window_start, window_end, COUNT(*) AS n
                      FROM TABLE(HOP(TABLE e, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND))
                      GROUP BY window_start, window_end""",
-                  """SELECT window.start AS window_start, window.end AS window_end, COUNT(*) AS n FROM e
-                     GROUP BY window(ts, '10 seconds', '5 seconds')"""),
-    "w_tvf_rows": ("""SELECT id, v, window_start, window_end, window_time
+        """SELECT window.start AS window_start, window.end AS window_end, COUNT(*) AS n FROM e
+                     GROUP BY window(ts, '10 seconds', '5 seconds')""",
+    ),
+    "w_tvf_rows": (
+        """SELECT id, v, window_start, window_end, window_time
                       FROM TABLE(TUMBLE(TABLE e, DESCRIPTOR(ts), INTERVAL '10' SECOND)) WHERE v > 0""",
-                   """SELECT id, v, w.start AS window_start, w.end AS window_end, window_time(w) AS window_time
-                      FROM (SELECT *, window(ts, '10 seconds') AS w FROM e) WHERE v > 0"""),
+        """SELECT id, v, w.start AS window_start, w.end AS window_end, window_time(w) AS window_time
+                      FROM (SELECT *, window(ts, '10 seconds') AS w FROM e) WHERE v > 0""",
+    ),
     # Held until the watermark passes the window's end, late changes applied at once: the windows the
     # watermark recorded in the snapshot's commit has passed.
-    "w_emit": ("""SELECT g, window.end AS we, SUM(v) AS s, COUNT(*) AS n FROM e GROUP BY g, window(ts, '10 seconds')
+    "w_emit": (
+        """SELECT g, window.end AS we, SUM(v) AS s, COUNT(*) AS n FROM e GROUP BY g, window(ts, '10 seconds')
                   EMIT WHEN WATERMARK PAST we AND THEN AFTER 0 SECONDS""",
-               """SELECT * FROM (SELECT g, window.end AS we, SUM(v) AS s, COUNT(*) AS n FROM e
-                                GROUP BY g, window(ts, '10 seconds')) WHERE unix_micros(we) <= {watermark}"""),
-    "w_session": ("""SELECT g, session_window.start AS s0, session_window.end AS s1, SUM(v) AS total FROM e
-                     GROUP BY g, session_window(ts, '5 seconds')""", None),
-    "w_session_calcite": ("""SELECT g, SESSION_START(ts, INTERVAL '5' SECOND) AS s0, COUNT(*) AS n FROM e
+        """SELECT * FROM (SELECT g, window.end AS we, SUM(v) AS s, COUNT(*) AS n FROM e
+                                GROUP BY g, window(ts, '10 seconds')) WHERE unix_micros(we) <= {watermark}""",
+    ),
+    "w_session": (
+        """SELECT g, session_window.start AS s0, session_window.end AS s1, SUM(v) AS total FROM e
+                     GROUP BY g, session_window(ts, '5 seconds')""",
+        None,
+    ),
+    "w_session_calcite": (
+        """SELECT g, SESSION_START(ts, INTERVAL '5' SECOND) AS s0, COUNT(*) AS n FROM e
                              GROUP BY g, SESSION(ts, INTERVAL '5' SECOND)""",
-                          """SELECT g, session_window.start AS s0, COUNT(*) AS n FROM e
-                             GROUP BY g, session_window(ts, '5 seconds')"""),
+        """SELECT g, session_window.start AS s0, COUNT(*) AS n FROM e
+                             GROUP BY g, session_window(ts, '5 seconds')""",
+    ),
 }
 ON_DRIVER = [n for n in VIEWS if "session" not in n]
 BASE = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
 
-TIMES = st.one_of(st.none(), st.integers(0, 40).map(lambda s: BASE + dt.timedelta(seconds=s)),
-                  st.integers(0, 40_000).map(lambda ms: BASE + dt.timedelta(milliseconds=ms)))
-ROW = st.tuples(st.integers(0, 8), st.sampled_from(["a", "b", None]), st.one_of(st.none(), st.integers(-2, 9)),
-                TIMES)
-COMMIT = st.one_of(st.tuples(st.just("upsert"), st.lists(ROW, min_size=1, max_size=5)),
-                   st.tuples(st.just("delete"), st.lists(st.integers(0, 8), min_size=1, max_size=3)))
+TIMES = st.one_of(
+    st.none(),
+    st.integers(0, 40).map(lambda s: BASE + dt.timedelta(seconds=s)),
+    st.integers(0, 40_000).map(lambda ms: BASE + dt.timedelta(milliseconds=ms)),
+)
+ROW = st.tuples(
+    st.integers(0, 8), st.sampled_from(["a", "b", None]), st.one_of(st.none(), st.integers(-2, 9)), TIMES
+)
+COMMIT = st.one_of(
+    st.tuples(st.just("upsert"), st.lists(ROW, min_size=1, max_size=5)),
+    st.tuples(st.just("delete"), st.lists(st.integers(0, 8), min_size=1, max_size=3)),
+)
 STEPS = st.lists(st.lists(COMMIT, min_size=1, max_size=3), min_size=2, max_size=3)
 
 
@@ -86,10 +118,10 @@ def make_project(root: Path, conf: str = "") -> Path:
     (root / "views").mkdir(parents=True)
     (root / "conf").mkdir()
     (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "windows.sql").write_text("".join(
-        f"CREATE MATERIALIZED VIEW {name} AS\n{sql};\n\n" for name, (sql, _) in VIEWS.items()))
-    (root / "conf" / "mvengine.toml").write_text("[refresh]\nrecompute_min_changes = 1000000\n"
-                                                 + conf)
+    (root / "views" / "windows.sql").write_text(
+        "".join(f"CREATE MATERIALIZED VIEW {name} AS\n{sql};\n\n" for name, (sql, _) in VIEWS.items())
+    )
+    (root / "conf" / "mvengine.toml").write_text("[refresh]\nrecompute_min_changes = 1000000\n" + conf)
     return root
 
 
@@ -98,12 +130,19 @@ def apply(spark, catalog, commit) -> None:
     source = TableRef(catalog.sources["e"].path)
     if kind == "upsert":
         latest = {i: (i, g, v, ts) for i, g, v, ts in payload}
-        merge_into(spark.createDataFrame(list(latest.values()), "id int, g string, v int, ts timestamp"), source,
-                   ["id"])
+        merge_into(
+            spark.createDataFrame(list(latest.values()), "id int, g string, v int, ts timestamp"),
+            source,
+            ["id"],
+        )
     else:
         rows = [(i, None, None, None, True) for i in sorted(set(payload))]
-        merge_into(spark.createDataFrame(rows, "id int, g string, v int, ts timestamp, gone boolean"), source,
-                   ["id"], delete_column="gone")
+        merge_into(
+            spark.createDataFrame(rows, "id int, g string, v int, ts timestamp, gone boolean"),
+            source,
+            ["id"],
+            delete_column="gone",
+        )
 
 
 def check(spark, catalog, name: str) -> None:
@@ -113,7 +152,7 @@ def check(spark, catalog, name: str) -> None:
     version = json.loads(commit_metadata(dt_, dt_.version())["mvengine.inputs"])["e"]
     read_table(spark, TableRef(catalog.sources["e"].path), version=version).createOrReplaceTempView("e")
     sql, oracle = VIEWS[name]
-    watermark = commit_metadata(dt_, dt_.version()).get("mvengine.watermark", -(2 ** 63))
+    watermark = commit_metadata(dt_, dt_.version()).get("mvengine.watermark", -(2**63))
     expected = spark.sql((oracle or sql).replace("{watermark}", str(watermark)))
     assert bag(read_table(spark, tables.snapshot)) == bag(expected), f"{name} differs from Spark's windows"
 
@@ -122,8 +161,9 @@ def run(spark, root: Path, steps) -> dict[str, set[str]]:
     config = load_config(root)
     catalog = load_catalog(config)
     engines: dict[str, set[str]] = {}
-    refresher = Refresher(spark, config, catalog,
-                          report=lambda r: engines.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}"))
+    refresher = Refresher(
+        spark, config, catalog, report=lambda r: engines.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}")
+    )
     refresher.refresh()
     for commits in steps:
         for commit in commits:
@@ -139,29 +179,54 @@ def test_every_window_form_is_planned_with_its_strategy(tmp_path):
     strategies = {n: p.strategy for n, p in catalog.plans.items()}
     assert strategies == {n: "incremental" for n in VIEWS}
     assert catalog.plans["w_tumble"].key == ("g", "ws", "we")  # the window is part of the view's key
-    assert [c.name for c in catalog.plans["w_tvf_rows"].columns] == ["id", "v", "window_start", "window_end",
-                                                                    "window_time"]
+    assert [c.name for c in catalog.plans["w_tvf_rows"].columns] == [
+        "id",
+        "v",
+        "window_start",
+        "window_end",
+        "window_time",
+    ]
     types = {c.name: c.type.sql("spark") for c in catalog.plans["w_calcite"].columns}
     assert types["ws"] == types["we"] == "TIMESTAMP"
 
 
 EXAMPLE = [
-    [("upsert", [(1, "a", 3, BASE + dt.timedelta(seconds=12)), (2, "a", 4, BASE + dt.timedelta(seconds=3)),
-                 (3, None, 5, None), (4, "b", 1, BASE + dt.timedelta(seconds=9, microseconds=999_999))])],
-    [("upsert", [(1, "a", 3, BASE + dt.timedelta(seconds=2)), (5, "b", -1, BASE + dt.timedelta(seconds=10))]),
-     ("delete", [2])],
+    [
+        (
+            "upsert",
+            [
+                (1, "a", 3, BASE + dt.timedelta(seconds=12)),
+                (2, "a", 4, BASE + dt.timedelta(seconds=3)),
+                (3, None, 5, None),
+                (4, "b", 1, BASE + dt.timedelta(seconds=9, microseconds=999_999)),
+            ],
+        )
+    ],
+    [
+        (
+            "upsert",
+            [(1, "a", 3, BASE + dt.timedelta(seconds=2)), (5, "b", -1, BASE + dt.timedelta(seconds=10))],
+        ),
+        ("delete", [2]),
+    ],
     [("upsert", [(3, "a", 7, BASE + dt.timedelta(seconds=35))]), ("delete", [4, 1])],
 ]
 
 
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(2),
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=STEPS)
 @example(steps=EXAMPLE)
 def test_windows_equal_sparks_after_random_changes_on_the_driver(spark, tmp_path_factory, steps):
     engines = run(spark, make_project(tmp_path_factory.mktemp("win")), steps)
     assert all(engines[n] <= {"bootstrap/spark", "stream/driver"} for n in ON_DRIVER), engines
-    assert all(engines[n] <= {"bootstrap/spark", "stream/spark"} for n in set(VIEWS) - set(ON_DRIVER)), engines
+    assert all(engines[n] <= {"bootstrap/spark", "stream/spark"} for n in set(VIEWS) - set(ON_DRIVER)), (
+        engines
+    )
 
 
 @pytest.mark.parametrize("steps", [EXAMPLE])

@@ -4,11 +4,11 @@ of an affected key is read, NULL keys included."""
 from __future__ import annotations
 
 import pytest
-from tests.conftest import rows
 
 from mvengine.incremental import state as state_module
 from mvengine.incremental.state import StateStore
 from mvengine.storage.api import write_table
+from tests.conftest import rows
 
 
 @pytest.mark.parametrize("most_keys", [10, 1], ids=["key list", "key range"])

@@ -7,11 +7,11 @@ from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import bag, rows
 from mvengine.errors import CdfDisabledError, StorageError
 from mvengine.storage.api import merge_into, read_change_feed, read_changes, write_table
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.tables import TableRef
+from tests.conftest import bag, examples, rows
 
 
 def changes(spark, ref, first, last=None):
@@ -21,20 +21,31 @@ def changes(spark, ref, first, last=None):
 
 def test_cdf_of_insert_update_delete_and_merge(spark, table):
     ref = table()
-    write_table(spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id long, v string"), ref)   # v0
-    DeltaTable(ref.uri).update(updates={"v": "'B'"}, predicate="id = 2")                          # v1
-    DeltaTable(ref.uri).delete("id = 3")                                                            # v2
-    merge_into(spark.createDataFrame([(1, "A"), (4, "d")], "id long, v string"), ref, ["id"])      # v3
-    assert changes(spark, ref, 0) == sorted([
-        (1, "a", "insert", 0), (2, "b", "insert", 0), (3, "c", "insert", 0),
-        (2, "b", "update_preimage", 1), (2, "B", "update_postimage", 1),
-        (3, "c", "delete", 2),
-        (1, "a", "update_preimage", 3), (1, "A", "update_postimage", 3), (4, "d", "insert", 3),
-    ], key=lambda t: (t[0], t[3], t[2]) and t)
+    write_table(spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id long, v string"), ref)  # v0
+    DeltaTable(ref.uri).update(updates={"v": "'B'"}, predicate="id = 2")  # v1
+    DeltaTable(ref.uri).delete("id = 3")  # v2
+    merge_into(spark.createDataFrame([(1, "A"), (4, "d")], "id long, v string"), ref, ["id"])  # v3
+    assert changes(spark, ref, 0) == sorted(
+        [
+            (1, "a", "insert", 0),
+            (2, "b", "insert", 0),
+            (3, "c", "insert", 0),
+            (2, "b", "update_preimage", 1),
+            (2, "B", "update_postimage", 1),
+            (3, "c", "delete", 2),
+            (1, "a", "update_preimage", 3),
+            (1, "A", "update_postimage", 3),
+            (4, "d", "insert", 3),
+        ],
+        key=lambda t: (t[0], t[3], t[2]) and t,
+    )
     assert changes(spark, ref, 2, 2) == [(3, "c", "delete", 2)]
     df = read_changes(spark, ref, 1, 1)
     assert [f.name for f in df.schema.fields][-3:] == ["_change_type", "_commit_version", "_commit_timestamp"]
-    assert dict((f.name, f.dataType.simpleString()) for f in df.schema.fields)["_commit_timestamp"] == "timestamp"
+    assert (
+        dict((f.name, f.dataType.simpleString()) for f in df.schema.fields)["_commit_timestamp"]
+        == "timestamp"
+    )
 
 
 def test_overwrite_shows_deletes_and_inserts(spark, table):
@@ -48,7 +59,12 @@ def test_long_ranges_are_split_into_several_partitions(spark, table):
     ref = table()
     for i in range(40):
         write_table(spark.createDataFrame([(i, str(i))], "id long, v string").coalesce(1), ref)
-    df = spark.read.format("mvdelta").option("readChangeFeed", "true").option("filesPerPartition", 8).load(ref.uri)
+    df = (
+        spark.read.format("mvdelta")
+        .option("readChangeFeed", "true")
+        .option("filesPerPartition", 8)
+        .load(ref.uri)
+    )
     assert df.rdd.getNumPartitions() == 5
     assert rows(df.select("id", "_commit_version")) == [(i, i) for i in range(40)]
 
@@ -73,15 +89,21 @@ def test_invalid_range_is_refused(spark, table):
         read_changes(spark, ref, 0, 5)
 
 
-COMMITS = st.lists(st.one_of(
-    st.tuples(st.just("insert"), st.lists(st.integers(0, 9), min_size=1, max_size=4)),
-    st.tuples(st.just("merge"), st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True)),
-    st.tuples(st.just("spark_update"), st.integers(0, 9)),
-    st.tuples(st.just("spark_delete"), st.integers(0, 9)),
-), min_size=1, max_size=5)
+COMMITS = st.lists(
+    st.one_of(
+        st.tuples(st.just("insert"), st.lists(st.integers(0, 9), min_size=1, max_size=4)),
+        st.tuples(st.just("merge"), st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True)),
+        st.tuples(st.just("spark_update"), st.integers(0, 9)),
+        st.tuples(st.just("spark_delete"), st.integers(0, 9)),
+    ),
+    min_size=1,
+    max_size=5,
+)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(commits=COMMITS, data=st.data())
 def test_every_reader_of_a_feed_gives_the_same_rows_and_commit_times(spark, tmp_path_factory, commits, data):
     """delta-rs on the driver (`driver_rows`), Delta's connector, and mvdelta read the same feed, with the same
@@ -103,7 +125,12 @@ def test_every_reader_of_a_feed_gives_the_same_rows_and_commit_times(spark, tmp_
     assert feed.arrow is not None and feed.counts()[0] == feed.arrow.num_rows
     on_driver = feed.rows
     by_connector = read_changes(spark, ref, first, last)
-    by_mvdelta = (spark.read.format(FORMAT).option("readChangeFeed", "true").option("startingVersion", first)
-                  .option("endingVersion", last).load(ref.uri))
+    by_mvdelta = (
+        spark.read.format(FORMAT)
+        .option("readChangeFeed", "true")
+        .option("startingVersion", first)
+        .option("endingVersion", last)
+        .load(ref.uri)
+    )
     assert on_driver.schema.simpleString() == by_mvdelta.schema.simpleString()
     assert bag(on_driver) == bag(by_connector) == bag(by_mvdelta)

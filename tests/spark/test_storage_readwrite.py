@@ -9,22 +9,54 @@ from decimal import Decimal
 import pytest
 from deltalake import CommitProperties, DeltaTable
 
-from tests.conftest import bag, rows
 from mvengine.errors import StorageError
 from mvengine.storage.api import read_table, write_table
 from mvengine.storage.tables import commit_history, commit_metadata
+from tests.conftest import bag, rows
 
-ALL_TYPES = ("b boolean, i8 tinyint, i16 smallint, i32 int, i64 bigint, f float, d double, dec decimal(20,4), "
-             "s string, bin binary, day date, ts timestamp, ntz timestamp_ntz, "
-             "st struct<x: int, y: string>, arr array<bigint>, m map<string, int>")
+ALL_TYPES = (
+    "b boolean, i8 tinyint, i16 smallint, i32 int, i64 bigint, f float, d double, dec decimal(20,4), "
+    "s string, bin binary, day date, ts timestamp, ntz timestamp_ntz, "
+    "st struct<x: int, y: string>, arr array<bigint>, m map<string, int>"
+)
 ALL_TYPE_ROWS = [
-    (True, 1, 2, 3, 4, 1.5, 2.25, Decimal("12345678901234.5678"), "héllo ☃", b"\x00\xff",
-     dt.date(2026, 11, 21), dt.datetime(2026, 11, 21, 12, 3, 0, 123456), dt.datetime(2026, 1, 2, 3, 4, 5),
-     (7, "s"), [1, None, 3], {"k": 1}),
+    (
+        True,
+        1,
+        2,
+        3,
+        4,
+        1.5,
+        2.25,
+        Decimal("12345678901234.5678"),
+        "héllo ☃",
+        b"\x00\xff",
+        dt.date(2026, 11, 21),
+        dt.datetime(2026, 11, 21, 12, 3, 0, 123456),
+        dt.datetime(2026, 1, 2, 3, 4, 5),
+        (7, "s"),
+        [1, None, 3],
+        {"k": 1},
+    ),
     (None,) * 16,
-    (False, -128, -32768, -2**31, -2**63, float("inf"), float("nan"), Decimal("-0.0001"), "", b"",
-     dt.date(1, 1, 1), dt.datetime(1970, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
-     (None, None), [], {}),
+    (
+        False,
+        -128,
+        -32768,
+        -(2**31),
+        -(2**63),
+        float("inf"),
+        float("nan"),
+        Decimal("-0.0001"),
+        "",
+        b"",
+        dt.date(1, 1, 1),
+        dt.datetime(1970, 1, 1),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        (None, None),
+        [],
+        {},
+    ),
 ]
 
 
@@ -49,7 +81,7 @@ def test_time_travel_by_version_and_timestamp(spark, table):
     ref = table()
     write_table(spark.range(0, 3), ref)
     time.sleep(0.05)
-    between = dt.datetime.now(dt.timezone.utc)
+    between = dt.datetime.now(dt.UTC)
     time.sleep(0.05)
     write_table(spark.range(3, 5), ref)
     assert read_table(spark, ref, version=0).count() == 3
@@ -89,8 +121,12 @@ def test_commit_metadata_of_a_version_that_landed_after_the_table_was_opened(tmp
         write_deltalake(uri, pa.table({"x": [i]}), mode="append")
     opened = DeltaTable(uri)  # at version 1
     for i in range(2, 4):
-        write_deltalake(uri, pa.table({"x": [i]}), mode="append",
-                        commit_properties=CommitProperties(custom_metadata={"n": str(i)}))
+        write_deltalake(
+            uri,
+            pa.table({"x": [i]}),
+            mode="append",
+            commit_properties=CommitProperties(custom_metadata={"n": str(i)}),
+        )
     assert commit_metadata(opened, 2)["n"] == "2"
     assert [e["version"] for e in commit_history(DeltaTable(uri), since=2)] == [3, 2]
 

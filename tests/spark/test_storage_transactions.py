@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from tests.conftest import rows
 from deltalake import DeltaTable
 
 from mvengine.errors import StorageError
 from mvengine.storage.api import merge_into, read_table, replace_rows, write_table
 from mvengine.storage.tables import commit_history, is_committed
+from tests.conftest import rows
 
 # Writes and merges go through a Spark job, or (on_driver, for a small batch) through Arrow on the driver:
 # both paths must commit the same.
@@ -32,30 +32,50 @@ def test_the_data_source_itself_skips_a_committed_transaction(spark, table):
     write_table(spark.range(3), ref, txn=("v", 5))
     files_before = set(DeltaTable(ref.uri).file_uris())
     # A replayed batch that bypasses write_table's check: the data source skips the commit on its own.
-    (spark.range(10).write.format("mvdelta").mode("append")
-     .option("txnAppId", "v").option("txnVersion", 5).save(ref.uri))
+    (
+        spark.range(10)
+        .write.format("mvdelta")
+        .mode("append")
+        .option("txnAppId", "v")
+        .option("txnVersion", 5)
+        .save(ref.uri)
+    )
     assert DeltaTable(ref.uri).version() == 0
     assert set(DeltaTable(ref.uri).file_uris()) == files_before
     import os
-    assert sorted(f for f in os.listdir(ref.uri) if f.endswith(".parquet")) == \
-        sorted(os.path.basename(f) for f in files_before)
+
+    assert sorted(f for f in os.listdir(ref.uri) if f.endswith(".parquet")) == sorted(
+        os.path.basename(f) for f in files_before
+    )
 
 
 @BOTH_PATHS
 def test_merge_upserts_and_deletes_by_key_with_null_keys(spark, table, on_driver):
     ref = table()
     write_table(spark.createDataFrame([(1, "a"), (2, "b"), (None, "n")], "k long, v string"), ref)
-    delta = spark.createDataFrame([(1, "A", False), (2, None, True), (3, "C", False), (None, "N", False),
-                                   (4, "gone", True)], "k long, v string, deleted boolean")
-    metrics = merge_into(delta, ref, ["k"], delete_column="deleted", metadata={"mvengine.batch_id": "1"},
-                         txn=("m", 1), on_driver=on_driver)
+    delta = spark.createDataFrame(
+        [(1, "A", False), (2, None, True), (3, "C", False), (None, "N", False), (4, "gone", True)],
+        "k long, v string, deleted boolean",
+    )
+    metrics = merge_into(
+        delta,
+        ref,
+        ["k"],
+        delete_column="deleted",
+        metadata={"mvengine.batch_id": "1"},
+        txn=("m", 1),
+        on_driver=on_driver,
+    )
     assert metrics["num_target_rows_updated"] == 2 and metrics["num_target_rows_deleted"] == 1
     assert rows(read_table(spark, ref)) == [(1, "A"), (3, "C"), (None, "N")]
     assert DeltaTable(ref.uri).history(1)[0]["mvengine.batch_id"] == "1"
     assert merge_into(delta, ref, ["k"], delete_column="deleted", txn=("m", 1), on_driver=on_driver) is None
     assert DeltaTable(ref.uri).version() == 1
-    assert not [p for p in __import__("os").listdir(ref.uri) if p == "_mvengine_staging" and
-                __import__("os").listdir(f"{ref.uri}/_mvengine_staging")]
+    assert not [
+        p
+        for p in __import__("os").listdir(ref.uri)
+        if p == "_mvengine_staging" and __import__("os").listdir(f"{ref.uri}/_mvengine_staging")
+    ]
 
 
 @BOTH_PATHS
@@ -63,12 +83,21 @@ def test_merge_matches_null_keys_column_by_column(spark, table, on_driver):
     """A key column without NULL in the merged rows is matched by `=` (fast), one with NULL by IS NOT DISTINCT
     FROM: the target's NULL keys must neither match a non-NULL key nor be lost."""
     ref = table()
-    write_table(spark.createDataFrame([(1, None, "a"), (1, 1, "b"), (None, None, "c"), (None, 2, "d")],
-                                      "a long, b long, v string"), ref)
+    write_table(
+        spark.createDataFrame(
+            [(1, None, "a"), (1, 1, "b"), (None, None, "c"), (None, 2, "d")], "a long, b long, v string"
+        ),
+        ref,
+    )
     delta = spark.createDataFrame([(1, None, "A"), (1, 1, "B"), (5, None, "E")], "a long, b long, v string")
     merge_into(delta, ref, ["a", "b"], on_driver=on_driver)
-    assert rows(read_table(spark, ref)) == [(1, 1, "B"), (1, None, "A"), (5, None, "E"), (None, 2, "d"),
-                                            (None, None, "c")]
+    assert rows(read_table(spark, ref)) == [
+        (1, 1, "B"),
+        (1, None, "A"),
+        (5, None, "E"),
+        (None, 2, "d"),
+        (None, None, "c"),
+    ]
 
 
 @BOTH_PATHS
@@ -76,7 +105,9 @@ def test_merge_with_duplicate_keys_is_refused_and_writes_nothing(spark, table, o
     ref = table()
     write_table(spark.createDataFrame([(1, "a")], "k long, v string"), ref)
     with pytest.raises(StorageError, match="cannot merge into"):
-        merge_into(spark.createDataFrame([(1, "x"), (1, "y")], "k long, v string"), ref, ["k"], on_driver=on_driver)
+        merge_into(
+            spark.createDataFrame([(1, "x"), (1, "y")], "k long, v string"), ref, ["k"], on_driver=on_driver
+        )
     assert DeltaTable(ref.uri).version() == 0
 
 
@@ -95,8 +126,9 @@ def test_replace_rows_removes_every_copy_of_the_keys_then_inserts(spark, table, 
     write_table(spark.createDataFrame(before, "k long, v string"), ref)
     deletes = spark.createDataFrame([(1, None), (None, None)] if keys else [(7, None)], "k long, v string")
     inserts = spark.createDataFrame([(1, "A"), (5, "e")] if keys else [(8, "y")], "k long, v string")
-    assert replace_rows(inserts, ref, keys, deletes, metadata={"mvengine.batch_id": "3"}, txn=("r", 3),
-                        on_driver=on_driver)
+    assert replace_rows(
+        inserts, ref, keys, deletes, metadata={"mvengine.batch_id": "3"}, txn=("r", 3), on_driver=on_driver
+    )
     assert rows(read_table(spark, ref)) == ([(1, "A"), (2, "b"), (5, "e")] if keys else [(8, "y")])
     assert DeltaTable(ref.uri).history(1)[0]["mvengine.batch_id"] == "3"
     assert not replace_rows(inserts, ref, keys, deletes, txn=("r", 3), on_driver=on_driver)
@@ -112,8 +144,12 @@ def test_commit_history_numbers_the_versions_right_when_a_commit_lands_after_the
     ref = table()
 
     def commit(n: int) -> None:
-        write_deltalake(ref.uri, pa.table({"n": [n]}), mode="append",
-                        commit_properties=CommitProperties(custom_metadata={"n": str(n)}))
+        write_deltalake(
+            ref.uri,
+            pa.table({"n": [n]}),
+            mode="append",
+            commit_properties=CommitProperties(custom_metadata={"n": str(n)}),
+        )
 
     for n in range(3):
         commit(n)

@@ -13,13 +13,16 @@ BIN = Path(sys.executable).parent
 
 def run(*args: str, cwd: Path | None = None, tool: str = "mv") -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    return subprocess.run([str(BIN / tool), *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [str(BIN / tool), *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def example(tmp_path: Path) -> Path:
     (tmp_path / "views").mkdir()
     (tmp_path / "views" / "s.sql").write_text(
-        "CREATE TABLE users (name STRING NOT NULL, team STRING, PRIMARY KEY (name) NOT ENFORCED);\n")
+        "CREATE TABLE users (name STRING NOT NULL, team STRING, PRIMARY KEY (name) NOT ENFORCED);\n"
+    )
     return tmp_path
 
 
@@ -58,8 +61,10 @@ def test_a_user_mistake_is_one_error_line_without_traceback(tmp_path):
     (root / "views" / "bad.sql").write_text("CREATE TABLE broken (a INT, PRIMARY KEY (b) NOT ENFORCED);\n")
     result = run("--project", str(root), "sources", "--create")
     assert result.returncode == 1
-    assert result.stderr.startswith("Error: ") and "bad.sql:1: source broken: PRIMARY KEY names unknown column" \
-        in result.stderr
+    assert (
+        result.stderr.startswith("Error: ")
+        and "bad.sql:1: source broken: PRIMARY KEY names unknown column" in result.stderr
+    )
     assert "Traceback" not in result.stderr
     assert not (root / "warehouse").exists()  # nothing was written
 
@@ -69,8 +74,10 @@ def test_existing_source_without_cdf_is_reported_with_the_fix(tmp_path):
     from deltalake import write_deltalake
 
     root = example(tmp_path)
-    write_deltalake(str(root / "warehouse" / "sources" / "users"),
-                    pa.table({"name": pa.array(["a"]), "team": pa.array(["x"])}))
+    write_deltalake(
+        str(root / "warehouse" / "sources" / "users"),
+        pa.table({"name": pa.array(["a"]), "team": pa.array(["x"])}),
+    )
     result = run("--project", str(root), "sources", "--create")
     assert result.returncode == 1
     assert "does not have the change data feed enabled" in result.stderr and "hint:" in result.stderr
@@ -90,12 +97,19 @@ def test_the_mv_shim_knows_every_word_of_the_parser():
 def test_issue_35_item_13_a_near_miss_of_a_command_is_named_not_handed_to_the_system_mv(tmp_path):
     """`mv refesh` is not a file to move (no such file): the command meant is suggested, exit 2; a real file
     still moves."""
-    result = subprocess.run([str(BIN / "mv"), "refesh"], capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                            check=False)
+    result = subprocess.run(
+        [str(BIN / "mv"), "refesh"], capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False
+    )
     assert result.returncode == 2, result.stderr
     assert "unknown command 'refesh'" in result.stderr and "did you mean mv refresh?" in result.stderr
     assert "missing destination" not in result.stderr
     (tmp_path / "refesh").write_text("a file of that name")
-    moved = subprocess.run([str(BIN / "mv"), "refesh", "moved"], capture_output=True, text=True, cwd=tmp_path,
-                           timeout=60, check=False)
+    moved = subprocess.run(
+        [str(BIN / "mv"), "refesh", "moved"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
     assert moved.returncode == 0 and (tmp_path / "moved").exists(), moved.stderr

@@ -23,7 +23,8 @@ def project(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "views" / "team_totals.sql", tmp_path / "views" / "team_totals.sql")
     (tmp_path / "views" / "more.sql").write_text(
         "CREATE MATERIALIZED VIEW top_scores AS SELECT name, score FROM user_scores LIMIT 3;\n"
-        "CREATE MATERIALIZED VIEW big_teams AS SELECT team FROM team_totals WHERE n > 10;\n")
+        "CREATE MATERIALIZED VIEW big_teams AS SELECT team FROM team_totals WHERE n > 10;\n"
+    )
     return tmp_path
 
 
@@ -45,24 +46,42 @@ def test_plan_json_is_the_documented_document(project):
     assert set(doc) == {"order", "sources", "views"}
     assert set(doc["sources"][0]) == {"name", "path", "key", "append_only", "watermark"}
     (view,) = doc["views"]
-    assert {"name", "file", "line", "inputs", "columns", "key", "changelog", "strategy", "reason", "state",
-            "bounded_state"} <= set(view)
+    assert {
+        "name",
+        "file",
+        "line",
+        "inputs",
+        "columns",
+        "key",
+        "changelog",
+        "strategy",
+        "reason",
+        "state",
+        "bounded_state",
+    } <= set(view)
     assert view["columns"][1] == {"name": "total", "type": "bigint", "nullable": True}
 
 
 def test_plan_does_not_start_spark(project):
-    code = ("import sys; from mvengine.cli.main import main; code = main(['--project', sys.argv[1], 'plan']); "
-            "assert 'pyspark' not in sys.modules, 'pyspark was imported'; sys.exit(code)")
-    result = subprocess.run([sys.executable, "-c", code, str(project)], capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys; from mvengine.cli.main import main; code = main(['--project', sys.argv[1], 'plan']); "
+        "assert 'pyspark' not in sys.modules, 'pyspark was imported'; sys.exit(code)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(project)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
 
 
 def test_plan_errors_are_one_line_with_a_hint(project):
-    (project / "views" / "bad.sql").write_text("CREATE MATERIALIZED VIEW bad AS\nSELECT team, scroe FROM user_scores;\n")
+    (project / "views" / "bad.sql").write_text(
+        "CREATE MATERIALIZED VIEW bad AS\nSELECT team, scroe FROM user_scores;\n"
+    )
     result = run("--project", str(project), "plan")
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr == ("Error: views/bad.sql:2:14: view bad: unknown column 'scroe'\n"
-                             "  hint: did you mean score?\n")
+    assert result.stderr == (
+        "Error: views/bad.sql:2:14: view bad: unknown column 'scroe'\n  hint: did you mean score?\n"
+    )
 
 
 def test_graph_as_mermaid_and_dot_shows_node_kinds(project):
@@ -92,8 +111,22 @@ def test_graph_draws_svg_with_graphviz(project):
 
 def test_graph_image_without_graphviz_says_what_to_install(project):
     env = dict(os.environ, PATH=str(BIN))  # a PATH without Graphviz
-    result = subprocess.run([str(BIN / "mv"), "--project", str(project), "graph", "--format", "png", "--out",
-                             str(project / "dag.png")], capture_output=True, text=True, env=env, timeout=60)
+    result = subprocess.run(
+        [
+            str(BIN / "mv"),
+            "--project",
+            str(project),
+            "graph",
+            "--format",
+            "png",
+            "--out",
+            str(project / "dag.png"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert result.returncode == 1 and not (project / "dag.png").exists()
     assert "needs Graphviz's `dot` program, which is not installed" in result.stderr
     missing_out = run("--project", str(project), "graph", "--format", "svg")

@@ -35,7 +35,9 @@ def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_
     assert re.fullmatch(r"Spark started in \d+\.\d s", spark_line)  # on its own line, not in a batch's time
     assert line.startswith("totals: batch 0 [bootstrap] inputs scores@0: recomputed, 0 changelog rows out")
     assert "(new view)" in first.stdout
-    assert "default log4j profile" not in first.stderr and "Setting default log level" not in first.stderr  # quiet
+    assert (
+        "default log4j profile" not in first.stderr and "Setting default log level" not in first.stderr
+    )  # quiet
     assert "incubator" not in first.stderr + first.stdout  # the JVM's start-up warning is filtered out
     again = run("--project", str(root), "refresh")
     # Nothing moved: answered from the Delta logs, without starting Spark (no "Spark started" line).
@@ -53,16 +55,22 @@ def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_
     # One row's change is read by delta-rs and computed on the driver, and every write comes from there: no
     # Spark job in the whole batch.
     assert line.endswith(" ms on the driver"), line
-    assert re.fullmatch(r"  phases: read changes \d+ ms \(0 jobs\), delta rule \d+ ms \(0 jobs\), "
-                        r"compute changes \d+ ms \(0 jobs\), commit state \d+ ms \(0 jobs\), commit snapshot "
-                        r"\d+ ms \(0 jobs\), commit key revisions \d+ ms \(0 jobs\), commit changelog \d+ ms "
-                        r"\(0 jobs\)", phases), phases
-    (root / "views" / "totals.sql").write_text(VIEW.replace("SUM(score) AS total", "SUM(score) AS total, "
-                                                                                  "COUNT(*) AS n"))
+    assert re.fullmatch(
+        r"  phases: read changes \d+ ms \(0 jobs\), delta rule \d+ ms \(0 jobs\), "
+        r"compute changes \d+ ms \(0 jobs\), commit state \d+ ms \(0 jobs\), commit snapshot "
+        r"\d+ ms \(0 jobs\), commit key revisions \d+ ms \(0 jobs\), commit changelog \d+ ms "
+        r"\(0 jobs\)",
+        phases,
+    ), phases
+    (root / "views" / "totals.sql").write_text(
+        VIEW.replace("SUM(score) AS total", "SUM(score) AS total, COUNT(*) AS n")
+    )
     changed = run("--project", str(root), "refresh", "totals")
     assert changed.returncode == 0, changed.stderr
-    assert "SQL changed: rebuilt from the inputs; its columns changed, so its snapshot and changelog start over" \
+    assert (
+        "SQL changed: rebuilt from the inputs; its columns changed, so its snapshot and changelog start over"
         in changed.stdout
+    )
 
 
 def test_refresh_mistakes_are_one_line(tmp_path):
@@ -76,8 +84,12 @@ def test_refresh_mistakes_are_one_line(tmp_path):
 
 def test_continuous_refresh_stops_cleanly_on_sigterm(tmp_path):
     root = project(tmp_path)
-    child = subprocess.Popen([str(BIN / "mv"), "--project", str(root), "refresh", "--continuous", "--interval",
-                              "300ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [str(BIN / "mv"), "--project", str(root), "refresh", "--continuous", "--interval", "300ms"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline().startswith("Spark started in "), child.stderr.read()
         line = child.stdout.readline()  # the first batch line: the loop is running

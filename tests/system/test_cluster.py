@@ -14,9 +14,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 import pyspark
+import pytest
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -58,26 +57,66 @@ def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     environment a driver process needs. Skips the test when they do not come up."""
     spark_home = Path(pyspark.__file__).parent
     spark_class = spark_home / "bin" / "spark-class"
-    env = dict(os.environ, SPARK_HOME=str(spark_home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               SPARK_WORKER_DIR=str(tmp_path / "work"), SPARK_LOG_DIR=str(tmp_path / "logs"))
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(spark_home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_WORKER_DIR=str(tmp_path / "work"),
+        SPARK_LOG_DIR=str(tmp_path / "logs"),
+    )
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
     logs = {name: open(tmp_path / f"{name}.log", "w") for name in ("master", "worker1", "worker2")}
-    procs = [subprocess.Popen([str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(port), "--webui-port", str(_free_port())],
-                              env=env, stdout=logs["master"], stderr=subprocess.STDOUT)]
+    procs = [
+        subprocess.Popen(
+            [
+                str(spark_class),
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(_free_port()),
+            ],
+            env=env,
+            stdout=logs["master"],
+            stderr=subprocess.STDOUT,
+        )
+    ]
     try:
         if not _wait_for(lambda: "I have been elected leader" in (tmp_path / "master.log").read_text(), 60):
-            pytest.skip("the standalone Spark master did not start: " + (tmp_path / "master.log").read_text()[-500:])
+            pytest.skip(
+                "the standalone Spark master did not start: " + (tmp_path / "master.log").read_text()[-500:]
+            )
         for name in ("worker1", "worker2"):
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--cores", "1", "--memory", "1g",
-                 "--host", "127.0.0.1", "--webui-port", str(_free_port())],
-                env=env, stdout=logs[name], stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(spark_class),
+                        "org.apache.spark.deploy.worker.Worker",
+                        url,
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "1g",
+                        "--host",
+                        "127.0.0.1",
+                        "--webui-port",
+                        str(_free_port()),
+                    ],
+                    env=env,
+                    stdout=logs[name],
+                    stderr=subprocess.STDOUT,
+                )
+            )
         registered = lambda: (tmp_path / "master.log").read_text().count("Registering worker") >= 2  # noqa: E731
         if not _wait_for(registered, 60):
-            pytest.skip("the standalone Spark workers did not register: "
-                        + (tmp_path / "master.log").read_text()[-500:])
+            pytest.skip(
+                "the standalone Spark workers did not register: "
+                + (tmp_path / "master.log").read_text()[-500:]
+            )
         yield url, env
     finally:
         for p in reversed(procs):
@@ -93,8 +132,13 @@ def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 def test_reads_and_writes_on_a_two_worker_standalone_cluster(tmp_path: Path):
     with standalone_cluster(tmp_path) as (url, env):
-        result = subprocess.run([sys.executable, "-c", DRIVER, url, str(tmp_path / "events")], env=env,
-                                capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", DRIVER, url, str(tmp_path / "events")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["executors"] == 2
@@ -139,26 +183,39 @@ OBJECT_STORE_DRIVER = textwrap.dedent("""
 
 
 @pytest.mark.object_store
-def test_the_differential_test_on_a_cluster_with_every_table_on_the_object_store(object_store, tmp_path: Path):
+def test_the_differential_test_on_a_cluster_with_every_table_on_the_object_store(
+    object_store, tmp_path: Path
+):
     from tests.conftest import write_project
-    from tests.system.test_refresh_crash import VIEWS
     from tests.spark.test_refresh_differential import SOURCES
+    from tests.system.test_refresh_crash import VIEWS
 
     with standalone_cluster(tmp_path) as (url, env):
-        conf = (object_store.conf(f"{object_store.bucket()}/wh")
-                + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
-                '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n')
+        conf = (
+            object_store.conf(f"{object_store.bucket()}/wh")
+            + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
+            '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n'
+        )
         project = write_project(tmp_path / "project", SOURCES, VIEWS, conf)
-        result = subprocess.run([sys.executable, "-c", OBJECT_STORE_DRIVER, str(project)], env=env, cwd=REPO,
-                                capture_output=True, text=True, timeout=900)
+        result = subprocess.run(
+            [sys.executable, "-c", OBJECT_STORE_DRIVER, str(project)],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["executors"] == 2
         assert "stream/spark" in report["engines"], report  # the delta rules ran in Spark, on the executors
         # The keys reached the executors (they read and wrote the tables) but no log of the driver, the master,
         # the workers or the executors shows them.
-        logs = [result.stdout, result.stderr] + [p.read_text(errors="replace") for p in tmp_path.rglob("*")
-                                                 if p.is_file() and p.suffix not in (".jar", ".zip")]
+        logs = [result.stdout, result.stderr] + [
+            p.read_text(errors="replace")
+            for p in tmp_path.rglob("*")
+            if p.is_file() and p.suffix not in (".jar", ".zip")
+        ]
         for key in (object_store.SECRET, object_store.KEY_ID):
             assert not [text for text in logs if key in text], f"{key} is in a log"
 

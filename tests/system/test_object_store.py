@@ -29,10 +29,10 @@ from mvengine.project.config import load_config
 from mvengine.runtime import lock
 from mvengine.runtime.crash_points import COMMITS
 from mvengine.runtime.refresh import Refresher
-from tests.system.test_refresh_crash import BOUNDARY_VIEWS
 from tests.conftest import write_project
-from tests.system.test_readme import README, assert_printed, commands, run_readme
 from tests.spark.test_refresh_differential import SOURCES, apply_commit, check_snapshot, check_view
+from tests.system.test_readme import README, assert_printed, commands, run_readme
+from tests.system.test_refresh_crash import BOUNDARY_VIEWS
 
 pytestmark = pytest.mark.object_store
 
@@ -44,7 +44,7 @@ def readme_project(root: Path, store) -> tuple[Path, list]:
     """The example project (views/) with the README's object-store configuration (section "On an object store
     and a cluster"), pointed at `store`; and the section's console commands."""
     text = README.read_text(encoding="utf-8")
-    section = text[text.index("## On an object store and a cluster"):]
+    section = text[text.index("## On an object store and a cluster") :]
     conf = re.search(r"^```toml\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE).group(1)
     endpoint = re.search(r'AWS_ENDPOINT_URL = "(.*?)"', conf).group(1)
     bucket = re.search(r'warehouse = "s3://(.*?)/', conf).group(1)
@@ -52,20 +52,24 @@ def readme_project(root: Path, store) -> tuple[Path, list]:
     shutil.copytree(REPO / "views", root / "views")
     (root / "conf").mkdir(parents=True)
     # Spark's own INFO logging on, so the grep for the keys below covers what Spark logs.
-    (root / "conf" / "mvengine.toml").write_text(conf.replace(endpoint, store.endpoint)
-                                                 + '\n[spark]\nlog_level = "INFO"\n')
+    (root / "conf" / "mvengine.toml").write_text(
+        conf.replace(endpoint, store.endpoint) + '\n[spark]\nlog_level = "INFO"\n'
+    )
     return root, commands(section, "console object-store")
 
 
 def mv(project: Path, *args: str, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    done = subprocess.run([MV, "--project", str(project), *args], capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [MV, "--project", str(project), *args], capture_output=True, text=True, timeout=timeout
+    )
     if check:
         assert done.returncode == 0, f"mv {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
     return done
 
 
-def test_the_readme_quickstart_with_every_table_on_an_object_store(spark, object_store, tmp_path: Path,
-                                                                   monkeypatch):
+def test_the_readme_quickstart_with_every_table_on_an_object_store(
+    spark, object_store, tmp_path: Path, monkeypatch
+):
     project, found = readme_project(tmp_path / "p", object_store)
     assert len(found) >= 8
     keys = {"AWS_ACCESS_KEY_ID": object_store.KEY_ID, "AWS_SECRET_ACCESS_KEY": object_store.SECRET}
@@ -99,16 +103,21 @@ def _ui_pages(project: Path, paths: list[str]) -> list[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([MV, "--project", str(project), "ui", "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [MV, "--project", str(project), "ui", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         pages = []
         for path in paths:
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    pages.append(urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30)
-                                 .read().decode())
+                    pages.append(
+                        urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30).read().decode()
+                    )
                     break
                 except OSError:
                     assert server.poll() is None and time.monotonic() < deadline, server.stdout.read()
@@ -125,8 +134,12 @@ def test_a_second_refresh_is_refused_while_one_runs_and_waits_with_wait(object_s
     bucket = object_store.bucket()
     project = write_project(tmp_path / "p", SOURCES, BOUNDARY_VIEWS, object_store.conf(f"{bucket}/wh"))
     mv(project, "refresh")
-    running = subprocess.Popen([MV, "--project", str(project), "refresh", "--continuous"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    running = subprocess.Popen(
+        [MV, "--project", str(project), "refresh", "--continuous"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         folder = f"{bucket}/wh/_pipeline"
         deadline = time.monotonic() + 120
@@ -136,11 +149,18 @@ def test_a_second_refresh_is_refused_while_one_runs_and_waits_with_wait(object_s
         # --full: else the second refresh may find every view up to date, and stop before taking the lock.
         refused = mv(project, "refresh", "--full", check=False)
         assert refused.returncode != 0
-        assert f"being refreshed by process {running.pid}" in refused.stderr and "Traceback" not in refused.stderr
+        assert (
+            f"being refreshed by process {running.pid}" in refused.stderr
+            and "Traceback" not in refused.stderr
+        )
         status = json.loads(mv(project, "status", "--json").stdout)
         assert any("being refreshed" in (v["problem"] or "") for v in status), status
-        waiting = subprocess.Popen([MV, "--project", str(project), "refresh", "--full", "--wait"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        waiting = subprocess.Popen(
+            [MV, "--project", str(project), "refresh", "--full", "--wait"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(3)
         assert waiting.poll() is None  # still waiting for the lease
         running.send_signal(signal.SIGINT)
@@ -152,8 +172,12 @@ def test_a_second_refresh_is_refused_while_one_runs_and_waits_with_wait(object_s
             running.kill()
     # A refresh killed while it holds the lease leaves it behind: on the same host, the next one sees that its
     # holder is gone and takes it over at once.
-    killed = subprocess.Popen([MV, "--project", str(project), "refresh", "--continuous"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    killed = subprocess.Popen(
+        [MV, "--project", str(project), "refresh", "--continuous"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while lock.lock_holder(folder, object_store.options) is None:
         assert killed.poll() is None and time.monotonic() < deadline
@@ -164,12 +188,19 @@ def test_a_second_refresh_is_refused_while_one_runs_and_waits_with_wait(object_s
     assert "[stream]" in mv(project, "refresh", timeout=50).stdout  # at once: well within the lease's minute
     # A view taken out of views/ leaves its tables on the store, and the next refresh says so.
     (project / "views" / "views.sql").write_text(BOUNDARY_VIEWS.split("CREATE MATERIALIZED VIEW v_bag")[0])
-    assert "warning: v_bag has tables in the warehouse but is no longer in views/" in mv(project, "refresh").stdout
+    assert (
+        "warning: v_bag has tables in the warehouse but is no longer in views/"
+        in mv(project, "refresh").stdout
+    )
 
 
 def _add_row(uri: str, options: dict[str, str]) -> None:
-    write_deltalake(uri, pa.table({"g": pa.array(["a"]), "v": pa.array([1], pa.int32())}), mode="append",
-                    storage_options=options)
+    write_deltalake(
+        uri,
+        pa.table({"g": pa.array(["a"]), "v": pa.array([1], pa.int32())}),
+        mode="append",
+        storage_options=options,
+    )
 
 
 def test_a_lease_runs_out_and_its_holder_learns_it_was_taken_over(object_store, monkeypatch):
@@ -189,14 +220,21 @@ def test_a_lease_runs_out_and_its_holder_learns_it_was_taken_over(object_store, 
 
 def test_concurrent_commits_to_one_table_on_the_object_store_all_land(object_store):
     uri = f"{object_store.bucket()}/t"
-    writer = ("import sys, pyarrow as pa, deltalake\n"
-              "for i in range(15):\n"
-              "    deltalake.write_deltalake(sys.argv[1], pa.table({'w': [int(sys.argv[2])], 'i': [i]}),\n"
-              "                              storage_options=__import__('json').loads(sys.argv[3]), mode='append')\n")
-    write_deltalake(uri, pa.table({"w": pa.array([], pa.int64()), "i": pa.array([], pa.int64())}),
-                    storage_options=object_store.options)
-    writers = [subprocess.Popen([sys.executable, "-c", writer, uri, str(w), json.dumps(object_store.options)])
-               for w in range(3)]
+    writer = (
+        "import sys, pyarrow as pa, deltalake\n"
+        "for i in range(15):\n"
+        "    deltalake.write_deltalake(sys.argv[1], pa.table({'w': [int(sys.argv[2])], 'i': [i]}),\n"
+        "                              storage_options=__import__('json').loads(sys.argv[3]), mode='append')\n"
+    )
+    write_deltalake(
+        uri,
+        pa.table({"w": pa.array([], pa.int64()), "i": pa.array([], pa.int64())}),
+        storage_options=object_store.options,
+    )
+    writers = [
+        subprocess.Popen([sys.executable, "-c", writer, uri, str(w), json.dumps(object_store.options)])
+        for w in range(3)
+    ]
     assert [w.wait(timeout=300) for w in writers] == [0, 0, 0]
     dt = DeltaTable(uri, storage_options=object_store.options)
     assert dt.version() == 45 and dt.to_pyarrow_table().num_rows == 45  # no commit lost or overwritten
@@ -211,14 +249,25 @@ def test_views_on_an_object_store_survive_sigkill_at_commit_boundaries(spark, ob
     Refresher(spark, config, catalog).refresh()
     order = [p.name for p in catalog.views_to_refresh(None)]
     # One kill before and one after each kind of commit, each in another view.
-    points = [f"{order[i % len(order)]}:{commit}:{when}" for i, commit in enumerate(COMMITS)
-              for when in ("before", "after")]
+    points = [
+        f"{order[i % len(order)]}:{commit}:{when}"
+        for i, commit in enumerate(COMMITS)
+        for when in ("before", "after")
+    ]
     for i, point in enumerate(points):
         apply_commit(spark, catalog, ("upsert_t", [(i % 9, f"g{i}", i % 5)]), options)
         apply_commit(spark, catalog, ("insert_b", [("a", i)]), options)
-        child = subprocess.run([MV, "--project", str(project), "refresh"], env=dict(os.environ, MVENGINE_CRASH_AT=point),
-                               capture_output=True, text=True, check=False, timeout=300)
-        assert child.returncode == -signal.SIGKILL, f"kill {i} at {point} never came: {child.stdout}{child.stderr}"
+        child = subprocess.run(
+            [MV, "--project", str(project), "refresh"],
+            env=dict(os.environ, MVENGINE_CRASH_AT=point),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert child.returncode == -signal.SIGKILL, (
+            f"kill {i} at {point} never came: {child.stdout}{child.stderr}"
+        )
         Refresher(spark, config, catalog).refresh()  # finishes the killed batch, exactly
         for name in order:
             check_snapshot(spark, catalog, name, options)
@@ -230,9 +279,13 @@ def test_a_missing_bucket_or_an_unreachable_store_is_a_clear_error(object_store,
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{s.getsockname()[1]}"
-    cases = [(object_store.conf("s3://no-such-bucket/wh"), "NoSuchBucket: The specified bucket does not exist"),
-             (object_store.conf(f"{object_store.bucket()}/wh").replace(object_store.endpoint, closed),
-              "Connection refused (os error 111)")]
+    cases = [
+        (object_store.conf("s3://no-such-bucket/wh"), "NoSuchBucket: The specified bucket does not exist"),
+        (
+            object_store.conf(f"{object_store.bucket()}/wh").replace(object_store.endpoint, closed),
+            "Connection refused (os error 111)",
+        ),
+    ]
     for i, (conf, reason) in enumerate(cases):
         project = write_project(tmp_path / str(i), SOURCES, BOUNDARY_VIEWS, conf)
         done = mv(project, "refresh", check=False)

@@ -95,14 +95,30 @@ def run_readme(project: Path, found: list[Command] | None = None) -> list[tuple[
     try:
         for command in found if found is not None else commands(README.read_text(encoding="utf-8")):
             if command.background:
-                background.append(subprocess.Popen(command.line.rstrip().removesuffix("&"), shell=True, cwd=project,
-                                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                background.append(
+                    subprocess.Popen(
+                        command.line.rstrip().removesuffix("&"),
+                        shell=True,
+                        cwd=project,
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
                 continue
             if command.interrupted:
                 results.append((command, _until_fresh(command.line, project, env, background)))
                 continue
-            done = subprocess.run(command.line, shell=True, cwd=project, env=env, capture_output=True, text=True,
-                                  check=False, timeout=TIMEOUT_S)
+            done = subprocess.run(
+                command.line,
+                shell=True,
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=TIMEOUT_S,
+            )
             assert done.returncode == 0, f"$ {command.line}\n{done.stdout}{done.stderr}"
             results.append((command, (done.stdout + done.stderr).replace(str(project), CLONE)))
     finally:
@@ -117,8 +133,14 @@ def _until_fresh(line: str, project: Path, env: dict, background: list[subproces
     commit, then press Ctrl-C (SIGINT to its process group, as a terminal does)."""
     out = project / ".readme_out"
     with out.open("w") as sink:
-        process = subprocess.Popen([str(BIN / "mv"), *shlex.split(line)[1:]], cwd=project, env=env, stdout=sink,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [str(BIN / "mv"), *shlex.split(line)[1:]],
+            cwd=project,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + TIMEOUT_S
         while time.monotonic() < deadline and process.poll() is None:
             time.sleep(1)
@@ -135,14 +157,18 @@ def _all_fresh(project: Path) -> bool:
     from mvengine import Project
 
     readme_project = Project.open(project)
-    views = [v.get("stale_since", "never") for v in map(readme_project.describe, readme_project.catalog.plans)]
+    views = [
+        v.get("stale_since", "never") for v in map(readme_project.describe, readme_project.catalog.plans)
+    ]
     return all(stale is None for stale in views)
 
 
 def test_readme_console_blocks_are_well_formed():
     found = commands(README.read_text(encoding="utf-8"))
     assert len(found) >= 10
-    assert all(c.line.startswith("mv ") for c in found), [c.line for c in found if not c.line.startswith("mv ")]
+    assert all(c.line.startswith("mv ") for c in found), [
+        c.line for c in found if not c.line.startswith("mv ")
+    ]
 
 
 @pytest.mark.readme
@@ -151,12 +177,22 @@ def test_every_readme_command_prints_what_the_readme_shows(tmp_path):
     project.mkdir()
     for folder in ("views", "conf", "examples/nexmark/views", "examples/nexmark/conf", "examples/quickstart"):
         shutil.copytree(ROOT / folder, project / folder)
-    first = subprocess.run([str(BIN / "mv"), "--project", str(project), "refresh"], capture_output=True, check=False,
-                           text=True, timeout=TIMEOUT_S)
+    first = subprocess.run(
+        [str(BIN / "mv"), "--project", str(project), "refresh"],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert first.returncode == 0, first.stderr
     assert_printed(run_readme(project))
-    api = subprocess.run([sys.executable, "-c", python_example(README.read_text(encoding="utf-8"))], cwd=project,
-                         capture_output=True, text=True, timeout=TIMEOUT_S)
+    api = subprocess.run(
+        [sys.executable, "-c", python_example(README.read_text(encoding="utf-8"))],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert api.returncode == 0, f"the Python API example failed:\n{api.stderr}"
 
 
@@ -164,13 +200,20 @@ def assert_printed(results: list[tuple[Command, str]]) -> None:
     """Each command printed every line the README shows for it (numbers masked)."""
     for command, printed in results:
         have = {mask(line) for line in printed.splitlines()}
-        missing = [line for line in command.expected
-                   if line.strip() not in ("", "^C", "...") and mask(line) not in have]
-        assert not missing, f"$ {command.line}\nREADME shows, but it did not print:\n" + "\n".join(missing) + \
-            "\nit printed:\n" + printed
+        missing = [
+            line
+            for line in command.expected
+            if line.strip() not in ("", "^C", "...") and mask(line) not in have
+        ]
+        assert not missing, (
+            f"$ {command.line}\nREADME shows, but it did not print:\n"
+            + "\n".join(missing)
+            + "\nit printed:\n"
+            + printed
+        )
 
 
 def python_example(text: str) -> str:
     """The README's Python API example (the ```python block of its section)."""
-    section = text[text.index("### Python API"):]
+    section = text[text.index("### Python API") :]
     return re.search(r"^```python\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE).group(1)

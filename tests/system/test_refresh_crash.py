@@ -19,8 +19,8 @@ import pytest
 
 from mvengine.project.catalog import load_catalog
 from mvengine.project.config import load_config
-from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.runtime.crash_points import COMMITS
+from mvengine.runtime.refresh import Refresher, view_tables
 from tests.spark.test_refresh_differential import apply_commit, check_snapshot, check_view, make_project
 
 # 6 random kills and one at each of the 24 commit boundaries in the default run; `pytest -m crash_long` runs
@@ -35,9 +35,21 @@ CREATE MATERIALIZED VIEW v_bag AS SELECT g, v FROM b WHERE v IS NOT NULL;
 
 def start(project: Path) -> tuple[subprocess.Popen, threading.Event]:
     """The child, and an event set once it has committed a batch (it prints a line per batch)."""
-    child = subprocess.Popen([str(Path(sys.executable).parent / "mv"), "--project", str(project), "refresh",
-                              "--continuous", "--interval", "200ms"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    child = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "mv"),
+            "--project",
+            str(project),
+            "refresh",
+            "--continuous",
+            "--interval",
+            "200ms",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     working = threading.Event()
 
     def watch() -> None:
@@ -66,8 +78,9 @@ UNION ALL SELECT v AS s FROM b WHERE g = 'a';
 
 
 @pytest.mark.crash
-@pytest.mark.parametrize("kills", [6, pytest.param(LONG_KILLS, marks=pytest.mark.crash_long)],
-                         ids=["6-kills", "long"])
+@pytest.mark.parametrize(
+    "kills", [6, pytest.param(LONG_KILLS, marks=pytest.mark.crash_long)], ids=["6-kills", "long"]
+)
 def test_views_survive_sigkill_at_random_moments(spark, tmp_path: Path, kills: int):
     rng = random.Random(20261122 + kills)
     project = make_project(tmp_path / "project", VIEWS)
@@ -98,8 +111,10 @@ def test_views_survive_sigkill_at_random_moments(spark, tmp_path: Path, kills: i
     # The children committed batches between kills (so kills landed while work was under way)...
     committed = _versions(catalog) - built
     assert committed > 0, "the killed refreshes never committed a batch"
-    print(f"{kills} kills, {mid_work} of them after the process had committed a batch; {committed} snapshot "
-          "versions committed by the killed processes")
+    print(
+        f"{kills} kills, {mid_work} of them after the process had committed a batch; {committed} snapshot "
+        "versions committed by the killed processes"
+    )
     # ...and after one more refresh, every view keeps the promise.
     Refresher(spark, config, catalog).refresh()
     for name in catalog.plans:
@@ -124,7 +139,9 @@ def _random_commit(rng: random.Random, i: int):
 
 
 @pytest.mark.crash
-@pytest.mark.parametrize("kills", [24, pytest.param(200, marks=pytest.mark.crash_long)], ids=["24-kills", "long"])
+@pytest.mark.parametrize(
+    "kills", [24, pytest.param(200, marks=pytest.mark.crash_long)], ids=["24-kills", "long"]
+)
 def test_views_survive_sigkill_at_every_commit_boundary(spark, tmp_path: Path, kills: int):
     rng = random.Random(20261123 + kills)
     project = make_project(tmp_path / "project", BOUNDARY_VIEWS)
@@ -132,7 +149,9 @@ def test_views_survive_sigkill_at_every_commit_boundary(spark, tmp_path: Path, k
     catalog = load_catalog(config)
     Refresher(spark, config, catalog).refresh()
     order = [p.name for p in catalog.views_to_refresh(None)]
-    points = [f"{view}:{commit}:{when}" for view in order for commit in COMMITS for when in ("before", "after")]
+    points = [
+        f"{view}:{commit}:{when}" for view in order for commit in COMMITS for when in ("before", "after")
+    ]
     conf = project / "conf" / "mvengine.toml"
     conf.parent.mkdir(exist_ok=True)
     for i in range(kills):
@@ -142,10 +161,17 @@ def test_views_survive_sigkill_at_every_commit_boundary(spark, tmp_path: Path, k
         # Changes that move every view: a new group's row in t (v_agg, and v_chain through it), a row of b.
         apply_commit(spark, catalog, ("upsert_t", [(i % 9, f"g{i}", rng.randrange(-3, 6))]))
         apply_commit(spark, catalog, ("insert_b", [(rng.choice(["a", "b"]), i)]))
-        child = subprocess.run([str(Path(sys.executable).parent / "mv"), "--project", str(project), "refresh"],
-                               env=dict(os.environ, MVENGINE_CRASH_AT=point), capture_output=True, text=True,
-                               check=False, timeout=300)
-        assert child.returncode == -signal.SIGKILL, f"kill {i} at {point} never came: {child.stdout}{child.stderr}"
+        child = subprocess.run(
+            [str(Path(sys.executable).parent / "mv"), "--project", str(project), "refresh"],
+            env=dict(os.environ, MVENGINE_CRASH_AT=point),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert child.returncode == -signal.SIGKILL, (
+            f"kill {i} at {point} never came: {child.stdout}{child.stderr}"
+        )
         Refresher(spark, config, catalog).refresh()  # finishes the killed batch, exactly
         for name in order:
             check_snapshot(spark, catalog, name)

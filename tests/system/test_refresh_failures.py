@@ -27,9 +27,13 @@ from tests.system.test_cli import BIN, run
 
 def _continuous(root: Path) -> subprocess.Popen:
     """`mv refresh --continuous` in a child, returned once it holds the lock (its first line after Spark's)."""
-    child = subprocess.Popen([str(BIN / "mv"), "--project", str(root), "refresh", "--continuous", "--interval",
-                              "300ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
+    child = subprocess.Popen(
+        [str(BIN / "mv"), "--project", str(root), "refresh", "--continuous", "--interval", "300ms"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     first = child.stdout.readline()
     assert first.startswith("Spark started in "), first + child.stderr.read()
     child.stdout.readline()  # a batch line, or "every view is up to date" never comes: the pipeline query's line
@@ -57,8 +61,12 @@ def test_a_second_refresh_says_who_holds_the_views_and_wait_waits(spark, tmp_pat
         assert second.returncode == 1, second.stdout + second.stderr
         assert f"are being refreshed by process {holder.pid} on " in second.stderr, second.stderr
         assert "mv refresh --wait" in second.stderr and "Traceback" not in second.stderr + second.stdout
-        waiting = subprocess.Popen([str(BIN / "mv"), "--project", str(root), "refresh", "--wait"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        waiting = subprocess.Popen(
+            [str(BIN / "mv"), "--project", str(root), "refresh", "--wait"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(2)
         assert waiting.poll() is None, "mv refresh --wait did not wait for the lock"
     finally:
@@ -82,8 +90,9 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(spark, tmp_path):
     config = load_config(root)
     catalog = load_catalog(config)
     folder = os.path.join(config.warehouse, "_pipeline")
-    killed = subprocess.run([sys.executable, "-c", KILLED_HOLDING_THE_LOCK, folder], check=False,
-                            capture_output=True, text=True)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_HOLDING_THE_LOCK, folder], check=False, capture_output=True, text=True
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert '"pid"' in Path(folder, "lock").read_text()  # its owner record stays behind; the lock does not
     Refresher(spark, config, catalog).refresh()
@@ -99,13 +108,21 @@ def test_refreshes_racing_a_continuous_one_leave_every_view_exact(spark, tmp_pat
     Refresher(spark, config, catalog).refresh()  # bootstrapped here: the children's batches are small
     mv = [str(BIN / "mv"), "--project", str(root), "refresh"]
     for i in range(rounds):
-        children = [subprocess.Popen(mv + ["--continuous", "--interval", "200ms"], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)]
+        children = [
+            subprocess.Popen(
+                mv + ["--continuous", "--interval", "200ms"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        ]
         for extra in (["--wait"], []):
             time.sleep(0.5)
             differential.apply_commit(spark, catalog, ("upsert_t", [(i, "a", i), (i + 3, "b", -i)]))
-            children.append(subprocess.Popen(mv + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                             text=True))
+            children.append(
+                subprocess.Popen(mv + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            )
         for step in range(6):
             differential.apply_commit(spark, catalog, ("insert_b", [("a", step), (None, i)]))
             differential.apply_commit(spark, catalog, ("delete_t", [step % 4]))
@@ -149,8 +166,13 @@ def _append(path: str, rows: list[dict], schema: pa.Schema) -> None:
 
 
 CUSTOMERS = pa.schema([pa.field("customer", pa.string(), nullable=False), pa.field("country", pa.string())])
-ORDER_ROWS = pa.schema([pa.field("order_id", pa.int32(), nullable=False), pa.field("customer", pa.string()),
-                        pa.field("amount", pa.int32())])
+ORDER_ROWS = pa.schema(
+    [
+        pa.field("order_id", pa.int32(), nullable=False),
+        pa.field("customer", pa.string()),
+        pa.field("amount", pa.int32()),
+    ]
+)
 
 
 @pytest.mark.parametrize("engine", ["driver", "spark"])
@@ -170,8 +192,10 @@ def test_a_duplicated_source_key_names_the_source_and_its_fix_is_picked_up(spark
         with pytest.raises(MvError) as failed:
             Refresher(spark, config, catalog).refresh()
         message = str(failed.value)
-        assert f"source customers holds the key customers.customer='carol' 2 times at version {duplicated_at}" \
-            in message, message
+        assert (
+            f"source customers holds the key customers.customer='carol' 2 times at version {duplicated_at}"
+            in message
+        ), message
         assert "mv refresh --full order_country" in message and "views/orders.sql:2" in message
     DeltaTable(customers).delete("country = 'FR'")  # the fix the hint asks for, in a newer version
     notices: list[str] = []
@@ -181,7 +205,9 @@ def test_a_duplicated_source_key_names_the_source_and_its_fix_is_picked_up(spark
         differential.check_view(spark, catalog, name)
     snapshot = DeltaTable(view_tables(catalog.plans["order_country"], {}).snapshot.uri).to_pyarrow_table()
     assert sorted(snapshot.to_pylist(), key=lambda r: r["order_id"]) == [
-        {"order_id": 1, "amount": 5, "country": "DE"}, {"order_id": 10, "amount": 7, "country": "DE"}]
+        {"order_id": 1, "amount": 5, "country": "DE"},
+        {"order_id": 10, "amount": 7, "country": "DE"},
+    ]
 
 
 @pytest.mark.parametrize("engine", ["driver", "spark"])

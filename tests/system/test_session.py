@@ -12,20 +12,41 @@ from pathlib import Path
 
 import pyspark
 
-from mvengine.runtime.session import DELTA_EXTENSION, delta_jars, has_native_delta, worker_python
+from mvengine.runtime.session import DELTA_EXTENSION, delta_jars, worker_python
+from mvengine.storage.api import has_native_delta
 
 LAUNCHER = Path(sys.executable).parent / "mvengine-worker-python"
 
 
 def test_the_launcher_drops_only_the_installed_pyspark_from_the_path(tmp_path: Path):
     bundled = Path(sysconfig.get_paths()["purelib"]) / "pyspark"
-    path = os.pathsep.join([str(bundled / "python" / "lib" / "pyspark.zip"), str(tmp_path / "mine"),
-                            str(bundled / "jars" / "spark-core.jar"), str(tmp_path / "other.zip")])
-    out = subprocess.run([str(LAUNCHER), "-c", "import json, os, sys; print(json.dumps([os.environ['PYTHONPATH'],"
-                          " sys.executable, sys.argv[1:]]))", "a", "-b"],
-                         env=dict(os.environ, PYTHONPATH=path), capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == [os.pathsep.join([str(tmp_path / "mine"), str(tmp_path / "other.zip")]),
-                                      sys.executable, ["a", "-b"]]
+    path = os.pathsep.join(
+        [
+            str(bundled / "python" / "lib" / "pyspark.zip"),
+            str(tmp_path / "mine"),
+            str(bundled / "jars" / "spark-core.jar"),
+            str(tmp_path / "other.zip"),
+        ]
+    )
+    out = subprocess.run(
+        [
+            str(LAUNCHER),
+            "-c",
+            "import json, os, sys; print(json.dumps([os.environ['PYTHONPATH'],"
+            " sys.executable, sys.argv[1:]]))",
+            "a",
+            "-b",
+        ],
+        env=dict(os.environ, PYTHONPATH=path),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout) == [
+        os.pathsep.join([str(tmp_path / "mine"), str(tmp_path / "other.zip")]),
+        sys.executable,
+        ["a", "-b"],
+    ]
 
 
 def test_workers_run_the_launcher_and_import_the_installed_pyspark(spark):
@@ -56,12 +77,15 @@ def test_tables_written_by_either_engine_are_read_by_the_other(spark, tmp_path):
     for version, expected in enumerate([[0, 1, 2], [0, 0, 1, 2], [0, 0, 1, 2, 5]]):
         by_spark = spark.read.format("delta").option("versionAsOf", version).load(path)
         assert sorted(r.id for r in by_spark.collect()) == expected
-        assert sorted(DeltaTable(path, version=version).to_pyarrow_table().column("id").to_pylist()) == expected
+        assert (
+            sorted(DeltaTable(path, version=version).to_pyarrow_table().column("id").to_pylist()) == expected
+        )
 
 
 WITHOUT_JARS = """
 import json, sys
-from mvengine.runtime.session import has_native_delta, spark_session
+from mvengine.runtime.session import spark_session
+from mvengine.storage.api import has_native_delta
 from mvengine.storage.api import read_change_feed, read_table, write_table
 from mvengine.storage.tables import TableRef
 
@@ -82,20 +106,36 @@ def test_a_spark_without_deltas_jars_reads_through_mvdelta(tmp_path):
     feed: through `mvdelta`, mvengine's data source over delta-rs."""
     empty = tmp_path / "no-jars"
     empty.mkdir()
-    out = subprocess.run([sys.executable, "-c", WITHOUT_JARS, str(tmp_path / "t")], capture_output=True, text=True,
-                         env=dict(os.environ, MVENGINE_JARS=str(empty)))
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_JARS, str(tmp_path / "t")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, MVENGINE_JARS=str(empty)),
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {
-        "native": False, "mvdelta": True, "v0": [0, 1, 2, 3, 4, 5], "changes": [[6, "insert"], [7, "insert"]]}
+        "native": False,
+        "mvdelta": True,
+        "v0": [0, 1, 2, 3, 4, 5],
+        "changes": [[6, "insert"], [7, "insert"]],
+    }
 
 
 def test_a_spark_connect_master_is_refused_with_what_to_set_instead(tmp_path: Path):
     from tests.conftest import write_project
 
-    root = write_project(tmp_path, "CREATE TABLE t (a INT);", "CREATE MATERIALIZED VIEW v AS SELECT a FROM t;",
-                         '[spark]\nmaster = "sc://spark.example.com:15002"\n')
-    done = subprocess.run([str(Path(sys.executable).parent / "mv"), "--project", str(root), "refresh", "--full"],
-                          capture_output=True, text=True, timeout=120)
+    root = write_project(
+        tmp_path,
+        "CREATE TABLE t (a INT);",
+        "CREATE MATERIALIZED VIEW v AS SELECT a FROM t;",
+        '[spark]\nmaster = "sc://spark.example.com:15002"\n',
+    )
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "mv"), "--project", str(root), "refresh", "--full"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "Spark Connect (sc://spark.example.com:15002) is not supported" in done.stderr
     assert "spark://host:7077" in done.stderr

@@ -31,9 +31,16 @@ CREATE MATERIALIZED VIEW ranked AS SELECT team, total, RANK() OVER (ORDER BY tot
 
 
 def append(project: Project, rows: list[tuple[str, int]]) -> None:
-    write_deltalake(project.catalog.sources["scores"].path, pa.table({
-        "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32())}),
-        mode="append")
+    write_deltalake(
+        project.catalog.sources["scores"].path,
+        pa.table(
+            {
+                "team": pa.array([r[0] for r in rows], pa.string()),
+                "score": pa.array([r[1] for r in rows], pa.int32()),
+            }
+        ),
+        mode="append",
+    )
 
 
 def by_name(project: Project) -> dict:
@@ -76,7 +83,9 @@ def test_status_follows_versions_lag_batches_and_trouble(tmp_path, spark):
     with pytest.raises(MvError, match="expectation positive"):
         project.refresh()
     failed = by_name(project)
-    assert failed["totals"].problem.startswith("last batch failed: expectation positive (ON VIOLATION FAIL UPDATE)")
+    assert failed["totals"].problem.startswith(
+        "last batch failed: expectation positive (ON VIOLATION FAIL UPDATE)"
+    )
     assert failed["totals"].stale and failed["totals"].version == 1
 
 
@@ -87,16 +96,36 @@ def test_mv_status_prints_a_table_json_and_watches_until_ctrl_c(tmp_path, spark)
     table = subprocess.run(mv, capture_output=True, text=True, timeout=60, check=False)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["name", "kind", "strategy", "version", "behind", "lag_s", "last", "in", "out", "ms",
-                                "rows", "state", "note"]
-    assert [line.split()[:4] for line in lines[1:]] == [["scores", "source", "-", "0"],
-                                                        ["totals", "view", "incremental", "0"],
-                                                        ["ranked", "view", "full", "0"]]
+    assert lines[0].split() == [
+        "name",
+        "kind",
+        "strategy",
+        "version",
+        "behind",
+        "lag_s",
+        "last",
+        "in",
+        "out",
+        "ms",
+        "rows",
+        "state",
+        "note",
+    ]
+    assert [line.split()[:4] for line in lines[1:]] == [
+        ["scores", "source", "-", "0"],
+        ["totals", "view", "incremental", "0"],
+        ["ranked", "view", "full", "0"],
+    ]
     listed = subprocess.run([*mv, "--json"], capture_output=True, text=True, timeout=60, check=False)
     document = json.loads(listed.stdout)
     assert [(d["name"], d["behind"]) for d in document] == [("scores", None), ("totals", 0), ("ranked", 0)]
-    watch = subprocess.Popen([*mv, "--watch", "--interval", "200ms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=dict(os.environ, COLUMNS="160"))  # as wide as a terminal
+    watch = subprocess.Popen(
+        [*mv, "--watch", "--interval", "200ms"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, COLUMNS="160"),
+    )  # as wide as a terminal
     time.sleep(3)
     watch.send_signal(signal.SIGINT)
     out, err = watch.communicate(timeout=30)

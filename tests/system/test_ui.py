@@ -37,7 +37,11 @@ SELECT s.team, s.score, t.total FROM scores AS s JOIN big_teams AS t ON s.team =
 def chromium() -> str | None:
     """The browser: MV_CHROMIUM, the system's Chromium (Debian's `chromium`, installed by `make setup`), or
     Playwright's own download."""
-    for candidate in (os.environ.get("MV_CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser")):
+    for candidate in (
+        os.environ.get("MV_CHROMIUM"),
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if candidate:
             return candidate
     from playwright.sync_api import sync_playwright
@@ -54,9 +58,16 @@ def free_port() -> int:
 
 
 def append(project: Project, rows: list[tuple[str, int]]) -> None:
-    write_deltalake(project.catalog.sources["scores"].path, pa.table({
-        "team": pa.array([r[0] for r in rows], pa.string()), "score": pa.array([r[1] for r in rows], pa.int32())}),
-        mode="append")
+    write_deltalake(
+        project.catalog.sources["scores"].path,
+        pa.table(
+            {
+                "team": pa.array([r[0] for r in rows], pa.string()),
+                "score": pa.array([r[1] for r in rows], pa.int32()),
+            }
+        ),
+        mode="append",
+    )
 
 
 @pytest.fixture
@@ -67,8 +78,12 @@ def served(tmp_path, spark):
     append(project, [("red", 5), ("blue", 20)])
     project.refresh()
     port = free_port()
-    server = subprocess.Popen([str(BIN / "mv"), "--project", str(root), "ui", "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [str(BIN / "mv"), "--project", str(root), "ui", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         line = server.stdout.readline()
         assert line.startswith(f"mv ui: http://127.0.0.1:{port}/"), line + server.stdout.read()
@@ -82,7 +97,9 @@ def served(tmp_path, spark):
 def test_the_page_shows_the_dag_and_follows_a_refresh_without_a_reload(served, tmp_path):
     browser_path = chromium()
     if browser_path is None:
-        pytest.skip("no Chromium: install Debian's chromium (make setup does) or run playwright install chromium")
+        pytest.skip(
+            "no Chromium: install Debian's chromium (make setup does) or run playwright install chromium"
+        )
     from playwright.sync_api import expect, sync_playwright
 
     project, url = served
@@ -93,7 +110,12 @@ def test_the_page_shows_the_dag_and_follows_a_refresh_without_a_reload(served, t
         totals = page.locator('.node[data-name="totals"]')
         expect(totals).to_have_attribute("data-version", "1")
         names = page.locator(".node").evaluate_all("nodes => nodes.map(n => n.dataset.name)")
-        assert sorted(names) == ["big_teams", "scores", "teams_with_scores_and_their_totals_side_by_side", "totals"]
+        assert sorted(names) == [
+            "big_teams",
+            "scores",
+            "teams_with_scores_and_their_totals_side_by_side",
+            "totals",
+        ]
         assert page.locator(".edge").count() == 4
         # issue 35, item 13: every name fits its box, and no edge runs behind a box it does not join
         assert page.evaluate(FITS) == [], "names wider than their boxes"
@@ -119,7 +141,9 @@ def test_the_page_shows_the_dag_and_follows_a_refresh_without_a_reload(served, t
         expect(page.locator("#plot-ms circle.point")).to_have_count(3)  # versions 0, 1 and 2
         versions = page.locator("#plot-ms circle.point").evaluate_all("c => c.map(p => p.dataset.version)")
         assert versions == ["0", "1", "2"]
-        expect(page.locator('#plot-rows circle.point[data-series="rows in"]')).to_have_count(2)  # 0 recomputed
+        expect(page.locator('#plot-rows circle.point[data-series="rows in"]')).to_have_count(
+            2
+        )  # 0 recomputed
         expect(page.locator("#changelog tbody tr")).not_to_have_count(0)
         assert "+U" in page.locator("#changelog").inner_text()  # red's total went from 5 to 35
         expect(page.locator("#plan")).to_contain_text("strategy   incremental")
@@ -158,8 +182,13 @@ def test_ui_refuses_a_port_in_use(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run([str(BIN / "mv"), "--project", str(root), "ui", "--port", str(port)],
-                              capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            [str(BIN / "mv"), "--project", str(root), "ui", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "--port" in done.stderr and "Traceback" not in done.stderr
     assert not Path(root / "warehouse").exists()  # it never writes

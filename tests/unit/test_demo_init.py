@@ -12,9 +12,9 @@ from deltalake import DeltaTable
 from mvengine.cli.main import main
 from mvengine.demo import DemoFeed, run_demo
 from mvengine.errors import MvError
+from mvengine.load import load
 from mvengine.project.catalog import load_catalog
 from mvengine.project.config import _KNOWN, load_config
-from mvengine.load import load
 from mvengine.scaffold import CONFIG, init_project
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -24,14 +24,27 @@ def test_init_writes_a_project_that_plans_with_default_settings(tmp_path, capsys
     folder = tmp_path / "shop"
     assert main(["init", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert "created 5 files" in out and "mv refresh" in out and 'mv query "SELECT * FROM customer_totals"' in out
+    assert (
+        "created 5 files" in out and "mv refresh" in out and 'mv query "SELECT * FROM customer_totals"' in out
+    )
     assert "mv load orders data/orders.csv" in out
     config = load_config(folder)
     defaults = load_config(tmp_path / "shop" / "views")  # a folder without conf/: every default
-    assert (config.spark_master, config.spark_log_level, config.refresh_interval_s, config.storage_options,
-            config.require_bounded_state, config.spark_conf) == \
-        (defaults.spark_master, defaults.spark_log_level, defaults.refresh_interval_s, defaults.storage_options,
-         defaults.require_bounded_state, defaults.spark_conf)
+    assert (
+        config.spark_master,
+        config.spark_log_level,
+        config.refresh_interval_s,
+        config.storage_options,
+        config.require_bounded_state,
+        config.spark_conf,
+    ) == (
+        defaults.spark_master,
+        defaults.spark_log_level,
+        defaults.refresh_interval_s,
+        defaults.storage_options,
+        defaults.require_bounded_state,
+        defaults.spark_conf,
+    )
     assert config.warehouse == str(folder.resolve() / "warehouse")
     for section, keys in _KNOWN.items():  # every setting is written out (commented)
         for key in keys - {"conf", "options"}:
@@ -72,8 +85,10 @@ def test_demo_with_a_seed_writes_the_same_changes(tmp_path):
         for _ in range(30):
             feed.next_batch()
         feed_start = min(r["ts"] for r in table_rows(config, catalog, "user_scores"))
-        scores = sorted((r["name"], r["team"], r["score"], r["ts"] - feed_start)
-                        for r in table_rows(config, catalog, "user_scores"))
+        scores = sorted(
+            (r["name"], r["team"], r["score"], r["ts"] - feed_start)
+            for r in table_rows(config, catalog, "user_scores")
+        )
         users = sorted(tuple(r.values()) for r in table_rows(config, catalog, "users"))
         written.append((scores, users))
     assert written[0] == written[1]
@@ -83,7 +98,9 @@ def test_run_demo_writes_a_batch_per_interval_until_the_duration(tmp_path):
     config, catalog = example(tmp_path, "p")
     lines: list[str] = []
     batches = run_demo(config, catalog, interval=0.5, duration=1.2, seed=1, report=lines.append)
-    assert batches == 3 and lines[0] == "demo batch 0: 8 users joined" and lines[-1].startswith("demo batch 3: ")
+    assert (
+        batches == 3 and lines[0] == "demo batch 0: 8 users joined" and lines[-1].startswith("demo batch 3: ")
+    )
 
 
 def test_demo_keeps_user_scores_append_only_and_users_keyed(tmp_path):

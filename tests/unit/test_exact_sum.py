@@ -1,7 +1,7 @@
 """The exact sums under SUM/AVG of doubles and the variances (incremental/exact_sum.py), on the driver's side:
-digits that add up to each double exactly, sums that survive any order of inserts and deletes, their value
-rounded to within a unit in the last place, and the variance computed from them in integers. Spark's side is checked against Spark itself
-in tests/spark/test_aggregate_numbers.py (both engines, on one state)."""
+digits that add up to each double exactly, sums that survive any order of inserts and deletes, their value rounded
+to within a unit in the last place, and the variance computed from them in integers. Spark's side is checked
+against Spark itself in tests/spark/test_aggregate_numbers.py (both engines, on one state)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ VALUES = st.one_of(FINITE, CORNERS)
 
 
 def _total(slots, digits) -> Fraction:
-    return sum((Fraction(int(d)) * Fraction(2) ** (exact_sum.SLOT_BITS * int(s)) for s, d in zip(slots, digits)),
-               Fraction(0))
+    return sum(
+        (Fraction(int(d)) * Fraction(2) ** (exact_sum.SLOT_BITS * int(s)) for s, d in zip(slots, digits)),
+        Fraction(0),
+    )
 
 
 def _maps(values: list[float], sign: int = 1) -> pa.MapArray:
@@ -45,7 +47,9 @@ def test_the_digits_of_a_double_and_of_its_square_add_up_to_them_exactly(x):
 @settings(max_examples=examples(200))
 @given(inserted=st.lists(VALUES, max_size=12), data=st.data())
 def test_deleting_values_takes_away_exactly_what_inserting_them_added(inserted, data):
-    deleted = data.draw(st.lists(st.sampled_from(inserted), max_size=len(inserted)) if inserted else st.just([]))
+    deleted = data.draw(
+        st.lists(st.sampled_from(inserted), max_size=len(inserted)) if inserted else st.just([])
+    )
     merged = exact_sum.merged_np(_maps(inserted), _maps(deleted, -1))
     entries = merged[0].as_py()
     exact = sum(map(Fraction, inserted), Fraction(0)) - sum(map(Fraction, deleted), Fraction(0))
@@ -67,9 +71,14 @@ def test_a_sum_beyond_the_double_range_is_infinite_and_comes_back_when_a_value_g
 
 
 @settings(max_examples=examples(200))
-@given(xs=st.lists(st.one_of(st.floats(-1e6, 1e6), st.sampled_from([1e9 + 1, 1e9 + 2, 2.0**53, 2.0**53 + 2])),
-                   min_size=1, max_size=10),
-       kind=st.sampled_from(["var_pop", "var_samp", "stddev_pop", "stddev_samp"]))
+@given(
+    xs=st.lists(
+        st.one_of(st.floats(-1e6, 1e6), st.sampled_from([1e9 + 1, 1e9 + 2, 2.0**53, 2.0**53 + 2])),
+        min_size=1,
+        max_size=10,
+    ),
+    kind=st.sampled_from(["var_pop", "var_samp", "stddev_pop", "stddev_samp"]),
+)
 def test_variances_from_the_exact_sums_are_the_exact_variance_rounded_once(xs, kind):
     sums = dict(_maps(xs)[0].as_py())
     rows, slots, digits = exact_sum.square_digits_np(pa.array(xs, pa.float64()))
@@ -89,11 +98,13 @@ def test_variances_from_the_exact_sums_are_the_exact_variance_rounded_once(xs, k
         expected = float(variance)
     assert got == expected or abs(got - expected) <= 1e-15 * abs(expected)
     assert exact_sum.moments_result(kind, len(xs), 1, sums, squares) != exact_sum.moments_result(
-        kind, len(xs), 1, sums, squares)  # a NaN or an infinity among the values: NaN
+        kind, len(xs), 1, sums, squares
+    )  # a NaN or an infinity among the values: NaN
 
 
 def test_the_issues_variances():
     """Issue 35, item 2: 1e9+1, 1e9+2 have VAR_SAMP 0.5 and STDDEV_POP 0.5; with 1e9+3, 1.0 and 0.8165."""
+
     def of(kind, xs):
         rows, slots, digits = exact_sum.square_digits_np(pa.array(xs, pa.float64()))
         squares = dict(exact_sum.maps_np(1, np.zeros(len(rows), np.int64), slots, digits)[0].as_py())

@@ -16,8 +16,11 @@ from mvengine.plan.types import build
 
 
 def _node_types() -> list[type[Node]]:
-    return [c for _, c in inspect.getmembers(nodes, inspect.isclass)
-            if issubclass(c, Node) and c not in (Node, nodes.Unary) and c.__module__ == nodes.__name__]
+    return [
+        c
+        for _, c in inspect.getmembers(nodes, inspect.isclass)
+        if issubclass(c, Node) and c not in (Node, nodes.Unary) and c.__module__ == nodes.__name__
+    ]
 
 
 def test_every_plan_node_type_has_an_operator():
@@ -29,7 +32,9 @@ def test_an_operator_has_its_rules_or_states_why_not():
     for node_type, operator in operators().items():
         if operator.rule is None:
             # No rule: it must say why the view is recomputed, whatever the node holds.
-            reasons = operator.full_reasons(node_type(fields=()))  # whatever the node holds
+            reasons = operator.full_reasons(
+                node_type(fields=()), lambda child: False
+            )  # whatever the node holds
             assert reasons and all(reasons), f"{node_type.__name__} has no rule and states no reason"
             assert node_type not in RULES
             continue

@@ -30,99 +30,140 @@ def plan(tmp_path: Path, select: str):
     return catalog(tmp_path, f"CREATE MATERIALIZED VIEW v AS {select};").plans["v"]
 
 
-@pytest.mark.parametrize("select, key", [
-    ("SELECT id, name FROM customers WHERE country = 'NL'", ["id"]),
-    ("SELECT id AS customer, name FROM customers", ["customer"]),
-    ("SELECT name, country FROM customers", None),
-    ("SELECT id + 1 AS id2 FROM customers", None),
-    ("SELECT country, COUNT(*) AS n FROM customers GROUP BY country", ["country"]),
-    ("SELECT UPPER(country) AS c, COUNT(*) AS n FROM customers GROUP BY 1", ["c"]),
-    ("SELECT COUNT(*) AS n FROM customers GROUP BY country", None),
-    ("SELECT COUNT(*) AS n, MAX(id) AS top FROM customers", []),
-    ("SELECT DISTINCT country, name FROM customers", ["country", "name"]),
-    ("SELECT DISTINCT id, name FROM customers", ["id"]),
-    # orders.customer_id = customers.id covers the customers key: each order joins at most one customer.
-    ("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id", ["id"]),
-    ("SELECT o.id, c.name FROM customers c JOIN orders o ON o.customer_id = c.id", ["id"]),
-    ("SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id", ["id"]),
-    ("SELECT o.id AS o, p.id AS p FROM orders o JOIN products p ON o.qty = p.price", ["o", "p"]),
-    ("SELECT o.id AS o FROM orders o JOIN products p ON o.qty = p.price", None),
-    ("SELECT o.id AS o, c.id AS c FROM orders o RIGHT JOIN customers c ON o.customer_id = c.id", ["o", "c"]),
-    ("SELECT id FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)", ["id"]),
-    ("SELECT id FROM customers UNION ALL SELECT id FROM products", None),
-    ("SELECT id FROM customers UNION SELECT id FROM products", ["id"]),
-    ("SELECT x.id FROM (SELECT id, name FROM customers WHERE name IS NOT NULL) AS x", ["id"]),
-])
+@pytest.mark.parametrize(
+    "select, key",
+    [
+        ("SELECT id, name FROM customers WHERE country = 'NL'", ["id"]),
+        ("SELECT id AS customer, name FROM customers", ["customer"]),
+        ("SELECT name, country FROM customers", None),
+        ("SELECT id + 1 AS id2 FROM customers", None),
+        ("SELECT country, COUNT(*) AS n FROM customers GROUP BY country", ["country"]),
+        ("SELECT UPPER(country) AS c, COUNT(*) AS n FROM customers GROUP BY 1", ["c"]),
+        ("SELECT COUNT(*) AS n FROM customers GROUP BY country", None),
+        ("SELECT COUNT(*) AS n, MAX(id) AS top FROM customers", []),
+        ("SELECT DISTINCT country, name FROM customers", ["country", "name"]),
+        ("SELECT DISTINCT id, name FROM customers", ["id"]),
+        # orders.customer_id = customers.id covers the customers key: each order joins at most one customer.
+        ("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id", ["id"]),
+        ("SELECT o.id, c.name FROM customers c JOIN orders o ON o.customer_id = c.id", ["id"]),
+        ("SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id", ["id"]),
+        ("SELECT o.id AS o, p.id AS p FROM orders o JOIN products p ON o.qty = p.price", ["o", "p"]),
+        ("SELECT o.id AS o FROM orders o JOIN products p ON o.qty = p.price", None),
+        (
+            "SELECT o.id AS o, c.id AS c FROM orders o RIGHT JOIN customers c ON o.customer_id = c.id",
+            ["o", "c"],
+        ),
+        (
+            "SELECT id FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)",
+            ["id"],
+        ),
+        ("SELECT id FROM customers UNION ALL SELECT id FROM products", None),
+        ("SELECT id FROM customers UNION SELECT id FROM products", ["id"]),
+        ("SELECT x.id FROM (SELECT id, name FROM customers WHERE name IS NOT NULL) AS x", ["id"]),
+    ],
+)
 def test_unique_key_derivation(tmp_path, select, key):
     assert plan(tmp_path, select).to_json()["key"] == key
 
 
 def test_key_is_carried_through_a_chain_of_views(tmp_path):
-    plans = catalog(tmp_path, """
+    plans = catalog(
+        tmp_path,
+        """
         CREATE MATERIALIZED VIEW a AS SELECT id, customer_id, qty FROM orders WHERE qty > 0;
         CREATE MATERIALIZED VIEW b AS SELECT id AS order_id, qty FROM a;
         CREATE MATERIALIZED VIEW c AS SELECT customer_id, SUM(qty) AS qty FROM a GROUP BY customer_id;
         CREATE MATERIALIZED VIEW d AS SELECT b.order_id, c.qty FROM b JOIN a ON a.id = b.order_id
                                       JOIN c ON c.customer_id = a.customer_id;
-    """).plans
+    """,
+    ).plans
     assert [plans[n].key for n in "abcd"] == [("id",), ("order_id",), ("customer_id",), ("order_id",)]
 
 
-@pytest.mark.parametrize("select, changelog", [
-    ("SELECT user_id, url FROM clicks WHERE url IS NOT NULL", "append-only"),
-    ("SELECT user_id, COUNT(*) AS n FROM clicks GROUP BY user_id", "upsert"),
-    ("SELECT DISTINCT url FROM clicks", "append-only"),
-    ("SELECT url FROM clicks UNION ALL SELECT url FROM clicks WHERE user_id > 0", "append-only"),
-    ("SELECT a.url, b.ts FROM clicks a JOIN clicks b ON a.user_id = b.user_id", "append-only"),
-    ("SELECT a.url FROM clicks a WHERE EXISTS (SELECT 1 FROM clicks b WHERE b.user_id = a.user_id)",
-     "append-only"),
-    ("SELECT a.url FROM clicks a WHERE NOT EXISTS (SELECT 1 FROM clicks b WHERE b.user_id = a.user_id)",
-     "retract"),
-    ("SELECT a.url, b.ts FROM clicks a LEFT JOIN clicks b ON a.user_id = b.user_id", "retract"),
-    ("SELECT url FROM clicks UNION ALL SELECT name AS url FROM customers", "retract"),
-    ("SELECT id, name FROM customers", "upsert"),
-    ("SELECT url FROM clicks ORDER BY ts LIMIT 3", "retract"),  # recomputed in full: rows come and go
-    # Monotone operators over append-only inputs, but an expression changes its value for rows already emitted:
-    ("SELECT user_id, COUNT(*) OVER (PARTITION BY user_id) AS c FROM clicks", "retract"),
-    ("SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn "
-     "FROM clicks) AS r WHERE rn = 1", "upsert"),  # one row per user_id: -U/+U when a row moves to the top
-    ("SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn "
-     "FROM clicks) AS r WHERE rn <= 2", "retract"),
-    ("SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY PROCTIME()) "
-     "AS rn FROM clicks) AS r WHERE rn = 1", "append-only"),  # keep-first by arrival
-    ("SELECT url FROM clicks WHERE user_id > (SELECT MIN(id) FROM customers)", "retract"),
-    ("SELECT url FROM clicks WHERE user_id > (SELECT MIN(user_id) FROM clicks)", "retract"),
-    ("SELECT url, rand() AS r FROM clicks", "retract"),
-    ("SELECT url FROM clicks WHERE user_id IN (SELECT id FROM customers) OR url IS NULL", "retract"),
-    ("SELECT a.url FROM clicks a CROSS JOIN clicks b", "append-only"),  # recomputed in full, but monotone
-    ("SELECT url FROM clicks WHERE EXISTS (SELECT 1 FROM clicks WHERE user_id > 5)", "append-only"),
-    ("SELECT url FROM clicks WHERE NOT EXISTS (SELECT 1 FROM clicks WHERE user_id > 5)", "retract"),
-])
+@pytest.mark.parametrize(
+    "select, changelog",
+    [
+        ("SELECT user_id, url FROM clicks WHERE url IS NOT NULL", "append-only"),
+        ("SELECT user_id, COUNT(*) AS n FROM clicks GROUP BY user_id", "upsert"),
+        ("SELECT DISTINCT url FROM clicks", "append-only"),
+        ("SELECT url FROM clicks UNION ALL SELECT url FROM clicks WHERE user_id > 0", "append-only"),
+        ("SELECT a.url, b.ts FROM clicks a JOIN clicks b ON a.user_id = b.user_id", "append-only"),
+        (
+            "SELECT a.url FROM clicks a WHERE EXISTS (SELECT 1 FROM clicks b WHERE b.user_id = a.user_id)",
+            "append-only",
+        ),
+        (
+            "SELECT a.url FROM clicks a WHERE NOT EXISTS (SELECT 1 FROM clicks b WHERE b.user_id = a.user_id)",
+            "retract",
+        ),
+        ("SELECT a.url, b.ts FROM clicks a LEFT JOIN clicks b ON a.user_id = b.user_id", "retract"),
+        ("SELECT url FROM clicks UNION ALL SELECT name AS url FROM customers", "retract"),
+        ("SELECT id, name FROM customers", "upsert"),
+        ("SELECT url FROM clicks ORDER BY ts LIMIT 3", "retract"),  # recomputed in full: rows come and go
+        # Monotone operators over append-only inputs, but an expression changes its value for rows already emitted:
+        ("SELECT user_id, COUNT(*) OVER (PARTITION BY user_id) AS c FROM clicks", "retract"),
+        (
+            "SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn "
+            "FROM clicks) AS r WHERE rn = 1",
+            "upsert",
+        ),  # one row per user_id: -U/+U when a row moves to the top
+        (
+            "SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn "
+            "FROM clicks) AS r WHERE rn <= 2",
+            "retract",
+        ),
+        (
+            "SELECT user_id, url FROM (SELECT user_id, url, "
+            "ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY PROCTIME()) AS rn FROM clicks) AS r WHERE rn = 1",
+            "append-only",
+        ),  # keep-first by arrival
+        ("SELECT url FROM clicks WHERE user_id > (SELECT MIN(id) FROM customers)", "retract"),
+        ("SELECT url FROM clicks WHERE user_id > (SELECT MIN(user_id) FROM clicks)", "retract"),
+        ("SELECT url, rand() AS r FROM clicks", "retract"),
+        ("SELECT url FROM clicks WHERE user_id IN (SELECT id FROM customers) OR url IS NULL", "retract"),
+        ("SELECT a.url FROM clicks a CROSS JOIN clicks b", "append-only"),  # recomputed in full, but monotone
+        ("SELECT url FROM clicks WHERE EXISTS (SELECT 1 FROM clicks WHERE user_id > 5)", "append-only"),
+        ("SELECT url FROM clicks WHERE NOT EXISTS (SELECT 1 FROM clicks WHERE user_id > 5)", "retract"),
+    ],
+)
 def test_changelog_kind(tmp_path, select, changelog):
     assert plan(tmp_path, select).changelog == changelog
 
 
 def test_append_only_flows_through_views(tmp_path):
-    plans = catalog(tmp_path, """
+    plans = catalog(
+        tmp_path,
+        """
         CREATE MATERIALIZED VIEW a AS SELECT user_id, url FROM clicks WHERE url IS NOT NULL;
         CREATE MATERIALIZED VIEW b AS SELECT DISTINCT url FROM a;
         CREATE MATERIALIZED VIEW c AS SELECT url, COUNT(*) AS n FROM b GROUP BY url;
         CREATE MATERIALIZED VIEW d AS SELECT url FROM c WHERE n > 1;
-    """).plans
+    """,
+    ).plans
     assert [plans[n].changelog for n in "abcd"] == ["append-only", "append-only", "upsert", "upsert"]
 
 
-@pytest.mark.parametrize("select, bounded, state", [
-    ("SELECT COUNT(*) AS n, SUM(qty) AS q FROM orders", True, "one row: count, sum(qty), count(qty)"),
-    ("SELECT customer_id, COUNT(*) AS n FROM orders GROUP BY customer_id", False, "per group (customer_id): count"),
-    ("SELECT MIN(price) AS lo FROM orders", False, "one row: count, min/max multiset of price"),
-    ("SELECT MIN(ts) AS first FROM clicks", True, "one row: count, min(ts)"),
-    ("SELECT COUNT(DISTINCT url) AS n FROM clicks", False, "one row: count, count per distinct url"),
-    ("SELECT DISTINCT url FROM clicks", False, "per distinct row: count"),
-    ("SELECT id, name FROM customers WHERE name LIKE 'A%'", True, "none"),
-    ("SELECT id FROM customers ORDER BY id LIMIT 1", True, "one partition: its first 11 rows in order and its row "
-                                                           "count"),
-])
+@pytest.mark.parametrize(
+    "select, bounded, state",
+    [
+        ("SELECT COUNT(*) AS n, SUM(qty) AS q FROM orders", True, "one row: count, sum(qty), count(qty)"),
+        (
+            "SELECT customer_id, COUNT(*) AS n FROM orders GROUP BY customer_id",
+            False,
+            "per group (customer_id): count",
+        ),
+        ("SELECT MIN(price) AS lo FROM orders", False, "one row: count, min/max multiset of price"),
+        ("SELECT MIN(ts) AS first FROM clicks", True, "one row: count, min(ts)"),
+        ("SELECT COUNT(DISTINCT url) AS n FROM clicks", False, "one row: count, count per distinct url"),
+        ("SELECT DISTINCT url FROM clicks", False, "per distinct row: count"),
+        ("SELECT id, name FROM customers WHERE name LIKE 'A%'", True, "none"),
+        (
+            "SELECT id FROM customers ORDER BY id LIMIT 1",
+            True,
+            "one partition: its first 11 rows in order and its row count",
+        ),
+    ],
+)
 def test_state_and_whether_it_is_bounded(tmp_path, select, bounded, state):
     p = plan(tmp_path, select)
     assert (p.bounded_state, p.state) == (bounded, state)
@@ -134,15 +175,20 @@ def test_require_bounded_state_turns_unbounded_views_into_errors(tmp_path):
     views += "CREATE MATERIALIZED VIEW grows AS SELECT DISTINCT url FROM clicks;\n"
     with pytest.raises(SqlError, match=r"views/views.sql:2: view grows: its state grows without bound"):
         catalog(tmp_path, views, "[plan]\nrequire_bounded_state = true\n")
-    assert not catalog(tmp_path, views, "[plan]\nrequire_bounded_state = false\n").plans["grows"].bounded_state
+    assert (
+        not catalog(tmp_path, views, "[plan]\nrequire_bounded_state = false\n").plans["grows"].bounded_state
+    )
 
 
 def test_views_are_ordered_after_what_they_read_whatever_the_file_order(tmp_path):
-    c = catalog(tmp_path, """
+    c = catalog(
+        tmp_path,
+        """
         CREATE MATERIALIZED VIEW top AS SELECT country FROM mid WHERE n > 1;
         CREATE MATERIALIZED VIEW mid AS SELECT country, COUNT(*) AS n FROM base GROUP BY country;
         CREATE MATERIALIZED VIEW base AS SELECT id, country FROM customers;
-    """)
+    """,
+    )
     views = [n for n in c.order if n in c.plans]
     assert views == ["base", "mid", "top"]
     assert c.order.index("customers") < c.order.index("base")
@@ -154,14 +200,17 @@ def test_positions_are_the_files_even_after_other_statements_on_the_same_line(tm
     (tmp_path / "views" / "sources.sql").write_text(SOURCES)
     (tmp_path / "views" / "views.sql").write_text(
         "CREATE MATERIALIZED VIEW a AS SELECT id FROM customers; CREATE MATERIALIZED VIEW b AS\n"
-        "  SELECT id, nmae FROM customers;\n")
+        "  SELECT id, nmae FROM customers;\n"
+    )
     with pytest.raises(SqlError) as e:
         load_catalog(load_config(tmp_path))
     assert str(e.value).startswith("views/views.sql:2:14: view b: unknown column 'nmae'")
 
 
 def test_hostile_column_names_are_always_quoted(tmp_path):
-    p = plan(tmp_path, "SELECT `we;ird col`, `back``tick` AS `x; DROP TABLE customers`, `Ünïcode` FROM events")
+    p = plan(
+        tmp_path, "SELECT `we;ird col`, `back``tick` AS `x; DROP TABLE customers`, `Ünïcode` FROM events"
+    )
     assert [c.name for c in p.columns] == ["we;ird col", "x; DROP TABLE customers", "Ünïcode"]
     project = p.root
     for expression in project.expressions():
@@ -178,23 +227,33 @@ def test_names_resolve_case_insensitively_and_keep_the_spelling_written(tmp_path
 
 
 def test_column_types_follow_spark(tmp_path):
-    p = plan(tmp_path, """SELECT qty * price AS amount, SUM(qty) AS total_qty, AVG(price) AS avg_price,
+    p = plan(
+        tmp_path,
+        """SELECT qty * price AS amount, SUM(qty) AS total_qty, AVG(price) AS avg_price,
                                  SUM(price) AS revenue, COUNT(*) AS n, MAX(ts) AS last, price / 3 AS third
-                          FROM orders GROUP BY qty, price""")
+                          FROM orders GROUP BY qty, price""",
+    )
     types = {c.name: (c.type.sql("spark"), c.nullable) for c in p.columns}
     assert types == {
-        "amount": ("DECIMAL(21, 2)", True), "total_qty": ("BIGINT", True), "avg_price": ("DECIMAL(14, 6)", True),
-        "revenue": ("DECIMAL(20, 2)", True), "n": ("BIGINT", False), "last": ("TIMESTAMP", True),
+        "amount": ("DECIMAL(21, 2)", True),
+        "total_qty": ("BIGINT", True),
+        "avg_price": ("DECIMAL(14, 6)", True),
+        "revenue": ("DECIMAL(20, 2)", True),
+        "n": ("BIGINT", False),
+        "last": ("TIMESTAMP", True),
         "third": ("DECIMAL(14, 6)", True),
     }
 
 
 def test_event_time_survives_filter_and_projection_only(tmp_path):
-    plans = catalog(tmp_path, """
+    plans = catalog(
+        tmp_path,
+        """
         CREATE MATERIALIZED VIEW a AS SELECT user_id, ts AS event_time FROM clicks WHERE url IS NOT NULL;
         CREATE MATERIALIZED VIEW b AS SELECT event_time FROM a;
         CREATE MATERIALIZED VIEW c AS SELECT user_id, MAX(event_time) AS ts FROM a GROUP BY user_id;
-    """).plans
+    """,
+    ).plans
     assert [plans[n].to_json()["event_time"] for n in "abc"] == [["event_time"], ["event_time"], []]
 
 
@@ -205,30 +264,40 @@ def test_the_example_project_plans(tmp_path):
     assert {n: p.strategy for n, p in c.plans.items()} == {n: "incremental" for n in c.plans}
 
 
-@pytest.mark.parametrize("select", [
-    "SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id AND o.qty > 10",
-    "SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id AND c.country = 'NL'",
-    "SELECT o.id, c.name FROM orders o FULL JOIN customers c ON o.customer_id = c.id",
-    "SELECT o.id, c.name FROM orders o, customers c WHERE o.customer_id = c.id",
-    "SELECT id FROM customers WHERE id IN (SELECT customer_id FROM orders WHERE qty > 0)",
-    "SELECT id FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)",
-    "SELECT c.country, SUM(o.qty) AS total FROM orders o JOIN customers c ON o.customer_id = c.id GROUP BY 1",
-])
+@pytest.mark.parametrize(
+    "select",
+    [
+        "SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id AND o.qty > 10",
+        "SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id AND c.country = 'NL'",
+        "SELECT o.id, c.name FROM orders o FULL JOIN customers c ON o.customer_id = c.id",
+        "SELECT o.id, c.name FROM orders o, customers c WHERE o.customer_id = c.id",
+        "SELECT id FROM customers WHERE id IN (SELECT customer_id FROM orders WHERE qty > 0)",
+        "SELECT id FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)",
+        "SELECT c.country, SUM(o.qty) AS total FROM orders o JOIN customers c ON o.customer_id = c.id GROUP BY 1",
+    ],
+)
 def test_equi_joins_are_incremental(tmp_path, select):
     p = plan(tmp_path, select)
     assert (p.strategy, p.reason) == ("incremental", None)
     assert "join: none" in p.state
 
 
-@pytest.mark.parametrize("select, reason", [
-    ("SELECT o.id, c.name FROM orders o CROSS JOIN customers c", "a join without an equality condition"),
-    ("SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id AND o.qty > c.id",
-     "a left join whose ON condition compares the two sides other than by equality"),
-    ("SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)", "NOT IN (subquery)"),
-    ("WITH t AS (SELECT customer_id, SUM(qty) AS total FROM orders GROUP BY customer_id) "
-     "SELECT c.id, t.total FROM customers c JOIN t ON t.customer_id = c.id",
-     "an aggregate, DISTINCT or window function inside a join's input that is not a subquery in FROM"),
-])
+@pytest.mark.parametrize(
+    "select, reason",
+    [
+        ("SELECT o.id, c.name FROM orders o CROSS JOIN customers c", "a join without an equality condition"),
+        (
+            "SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id AND o.qty > c.id",
+            "a left join whose ON condition compares the two sides other than by equality",
+        ),
+        ("SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)", "NOT IN (subquery)"),
+        (
+            "WITH t AS (SELECT customer_id, SUM(qty) AS total FROM orders GROUP BY customer_id) "
+            "SELECT c.id, t.total FROM customers c JOIN t ON t.customer_id = c.id",
+            "an aggregate, DISTINCT or window function inside a join's input that is not a subquery in FROM",
+        ),
+    ],
+)
 def test_joins_planned_full_say_why(tmp_path, select, reason):
     p = plan(tmp_path, select)
     assert p.strategy == "full"

@@ -31,7 +31,11 @@ def test_defaults_without_a_config_file(tmp_path):
 
 def test_config_values_and_env_expansion(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_SECRET", "s3cr3t")
-    config = load_config(project(tmp_path, {"conf/mvengine.toml": """
+    config = load_config(
+        project(
+            tmp_path,
+            {
+                "conf/mvengine.toml": """
 [project]
 warehouse = "s3://bucket/wh"
 [spark]
@@ -43,7 +47,10 @@ AWS_REGION = "eu-west-1"
 AWS_SECRET_ACCESS_KEY = "${MY_SECRET}"
 [refresh]
 interval = "500ms"
-"""}))
+"""
+            },
+        )
+    )
     assert config.warehouse == "s3://bucket/wh"
     assert config.spark_conf["spark.sql.shuffle.partitions"] == "8"
     assert config.storage_options["AWS_SECRET_ACCESS_KEY"] == "s3cr3t"
@@ -51,21 +58,29 @@ interval = "500ms"
     assert config.refresh_interval_s == 0.5
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[spark]\nmastr = 'x'\n", r"mvengine.toml:2: unknown key 'mastr' in \[spark\]"),
-    ("[sparky]\n", r"mvengine.toml:1: unknown section \[sparky\]"),
-    ("[refresh]\ninterval = 'often'\n", r"mvengine.toml:2: invalid duration 'often'"),
-    ("[spark\n", r"mvengine.toml: not valid TOML"),
-    ("[storage.options]\nKEY = '${NOPE_NOT_SET}'\n", r"mvengine.toml:2: storage option 'KEY' refers to \$\{NOPE_NOT_SET\}"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[spark]\nmastr = 'x'\n", r"mvengine.toml:2: unknown key 'mastr' in \[spark\]"),
+        ("[sparky]\n", r"mvengine.toml:1: unknown section \[sparky\]"),
+        ("[refresh]\ninterval = 'often'\n", r"mvengine.toml:2: invalid duration 'often'"),
+        ("[spark\n", r"mvengine.toml: not valid TOML"),
+        (
+            "[storage.options]\nKEY = '${NOPE_NOT_SET}'\n",
+            r"mvengine.toml:2: storage option 'KEY' refers to \$\{NOPE_NOT_SET\}",
+        ),
+    ],
+)
 def test_config_errors_name_file_and_line(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message):
         load_config(project(tmp_path, {"conf/mvengine.toml": text}))
 
 
 def test_secrets_are_redacted():
-    assert redact_options({"azure_storage_sas_token": "t", "account_name": "a"}) == \
-        {"azure_storage_sas_token": "***", "account_name": "a"}
+    assert redact_options({"azure_storage_sas_token": "t", "account_name": "a"}) == {
+        "azure_storage_sas_token": "***",
+        "account_name": "a",
+    }
 
 
 @pytest.mark.parametrize("name", ["../x", "a;DROP", "a b", "`x`", "x'y", "", "1abc", "a/b", "é", "a" * 129])
@@ -102,27 +117,49 @@ def test_sources_are_read_with_keys_watermarks_and_paths(tmp_path):
     assert events.path == str(root.resolve() / "warehouse" / "sources" / "events")
     assert scores.watermark.column == "ts" and scores.watermark.expression == "ts - INTERVAL '5' SECOND"
     assert [str(f.type) for f in scores.schema] == [
-        "string", "string", "int32", "timestamp[us, tz=UTC]", "decimal128(12, 2)", "list<item: string>",
-        "map<string, int32>", "struct<lat: double, lon: double>"]
+        "string",
+        "string",
+        "int32",
+        "timestamp[us, tz=UTC]",
+        "decimal128(12, 2)",
+        "list<item: string>",
+        "map<string, int32>",
+        "struct<lat: double, lon: double>",
+    ]
     assert not scores.schema.field("name").nullable
 
 
-@pytest.mark.parametrize("files, message", [
-    ({"views/a.sql": "CREATE TABLE t (a INT,\n b INT"}, r"a.sql:2.*syntax error"),
-    ({"views/a.sql": "CREATE TABLE t (a INT, PRIMARY KEY (b) NOT ENFORCED);"},
-     r"a.sql:1: source t: PRIMARY KEY names unknown column 'b'"),
-    ({"views/a.sql": "CREATE TABLE t (score INT, WATERMARK FOR scor AS scor - INTERVAL '1' SECOND);"},
-     r"WATERMARK FOR names unknown column 'scor'\n  hint: did you mean score\?"),
-    ({"views/a.sql": "CREATE TABLE t (a INT);", "views/sub/b.sql": "\n\nCREATE TABLE t (b INT);"},
-     r"b.sql:3: source t: 't' is already declared at .*a.sql:1"),
-    ({"views/a.sql": "CREATE TABLE t (a INT) WITH ('pth' = 'x');"}, r"unknown WITH option\(s\) \['pth'\]"),
-    ({"views/a.sql": "CREATE TABLE t (a INT) WITH ('append_only' = 'yes');"}, r"'append_only' must be 'true' or 'false'"),
-    ({"views/a.sql": "CREATE TABLE `a;DROP` (a INT);"}, r"source a;DROP: invalid source name 'a;DROP'"),
-    ({"views/a.sql": "CREATE TABLE t (a INT, a STRING);"}, r"column 'a' is declared twice"),
-    ({"views/a.sql": "CREATE TABLE t (a INTERVAL DAY);"}, r"column 'a' has unsupported type"),
-    ({"views/a.sql": b"CREATE TABLE t (a INT);\n-- caf\xe9"}, r"a.sql:2: not UTF-8 text"),
-    ({"views/a.sql": "CREATE TABLE t (a INT, WATERMARK ts);"}, r"a.sql:1:\d+: WATERMARK must read"),
-])
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        ({"views/a.sql": "CREATE TABLE t (a INT,\n b INT"}, r"a.sql:2.*syntax error"),
+        (
+            {"views/a.sql": "CREATE TABLE t (a INT, PRIMARY KEY (b) NOT ENFORCED);"},
+            r"a.sql:1: source t: PRIMARY KEY names unknown column 'b'",
+        ),
+        (
+            {"views/a.sql": "CREATE TABLE t (score INT, WATERMARK FOR scor AS scor - INTERVAL '1' SECOND);"},
+            r"WATERMARK FOR names unknown column 'scor'\n  hint: did you mean score\?",
+        ),
+        (
+            {"views/a.sql": "CREATE TABLE t (a INT);", "views/sub/b.sql": "\n\nCREATE TABLE t (b INT);"},
+            r"b.sql:3: source t: 't' is already declared at .*a.sql:1",
+        ),
+        (
+            {"views/a.sql": "CREATE TABLE t (a INT) WITH ('pth' = 'x');"},
+            r"unknown WITH option\(s\) \['pth'\]",
+        ),
+        (
+            {"views/a.sql": "CREATE TABLE t (a INT) WITH ('append_only' = 'yes');"},
+            r"'append_only' must be 'true' or 'false'",
+        ),
+        ({"views/a.sql": "CREATE TABLE `a;DROP` (a INT);"}, r"source a;DROP: invalid source name 'a;DROP'"),
+        ({"views/a.sql": "CREATE TABLE t (a INT, a STRING);"}, r"column 'a' is declared twice"),
+        ({"views/a.sql": "CREATE TABLE t (a INTERVAL DAY);"}, r"column 'a' has unsupported type"),
+        ({"views/a.sql": b"CREATE TABLE t (a INT);\n-- caf\xe9"}, r"a.sql:2: not UTF-8 text"),
+        ({"views/a.sql": "CREATE TABLE t (a INT, WATERMARK ts);"}, r"a.sql:1:\d+: WATERMARK must read"),
+    ],
+)
 def test_source_errors_name_file_line_and_object(tmp_path, files, message):
     with pytest.raises(SqlError, match=message):
         load_sources(load_config(project(tmp_path, files)))

@@ -12,67 +12,50 @@ rules here. A node type without an operator is a planning error (tests/unit/test
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from mvengine.plan.nodes import Node
+from mvengine.plan.operators import (
+    aggregate,
+    distinct,
+    filter,
+    join,
+    limit,
+    opaque,
+    over,
+    project,
+    scan,
+    session,
+    top_n,
+    union,
+    window,
+)
+from mvengine.plan.operators.base import AnyOperator
 
-Claim = Callable[[Node], bool]  # is_append_only, for an operator's inputs
-
-
-@dataclass(frozen=True)
-class Operator:
-    node: type[Node]
-    rule: str | None
-    on_driver: bool
-    append_only: Callable[[Node, Claim], bool]
-    state: Callable[[Node, Claim, bool], tuple[str, bool] | None]
-    full_reasons: Callable[[Node], list[str]]
-
-
-def never_append_only(node: Node, claim: Claim) -> bool:
-    return False
-
-
-def no_state(node: Node, claim: Claim, purged: bool) -> None:
-    return None
-
-
-def no_reasons(node: Node) -> list[str]:
-    return []
-
-
-def _registry() -> dict[type[Node], Operator]:
-    from mvengine.plan.operators import (
-        aggregate,
-        distinct,
-        filter,
-        join,
-        limit,
-        opaque,
-        over,
-        project,
+# Every operator, by the node type it maintains.
+_OPERATORS: dict[type[Node], AnyOperator] = {
+    m.OPERATOR.node: m.OPERATOR
+    for m in (
         scan,
+        filter,
+        project,
+        aggregate,
         session,
-        top_n,
+        distinct,
         union,
+        join,
         window,
+        limit,
+        top_n,
+        over,
+        opaque,
     )
-    modules = (scan, filter, project, aggregate, session, distinct, union, join, window, limit, top_n, over,
-               opaque)
-    return {m.OPERATOR.node: m.OPERATOR for m in modules}
+}
 
 
-_OPERATORS: dict[type[Node], Operator] = {}
-
-
-def operators() -> dict[type[Node], Operator]:
+def operators() -> dict[type[Node], AnyOperator]:
     """Every operator, by the node type it maintains."""
-    if not _OPERATORS:
-        _OPERATORS.update(_registry())
     return _OPERATORS
 
 
-def operator_of(node: Node) -> Operator | None:
+def operator_of(node: Node) -> AnyOperator | None:
     """The operator of a node's exact type (a subclass, such as SessionAggregate, is an operator of its own)."""
-    return operators().get(type(node))
+    return _OPERATORS.get(type(node))

@@ -29,14 +29,29 @@ from sqlglot import exp
 
 from mvengine.plan.functions import aggregate_function, function_name
 from mvengine.plan.nodes import Aggregate, Node, WindowAssign, show
-from mvengine.plan.operators import Claim, Operator, never_append_only
+from mvengine.plan.operators.base import Claim, Operator, never_append_only
 
 # sqlglot's class of each incremental aggregate → its kind (COUNT_IF is COUNT of a CASE, below).
-_KINDS = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
-          exp.LogicalAnd: "bool_and", exp.LogicalOr: "bool_or", exp.Stddev: "stddev_samp",
-          exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop", exp.Variance: "var_samp",
-          exp.VariancePop: "var_pop", exp.ArrayAgg: "list", exp.First: "first", exp.FirstValue: "first",
-          exp.AnyValue: "first", exp.Last: "last", exp.LastValue: "last"}
+_KINDS: dict[type[exp.Expr], str] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp",
+    exp.VariancePop: "var_pop",
+    exp.ArrayAgg: "list",
+    exp.First: "first",
+    exp.FirstValue: "first",
+    exp.AnyValue: "first",
+    exp.Last: "last",
+    exp.LastValue: "last",
+}
 MOMENTS = ("stddev_samp", "stddev_pop", "var_samp", "var_pop")
 ARRIVAL = ("first", "last")  # by the order rows arrived in: over append-only inputs only
 
@@ -59,15 +74,17 @@ def aggregate_call(call: exp.Expression) -> AggregateCall | str:
     condition = call.expression.this if isinstance(call, exp.Filter) else None
     ignore_nulls = isinstance(call.this if condition is not None else call, exp.IgnoreNulls)
     call = aggregate_function(call)
+    argument: exp.Expression | None
     if isinstance(call, exp.CountIf):
         condition, argument, kind, distinct = call.this, None, "count", False
         one = exp.Literal.number(1)
         one.type = exp.DataType.build("INT")
         argument = one
     else:
-        kind = _KINDS.get(type(call))
-        if kind is None:
+        found = _KINDS.get(type(call))
+        if found is None:
             return f"aggregate {function_name(call)}() is not maintained incrementally"
+        kind = found
         distinct = isinstance(call.this, exp.Distinct)
         if distinct:
             if kind not in ("count", "sum"):
@@ -78,37 +95,56 @@ def aggregate_call(call: exp.Expression) -> AggregateCall | str:
         if not isinstance(argument, exp.Expression) or isinstance(argument, exp.Star):
             argument = None
     if kind in ARRIVAL and condition is not None and not ignore_nulls:
-        return f"{function_name(call).upper()}(...) FILTER (WHERE ...) without IGNORE NULLS is not maintained " \
-               "incrementally"
+        return (
+            f"{function_name(call).upper()}(...) FILTER (WHERE ...) without IGNORE NULLS is not maintained "
+            "incrementally"
+        )
     if condition is not None:
         if argument is None:  # COUNT(*) FILTER (WHERE c): count the rows where c holds
             argument = exp.Literal.number(1)
             argument.type = exp.DataType.build("INT")
-        typed = argument.type
-        argument = exp.Case(ifs=[exp.If(this=condition.copy(), true=argument.copy())])
-        argument.type = typed
+        filtered = exp.Case(ifs=[exp.If(this=condition.copy(), true=argument.copy())])
+        filtered.type = argument.type
+        argument = filtered
     return AggregateCall(kind, argument, distinct, ignore_nulls)
 
 
-def aggregate_reasons(node: Aggregate) -> list[str]:
-    from mvengine.plan.analysis import is_append_only
+def incremental_call(call: exp.Expression) -> AggregateCall:
+    """The normalized call of a view planned incremental (aggregate_reasons found no reason against it)."""
+    found = aggregate_call(call)
+    assert not isinstance(found, str), found
+    return found
 
+
+def aggregate_reasons(node: Aggregate, claim: Claim) -> list[str]:
     reasons = []
     for agg in node.aggregates:
         found = aggregate_call(agg)
-        if not isinstance(found, str) and found.kind in ARRIVAL and not is_append_only(node.child):
-            found = f"{function_name(aggregate_function(agg)).upper()}() over an input that updates or deletes " \
-                    "is not maintained incrementally (which row came first is not kept)"
+        if not isinstance(found, str) and found.kind in ARRIVAL and not claim(node.child):
+            found = (
+                f"{function_name(aggregate_function(agg)).upper()}() over an input that updates or deletes "
+                "is not maintained incrementally (which row came first is not kept)"
+            )
         if isinstance(found, str) and found not in reasons:
             reasons.append(found)
     return reasons
 
 
+def _of_integers(argument: exp.Expression | None) -> bool:
+    """Whether an AVG's argument is not DECIMAL (nor floating-point, tested before): its sum is exact."""
+    return (
+        argument is not None and argument.type is not None and argument.type.this != exp.DataType.Type.DECIMAL
+    )
+
+
 def float_sum(kind: str, argument_type: exp.DataType | None) -> bool:
     """Whether a SUM or AVG is of floating-point values: its state is then an exact sum and counts of NaN and
     ±inf (incremental/accumulators.py, FloatSum)."""
-    return kind in ("sum", "avg") and argument_type is not None and argument_type.this in (
-        exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
+    return (
+        kind in ("sum", "avg")
+        and argument_type is not None
+        and argument_type.this in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
+    )
 
 
 def windowed(node: Node) -> WindowAssign | None:
@@ -132,16 +168,25 @@ def state(node: Aggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
             bounded = False
         elif call.kind == "count":
             new = [] if call.argument is None else [f"count({value})"]
-        elif call.kind in ("sum", "avg") and float_sum(call.kind, call.argument.type):
+        elif (
+            call.kind in ("sum", "avg")
+            and call.argument is not None
+            and float_sum(call.kind, call.argument.type)
+        ):
             new = [f"exact sum({value})", f"count({value})", f"counts of NaN, +inf, -inf in {value}"]
-        elif call.kind == "avg" and call.argument.type.this != exp.DataType.Type.DECIMAL:  # of integers
+        elif call.kind == "avg" and _of_integers(call.argument):
             new = [f"exact sum({value})", f"count({value})"]
         elif call.kind in ("sum", "avg"):
             new = [f"sum({value})", f"count({value})"]
         elif call.kind in ("bool_and", "bool_or"):
             new = [f"count({value})", f"count({value} = {'false' if call.kind == 'bool_and' else 'true'})"]
         elif call.kind in MOMENTS:
-            new = [f"count({value})", f"exact sum({value})", f"exact sum({value}²)", f"count of NaN, ±inf in {value}"]
+            new = [
+                f"count({value})",
+                f"exact sum({value})",
+                f"exact sum({value}²)",
+                f"count of NaN, ±inf in {value}",
+            ]
         elif call.kind in ARRIVAL:
             new = [f"{call.kind}({value})"]
         elif call.kind == "list":
@@ -153,11 +198,17 @@ def state(node: Aggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
             new = [f"min/max multiset of {value}"]
             bounded = False
         items.extend(i for i in new if i not in items)
-    where = f"per group ({', '.join(show(g, node.child.fields) for g in node.groups)})" if node.groups else "one row"
+    where = (
+        f"per group ({', '.join(show(g, node.child.fields) for g in node.groups)})"
+        if node.groups
+        else "one row"
+    )
     text = f"{where}: {', '.join(items)}"
     if purged and windowed(node) is not None:
         return f"{text}, dropped once the watermark is past a window's end and the lateness", True
     return text, bounded
 
 
-OPERATOR = Operator(Aggregate, "mvengine.incremental.aggregate", True, never_append_only, state, aggregate_reasons)
+OPERATOR = Operator(
+    Aggregate, "mvengine.incremental.aggregate", True, never_append_only, state, aggregate_reasons
+)

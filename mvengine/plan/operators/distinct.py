@@ -5,7 +5,7 @@ distinct rows."""
 from __future__ import annotations
 
 from mvengine.plan.nodes import Distinct
-from mvengine.plan.operators import Claim, Operator, no_reasons
+from mvengine.plan.operators.base import Claim, Operator, no_reasons
 
 
 def append_only(node: Distinct, claim: Claim) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mvengine.plan.nodes import Filter
-from mvengine.plan.operators import Claim, Operator, no_reasons, no_state
+from mvengine.plan.operators.base import Claim, Operator, no_reasons, no_state
 
 
 def append_only(node: Filter, claim: Claim) -> bool:

@@ -6,7 +6,7 @@ retracts a NULL-padded row)."""
 from __future__ import annotations
 
 from mvengine.plan.nodes import Aggregate, Distinct, Join, Over, TopN
-from mvengine.plan.operators import Claim, Operator
+from mvengine.plan.operators.base import Claim, Operator
 
 
 def append_only(node: Join, claim: Claim) -> bool:
@@ -17,7 +17,7 @@ def state(node: Join, claim: Claim, purged: bool) -> tuple[str, bool]:
     return "join: none (each side read at the batch's input versions)", True
 
 
-def full_reasons(node: Join) -> list[str]:
+def full_reasons(node: Join, claim: Claim) -> list[str]:
     reasons = []
     if not node.equi:
         reasons.append("a join without an equality condition (cross join)")
@@ -27,8 +27,10 @@ def full_reasons(node: Join) -> list[str]:
         reasons.append(f"a {node.kind} join whose ON condition compares the two sides other than by equality")
     for side in node.children:  # (a subquery in FROM is made a view of its own: project/join_inputs.py)
         if any(isinstance(n, (Aggregate, Distinct, TopN, Over)) for n in side.walk()):
-            reasons.append("an aggregate, DISTINCT or window function inside a join's input that is not a subquery "
-                           "in FROM (a CTE, say): make it a view of its own, and join the view")
+            reasons.append(
+                "an aggregate, DISTINCT or window function inside a join's input that is not a subquery "
+                "in FROM (a CTE, say): make it a view of its own, and join the view"
+            )
     return reasons
 
 

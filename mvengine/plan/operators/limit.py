@@ -4,10 +4,10 @@ change, so the view is recomputed in full; a LIMIT without ORDER BY picks arbitr
 from __future__ import annotations
 
 from mvengine.plan.nodes import Limit
-from mvengine.plan.operators import Operator, never_append_only, no_state
+from mvengine.plan.operators.base import Claim, Operator, never_append_only, no_state
 
 
-def full_reasons(node: Limit) -> list[str]:
+def full_reasons(node: Limit, claim: Claim) -> list[str]:
     if node.offset is not None:
         return ["OFFSET is recomputed in full"]
     if not node.order:

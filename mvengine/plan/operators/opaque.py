@@ -4,10 +4,10 @@ rule, so the view is recomputed in full, for the reason the binder gave."""
 from __future__ import annotations
 
 from mvengine.plan.nodes import Opaque
-from mvengine.plan.operators import Operator, never_append_only, no_state
+from mvengine.plan.operators.base import Claim, Operator, never_append_only, no_state
 
 
-def full_reasons(node: Opaque) -> list[str]:
+def full_reasons(node: Opaque, claim: Claim) -> list[str]:
     return [node.reason or f"{node.what} is recomputed in full"]
 
 

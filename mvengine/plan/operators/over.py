@@ -7,7 +7,7 @@ values (a running total, a rank, an average over the last rows)."""
 from __future__ import annotations
 
 from mvengine.plan.nodes import Over, show
-from mvengine.plan.operators import Claim, Operator, never_append_only, no_reasons
+from mvengine.plan.operators.base import Claim, Operator, never_append_only, no_reasons
 
 
 def state(node: Over, claim: Claim, purged: bool) -> tuple[str, bool]:

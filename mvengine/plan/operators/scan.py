@@ -4,7 +4,7 @@ source is declared so, or the view is planned so; no state."""
 from __future__ import annotations
 
 from mvengine.plan.nodes import Scan
-from mvengine.plan.operators import Claim, Operator, no_reasons, no_state
+from mvengine.plan.operators.base import Claim, Operator, no_reasons, no_state
 
 
 def append_only(node: Scan, claim: Claim) -> bool:

@@ -7,15 +7,24 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mvengine.plan.nodes import SessionAggregate, show
-from mvengine.plan.operators import Claim, Operator, never_append_only
 from mvengine.plan.operators.aggregate import aggregate_reasons
+from mvengine.plan.operators.base import Claim, Operator, never_append_only
 
 
 def state(node: SessionAggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
-    groups = [show(g, node.child.fields) for g in node.groups
-              if not (isinstance(g, exp.Column) and g.table == node.window.spec.qualifier)]
+    groups = [
+        show(g, node.child.fields)
+        for g in node.groups
+        if not (isinstance(g, exp.Column) and g.table == node.window.spec.qualifier)
+    ]
     return f"per partition ({', '.join(groups) or 'one'}): its input rows, to re-form its sessions", False
 
 
-OPERATOR = Operator(SessionAggregate, "mvengine.incremental.session_window", False, never_append_only, state,
-                    aggregate_reasons)
+OPERATOR = Operator(
+    SessionAggregate,
+    "mvengine.incremental.session_window",
+    False,
+    never_append_only,
+    state,
+    aggregate_reasons,
+)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mvengine.plan.nodes import TopN, show
-from mvengine.plan.operators import Claim, Operator, no_reasons
+from mvengine.plan.operators.base import Claim, Operator, no_reasons
 
 
 def buffer_size(node: TopN, append_only: bool) -> int:
@@ -27,14 +27,20 @@ def append_only(node: TopN, claim: Claim) -> bool:
     if not claim(node.child) or node.function != "row_number" or not node.order:
         return False
     first = node.order[0]
-    return (isinstance(first.this, exp.Column) and bool(first.this.meta.get("proctime"))
-            and not first.args.get("desc"))
+    return (
+        isinstance(first.this, exp.Column)
+        and bool(first.this.meta.get("proctime"))
+        and not first.args.get("desc")
+    )
 
 
 def state(node: TopN, claim: Claim, purged: bool) -> tuple[str, bool]:
     keep = node.limit + buffer_size(node, claim(node.child))
-    where = f"per partition ({', '.join(show(p, node.child.fields) for p in node.partition)})" \
-        if node.partition else "one partition"
+    where = (
+        f"per partition ({', '.join(show(p, node.child.fields) for p in node.partition)})"
+        if node.partition
+        else "one partition"
+    )
     rows = "its first row" if keep == 1 else f"its first {keep} rows in order"
     return f"{where}: {rows} and its row count", not node.partition
 

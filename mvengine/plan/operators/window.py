@@ -5,11 +5,13 @@ window is maintained with the aggregate over it (operators/session.py), never on
 from __future__ import annotations
 
 from mvengine.plan.nodes import WindowAssign
-from mvengine.plan.operators import Claim, Operator, no_reasons, no_state
+from mvengine.plan.operators.base import Claim, Operator, no_reasons, no_state
 
 
 def append_only(node: WindowAssign, claim: Claim) -> bool:
     return node.spec.kind != "session" and claim(node.child)
 
 
-OPERATOR = Operator(WindowAssign, "mvengine.incremental.window_assign", True, append_only, no_state, no_reasons)
+OPERATOR = Operator(
+    WindowAssign, "mvengine.incremental.window_assign", True, append_only, no_state, no_reasons
+)

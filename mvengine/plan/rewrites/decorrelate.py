@@ -18,7 +18,7 @@ def has_outer(e: exp.Expression) -> bool:
     return any(c.meta.get("outer") for c in e.find_all(exp.Column))
 
 
-def split_correlation(sub: Node):
+def split_correlation(sub: Node) -> tuple[Node, list[tuple[exp.Expression, exp.Expression]]] | None:
     """For a subquery `SELECT ... FROM x WHERE inner = outer AND p`: (Filter(x, p), [(outer, inner), ...]).
 
     None when the correlation is anything else (the caller plans the view in full).
@@ -45,7 +45,11 @@ def split_correlation(sub: Node):
             return None
     if correlated(body.child):
         return None
-    right = Filter(fields=body.child.fields, child=body.child, predicate=conjunction(rest)) if rest else body.child
+    right = (
+        Filter(fields=body.child.fields, child=body.child, predicate=conjunction(rest))
+        if rest
+        else body.child
+    )
     if project is not None and not pairs:
         return sub, []
     return right, pairs

@@ -44,7 +44,7 @@ def qualifiers(e: exp.Expression) -> set[str]:
     return {c.table.lower() for c in e.find_all(exp.Column) if c.table and not c.meta.get("outer")}
 
 
-def equality(e: exp.Expression, left: set[str], right: str):
+def equality(e: exp.Expression, left: set[str], right: str) -> tuple[exp.Expression, exp.Expression] | None:
     """(left expr, right expr) when `e` is `l = r` with l over the `left` aliases and r over `right`."""
     if not isinstance(e, exp.EQ):
         return None
@@ -57,7 +57,9 @@ def equality(e: exp.Expression, left: set[str], right: str):
     return None
 
 
-def push_equalities(conjuncts: list[exp.Expression], scope: Scope, steps: list[JoinStep]) -> list[exp.Expression]:
+def push_equalities(
+    conjuncts: list[exp.Expression], scope: Scope, steps: list[JoinStep]
+) -> list[exp.Expression]:
     """Move each WHERE equality between a join step's relation and those before it into that step's condition
     (when no later RIGHT or FULL join could NULL-pad them); the conjuncts that stay in WHERE."""
     preserved = max((i for i, step in enumerate(steps) if step.kind in ("right", "full")), default=-1)
@@ -85,8 +87,18 @@ def build_joins(first: Node, steps: list[JoinStep]) -> Node:
         if step.kind in ("left", "full"):
             right_fields = tuple(replace(f, nullable=True) for f in right_fields)
         fields = left_fields if step.kind in ("semi", "anti") else left_fields + right_fields
-        fields = tuple(replace(f, time_attr=False) for f in fields) if step.kind not in ("semi", "anti") else fields
+        fields = (
+            tuple(replace(f, time_attr=False) for f in fields)
+            if step.kind not in ("semi", "anti")
+            else fields
+        )
         kind = "inner" if step.kind == "cross" and step.equi else step.kind
-        node = Join(fields=fields, left=node, right=step.node, kind=kind, equi=tuple(step.equi),
-                    residual=conjunction(step.residual) if step.residual else None)
+        node = Join(
+            fields=fields,
+            left=node,
+            right=step.node,
+            kind=kind,
+            equi=tuple(step.equi),
+            residual=conjunction(step.residual) if step.residual else None,
+        )
     return node

@@ -10,7 +10,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from mvengine.plan.nodes import Field, Node, Over, Project, with_children
-from mvengine.plan.rewrites.flat import QUALIFIER, flat_input
+from mvengine.plan.rewrites.flat import QUALIFIER, Rename, flat_input
 from mvengine.plan.types import infer_type
 
 
@@ -33,7 +33,7 @@ def over_windows(node: Node) -> Node:
     return replace(node, child=over, projections=projections)
 
 
-def _onto(e: exp.Expression, at: dict[int, Field], rename) -> exp.Expression:
+def _onto(e: exp.Expression, at: dict[int, Field], rename: Rename) -> exp.Expression:
     """`e` over the Over node: its columns moved onto the renamed input, each window a reference to its field."""
     if isinstance(e, exp.Window):
         return at[id(e)].ref()

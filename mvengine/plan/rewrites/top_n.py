@@ -31,7 +31,6 @@ from mvengine.plan.rewrites.flat import QUALIFIER, flat_input
 from mvengine.plan.types import build
 
 
-
 def top_n(node: Node) -> Node:
     """The plan with each top-N form (module docstring) made a TopN, bottom-up."""
     node = with_children(node, [top_n(c) for c in node.children])
@@ -51,19 +50,23 @@ def _ranking(e: exp.Expression) -> str | None:
 
 def _bound(conjunct: exp.Expression, rank: Field) -> int | None:
     """N, when the conjunct keeps the ranks up to N of the `rank` field (rn <= N, rn < N, rn = 1, N >= rn)."""
-    def is_rank(e):
+
+    def is_rank(e: exp.Expression) -> bool:
         return isinstance(e, exp.Column) and e.name == rank.name and (e.table or None) == rank.qualifier
 
-    def number(e):
+    def number(e: exp.Expression) -> int | None:
         return int(e.this) if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit() else None
-    pairs = {exp.LTE: 0, exp.LT: -1, exp.EQ: 0}
-    mirrored = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
-    kind, left, right = type(conjunct), conjunct.this, conjunct.expression
+
+    pairs: dict[type[exp.Expr], int] = {exp.LTE: 0, exp.LT: -1, exp.EQ: 0}
+    mirrored: dict[type[exp.Expr], type[exp.Expr]] = {exp.GTE: exp.LTE, exp.GT: exp.LT, exp.EQ: exp.EQ}
+    kind: type[exp.Expr] = type(conjunct)
+    left, right = conjunct.this, conjunct.expression
     if kind in mirrored and is_rank(right) and number(left) is not None:
         kind, left, right = mirrored[kind], right, left
-    if kind not in pairs or not is_rank(left) or number(right) is None:
+    bound = number(right)
+    if kind not in pairs or not is_rank(left) or bound is None:
         return None
-    n = number(right) + pairs[kind]
+    n = bound + pairs[kind]
     if kind is exp.EQ and n != 1:
         return None
     return n if n >= 1 else None
@@ -71,8 +74,12 @@ def _bound(conjunct: exp.Expression, rank: Field) -> int | None:
 
 def _rank_filter(node: Filter) -> Node | None:
     project = node.child
-    windows = [i for i, e in enumerate(project.projections) if any(project.projections[i].find_all(exp.Window))]
-    if len(windows) != 1 or _ranking(project.projections[windows[0]]) is None:
+    assert isinstance(project, Project)  # top_n's test
+    windows = [
+        i for i, e in enumerate(project.projections) if any(project.projections[i].find_all(exp.Window))
+    ]
+    ranking = _ranking(project.projections[windows[0]]) if len(windows) == 1 else None
+    if ranking is None:
         return None
     at = windows[0]
     rank_field = project.fields[at]
@@ -84,10 +91,15 @@ def _rank_filter(node: Filter) -> Node | None:
     window = project.projections[at]
     flat, rename = flat_input(project.child)
     rank = Field("_rank", build("INT"), False, QUALIFIER)
-    topn = TopN(fields=flat.fields + (rank,), child=flat,
-                partition=tuple(rename(p) for p in window.args.get("partition_by") or []),
-                order=tuple(rename(o) for o in window.args["order"].expressions),
-                function=_ranking(window), limit=hit[1], ranked=True)
+    topn = TopN(
+        fields=flat.fields + (rank,),
+        child=flat,
+        partition=tuple(rename(p) for p in window.args.get("partition_by") or []),
+        order=tuple(rename(o) for o in window.args["order"].expressions),
+        function=ranking,
+        limit=hit[1],
+        ranked=True,
+    )
     projections = tuple(rank.ref() if i == at else rename(e) for i, e in enumerate(project.projections))
     above: Node = replace(project, child=topn, projections=projections)
     rest = [c for i, c in enumerate(parts) if i != hit[0]]
@@ -103,8 +115,12 @@ def _order_limit(node: Limit) -> Node | None:
     for text in node.order:
         ordered = sqlglot.parse_one(f"SELECT 1 ORDER BY {text}", read="spark").args["order"].expressions[0]
         key = ordered.this
-        if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit() \
-                and 1 <= int(key.this) <= len(fields):
+        if (
+            isinstance(key, exp.Literal)
+            and not key.is_string
+            and key.this.isdigit()
+            and 1 <= int(key.this) <= len(fields)
+        ):
             target = fields[int(key.this) - 1]
         elif isinstance(key, exp.Column) and not key.table:
             matches = [f for f in fields if f.name.lower() == key.name.lower()]
@@ -113,11 +129,21 @@ def _order_limit(node: Limit) -> Node | None:
             target = matches[0]
         else:
             return None
-        order.append(exp.Ordered(this=target.ref(), desc=ordered.args.get("desc"),
-                                 nulls_first=ordered.args.get("nulls_first")))
+        order.append(
+            exp.Ordered(
+                this=target.ref(), desc=ordered.args.get("desc"), nulls_first=ordered.args.get("nulls_first")
+            )
+        )
     if int(node.limit) < 1:
         return None
     flat, rename = flat_input(node.child)
-    topn = TopN(fields=flat.fields, child=flat, partition=(), order=tuple(rename(o) for o in order),
-                function="row_number", limit=int(node.limit), ranked=False)
+    topn = TopN(
+        fields=flat.fields,
+        child=flat,
+        partition=(),
+        order=tuple(rename(o) for o in order),
+        function="row_number",
+        limit=int(node.limit),
+        ranked=False,
+    )
     return Project(fields=node.fields, child=topn, projections=tuple(f.ref() for f in flat.fields))
