@@ -6,8 +6,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from mvengine.config import load_config
 from mvengine.project.catalog import Catalog, load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import BatchReport, Refresher
 
 

@@ -25,8 +25,8 @@ import numpy as np
 import pyarrow as pa
 from deltalake import write_deltalake
 
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.project.layout import source_table
 from mvengine.reading.versions import Versions
 from mvengine.storage.sources import ensure_source_table

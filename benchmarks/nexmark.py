@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from mvengine.config import load_config  # noqa: E402
 from mvengine.nexmark import NexmarkFeed  # noqa: E402
 from mvengine.project.catalog import load_catalog  # noqa: E402
-from mvengine.project.config import load_config  # noqa: E402
 from mvengine.runtime.refresh import Refresher, view_tables  # noqa: E402
 from mvengine.runtime.session import spark_session  # noqa: E402
 from mvengine.storage.api import read_table  # noqa: E402

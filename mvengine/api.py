@@ -21,9 +21,9 @@ from functools import cached_property
 from os import PathLike
 from typing import TYPE_CHECKING, Any, cast
 
+from mvengine.config import Config, load_config
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog, load_catalog
-from mvengine.project.config import Config, load_config
 from mvengine.project.layout import app_id, last_commit, view_tables
 from mvengine.reading.versions import Versions
 

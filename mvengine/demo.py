@@ -21,9 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from mvengine.config import Config
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
-from mvengine.project.config import Config
 from mvengine.project.layout import source_table
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import TableRef

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mvengine.config import Config
 from mvengine.errors import MvError
 from mvengine.plan.types import type_name
 from mvengine.project.catalog import Catalog
-from mvengine.project.config import Config
 from mvengine.project.layout import source_table
 from mvengine.sql.sources import SourceDef
 from mvengine.storage.sources import ensure_source_table

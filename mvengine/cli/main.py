@@ -473,7 +473,7 @@ def internal_error(e: BaseException) -> MvError:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
-    from mvengine.project.config import load_config
+    from mvengine.config import load_config
 
     if args.command == "init":
         return _init(console, args.dir)
@@ -537,7 +537,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         return reading.run_describe(project, console, args.name, as_json=args.json)
     if args.command == "status":
         from mvengine.cli.status import run_status
-        from mvengine.project.config import parse_duration
+        from mvengine.config import parse_duration
 
         return run_status(
             project, console, as_json=args.json, watch=args.watch, interval=parse_duration(args.interval)
@@ -585,9 +585,9 @@ def _init(console: Console, folder: str) -> int:
 
 def _demo(config, console: Console, interval: str, duration: str, seed: int | None, rate: int) -> int:
     from mvengine.cli.stop import stop_on_signal
+    from mvengine.config import parse_duration
     from mvengine.demo import run_demo
     from mvengine.project.catalog import load_catalog
-    from mvengine.project.config import parse_duration
 
     every, total = parse_duration(interval), parse_duration(duration)
     if every <= 0:

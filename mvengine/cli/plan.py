@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from mvengine.cli.console import Console
+from mvengine.config import Config
 from mvengine.errors import ConfigError
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import Config
 from mvengine.reading.explain import describe, plan_document
 
 

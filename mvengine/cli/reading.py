@@ -9,8 +9,8 @@ from mvengine.api import Project
 from mvengine.cli.console import Console
 from mvengine.cli.output import RowWriter
 from mvengine.cli.stop import stop_on_signal
+from mvengine.config import parse_duration
 from mvengine.errors import MvError
-from mvengine.project.config import parse_duration
 
 
 def run_query(

@@ -12,9 +12,9 @@ from functools import partial
 from mvengine.api import Project
 from mvengine.cli.console import Console
 from mvengine.cli.stop import stop_on_signal
+from mvengine.config import Config, join_uri, parse_duration
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
-from mvengine.project.config import Config, join_uri, parse_duration
 from mvengine.storage.objects import list_folders
 
 

@@ -15,9 +15,9 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mvengine.config import join_uri
 from mvengine.incremental.driver import match
 from mvengine.incremental.zset import null_safe_equal, quote
-from mvengine.project.config import join_uri
 from mvengine.storage.api import arrow_schema, merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, version_before
 

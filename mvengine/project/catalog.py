@@ -7,12 +7,12 @@ from dataclasses import dataclass
 import networkx as nx
 from sqlglot import exp
 
+from mvengine.config import Config
 from mvengine.errors import ConfigError, SqlError
 from mvengine.names import did_you_mean
 from mvengine.plan.nodes import Field
 from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, plan_view
-from mvengine.project.config import Config
 from mvengine.project.dag import build_dag, check_acyclic, topological_order
 from mvengine.project.join_inputs import extract_join_inputs
 from mvengine.sql.expectations import kept_rows

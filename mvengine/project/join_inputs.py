@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from mvengine.project.config import join_uri
+from mvengine.config import join_uri
 from mvengine.sql.views import ViewDef
 
 

@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mvengine.config import join_uri
 from mvengine.errors import MvError
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.project.config import join_uri
 from mvengine.sql.sources import SourceDef
 from mvengine.storage.tables import TableRef, commit_history, commit_metadata
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from mvengine.config import Config
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
-from mvengine.project.config import Config
 from mvengine.project.layout import Committed, snapshot_commits, source_table, view_tables
 from mvengine.storage.tables import TableRef, commit_history, parse_timestamp
 

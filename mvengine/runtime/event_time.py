@@ -376,7 +376,7 @@ def next_due(plan: ViewPlan, state_folder: str, storage_options: dict[str, str])
     """When (µs since the epoch) the earliest row the view holds until a processing time is due; None if none."""
     if not has_timers(plan):
         return None
-    from mvengine.project.config import join_uri
+    from mvengine.config import join_uri
     from mvengine.storage.api import read_arrow
 
     ref = TableRef(join_uri(state_folder, PENDING), storage_options, PENDING)

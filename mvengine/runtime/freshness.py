@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import hashlib
 
+from mvengine.config import Config
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
-from mvengine.project.config import Config
 from mvengine.project.layout import app_id, last_commit, source_table, view_tables
 from mvengine.storage.tables import is_committed
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from mvengine.config import join_uri
 from mvengine.errors import MvError
-from mvengine.project.config import join_uri
 from mvengine.storage.objects import STORE_HINT, is_local, store_error
 
 LOCK_FILE = "lock"

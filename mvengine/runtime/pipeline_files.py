@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from mvengine.project.config import join_uri
+from mvengine.config import join_uri
 from mvengine.storage.objects import is_local, local_path, read_text, write_text
 
 CUT_FILE = "cut.json"  # beside the query's checkpoint, under <warehouse>/_pipeline/

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mvengine.config import Config
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
-from mvengine.project.config import Config
 from mvengine.project.layout import source_quarantine, source_table, view_tables
 from mvengine.runtime.expectations import Outcome, Validator
 from mvengine.sql.expectations import Expectation

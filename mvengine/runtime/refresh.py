@@ -23,6 +23,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mvengine.config import Config, join_uri
 from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.compiler import supports, view_delta, view_delta_on_driver
@@ -33,7 +34,6 @@ from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
-from mvengine.project.config import Config, join_uri
 from mvengine.project.layout import (
     Committed,
     ViewTables,

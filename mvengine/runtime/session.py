@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from mvengine.config import DEFAULT_SPARK_CONF, Config
 from mvengine.errors import MvError
-from mvengine.project.config import DEFAULT_SPARK_CONF, Config
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -14,9 +14,9 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from mvengine.config import Config, join_uri
 from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import did_you_mean, validate_name
-from mvengine.project.config import Config, join_uri
 from mvengine.sql.expectations import Expectation, check_columns
 from mvengine.sql.files import Statement, Watermark
 from mvengine.sql.time_syntax import unit_micros

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlglot import exp
 
+from mvengine.config import Config, join_uri
 from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import validate_name
-from mvengine.project.config import Config, join_uri
 from mvengine.sql.expectations import Expectation
 from mvengine.sql.files import Statement
 from mvengine.sql.time_syntax import Emit, unit_micros

@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from mvengine.config import join_uri
 from mvengine.errors import StorageError
 from mvengine.names import quote_identifier, validate_name
-from mvengine.project.config import join_uri
 from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import FileWriter

@@ -11,8 +11,8 @@ import uuid
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from mvengine.config import redact_text
 from mvengine.errors import StorageError
-from mvengine.project.config import redact_text
 
 STORE_HINT = (
     "check [storage.options] (AWS_ENDPOINT_URL, AWS_REGION, the access keys) and that the bucket exists"

@@ -14,8 +14,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, Schema
 from deltalake.exceptions import TableNotFoundError
 
+from mvengine.config import redact_text
 from mvengine.errors import CdfDisabledError, StorageError, UnsupportedError
-from mvengine.project.config import redact_text
 from mvengine.storage.objects import STORE_HINT, store_error
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from mvengine.config import load_config
 from mvengine.project.catalog import Catalog, load_catalog
-from mvengine.project.config import load_config
 from tests.conftest import examples
 from tests.spark.test_delta_rules import MemoryState, run_driver_rule, run_rule, run_sql
 

@@ -387,8 +387,8 @@ def _tree(root: Path) -> list[str]:
 def test_source_timestamps_in_another_time_zone_are_the_same_instants(spark, tmp_path):
     from datetime import UTC, datetime
 
+    from mvengine.config import load_config
     from mvengine.project.catalog import load_catalog
-    from mvengine.project.config import load_config
     from mvengine.runtime.refresh import Refresher, view_tables
 
     root = tmp_path / "project"

@@ -29,13 +29,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
 
+from mvengine.config import load_config
 from mvengine.incremental.batch import Batch, collect_small
 from mvengine.incremental.compiler import view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, consolidated, match
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.project.catalog import Catalog, load_catalog
-from mvengine.project.config import load_config
 from tests.conftest import examples
 
 SOURCES = """

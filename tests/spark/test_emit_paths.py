@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.emit import EMIT_STATE, REVISION, view_changes
 from mvengine.storage.api import write_table
 from mvengine.storage.tables import TableRef

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 
+from mvengine.config import load_config
 from mvengine.errors import SqlError
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import view_tables
 from mvengine.sql.files import split_statements
 from mvengine.storage.api import read_table

@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.load import load
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from tests.conftest import write_project
 from tests.system.test_cli import BIN
 

@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from mvengine.config import load_config
 from mvengine.project.catalog import Catalog, load_catalog
-from mvengine.project.config import load_config
 from mvengine.sql.sources import SourceDef
 from tests.conftest import examples
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from pyspark.errors import PySparkException
 
+from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.names import quote_identifier as quote
 from mvengine.plan.types import type_name
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from tests.unit.test_plan_golden import case_project
 
 ROOT = Path(__file__).parent.parent.parent

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mvengine.config import Config
 from mvengine.plan.types import type_name
 from mvengine.plan.view_plan import plan_view
 from mvengine.project.catalog import source_relation
-from mvengine.project.config import Config
 from mvengine.sql.files import split_statements
 from mvengine.sql.sources import parse_source
 from mvengine.sql.views import parse_view
@@ -142,8 +142,8 @@ CORPUS_CASES = sorted(p for p in CORPUS.glob("[0-9]*.sql"))
 @pytest.mark.parametrize("case", CORPUS_CASES, ids=[c.stem for c in CORPUS_CASES])
 def test_corpus_types_are_sparks(spark, case, tmp_path):
     """Every view of the golden corpus, analysed by Spark over empty sources: the same columns and types."""
+    from mvengine.config import load_config
     from mvengine.project.catalog import load_catalog
-    from mvengine.project.config import load_config
 
     (tmp_path / "views").mkdir()
     (tmp_path / "views" / "_sources.sql").write_text(SOURCES)

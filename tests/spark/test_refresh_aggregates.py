@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 
+from mvengine.config import load_config
 from mvengine.incremental.driver_support import not_on_driver
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef, commit_metadata

@@ -20,9 +20,9 @@ from pyspark.sql import functions as F
 
 import tests.spark.test_refresh_differential as differential
 from mvengine.cli.main import internal_error, main
+from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog, load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import merge_into, read_table
 from mvengine.storage.tables import TableRef

@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher
 from tests.spark.test_refresh_differential import check_view
 

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from mvengine.api import Project
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_arrow
 from mvengine.storage.tables import TableRef

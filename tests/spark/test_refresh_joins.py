@@ -14,8 +14,8 @@ import json
 from hypothesis import HealthCheck, Phase, example, given, settings
 
 import tests.spark.test_refresh_differential as differential
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher
 from tests.conftest import examples

@@ -21,8 +21,8 @@ from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.tables import TableRef
 from tests.conftest import examples

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from tests.spark import test_refresh_differential as differential
 from tests.system.test_refresh_failures import CUSTOMERS, ORDER_ROWS, _append, _orders_project

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from mvengine.config import load_config
 from mvengine.errors import SqlError
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.reading.describe import describe
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher, view_tables

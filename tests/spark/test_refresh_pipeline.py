@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from mvengine.api import Project
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher
 from tests.spark import test_refresh_differential as differential

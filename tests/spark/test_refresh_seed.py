@@ -11,8 +11,8 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_table, write_table
 from mvengine.storage.tables import TableRef

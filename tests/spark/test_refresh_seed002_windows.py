@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from deltalake import write_deltalake
 
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_arrow
 from mvengine.storage.tables import TableRef

@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from tests.system.test_cli import BIN, run
 
 SOURCES = "CREATE TABLE scores (name STRING NOT NULL, team STRING, score INT);\n"

@@ -156,7 +156,7 @@ OBJECT_STORE_DRIVER = textwrap.dedent("""
     import json, random, sys
     from pathlib import Path
     from mvengine.project.catalog import load_catalog
-    from mvengine.project.config import load_config
+    from mvengine.config import load_config
     from mvengine.runtime.refresh import Refresher
     from mvengine.runtime.session import spark_session
     from tests.spark.test_refresh_differential import apply_commit, check_view

@@ -24,8 +24,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from mvengine.api import Project
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime import lock
 from mvengine.runtime.crash_points import COMMITS
 from mvengine.runtime.refresh import Refresher

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.crash_points import COMMITS
 from mvengine.runtime.refresh import Refresher, view_tables
 from tests.spark.test_refresh_differential import apply_commit, check_snapshot, check_view, make_project

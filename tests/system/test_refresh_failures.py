@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import load_config
 from mvengine.runtime.refresh import Refresher, view_tables
 from tests.spark import test_refresh_differential as differential
 from tests.system.test_cli import BIN, run

@@ -10,11 +10,11 @@ import pytest
 from deltalake import DeltaTable
 
 from mvengine.cli.main import main
+from mvengine.config import _KNOWN, load_config
 from mvengine.demo import DemoFeed, run_demo
 from mvengine.errors import MvError
 from mvengine.load import load
 from mvengine.project.catalog import load_catalog
-from mvengine.project.config import _KNOWN, load_config
 from mvengine.scaffold import CONFIG, init_project
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -9,9 +9,9 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from mvengine.config import load_config
 from mvengine.errors import SqlError
 from mvengine.project.catalog import Catalog, load_catalog
-from mvengine.project.config import load_config
 
 SOURCES = (Path(__file__).parent.parent / "plans" / "sources.sql").read_text()
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from mvengine.config import load_config, redact_options
 from mvengine.errors import ConfigError, InvalidNameError, SqlError
 from mvengine.names import quote_identifier, validate_name
 from mvengine.project.catalog import load_sources
-from mvengine.project.config import load_config, redact_options
 
 
 def project(tmp_path: Path, files: dict[str, str]) -> Path:
