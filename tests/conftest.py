@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 from mvengine.storage.tables import TableRef
 
@@ -50,6 +50,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def examples(n: int) -> int:
     """A test's number of generated examples: `n` in the ci profile, ten times as many in `nightly`."""
     return n * 10 if os.environ.get("HYPOTHESIS_PROFILE") == "nightly" else n
+
+
+def phases_of_costly() -> list[Phase]:
+    """The phases of a test whose every example costs minutes: its explicit examples in the ci profile, and
+    generated ones as well in `nightly` (`make test-nightly`)."""
+    if os.environ.get("HYPOTHESIS_PROFILE") == "nightly":
+        return [Phase.explicit, Phase.generate]
+    return [Phase.explicit]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -266,7 +266,7 @@ def _exact(sql: str, name: str, values: list[tuple]) -> float | str | None:
 
 @pytest.mark.parametrize("view", list(VIEWS))
 @settings(
-    max_examples=examples(2),
+    max_examples=examples(1),  # each example is SIDE (60) random ones side by side
     deadline=None,
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],

@@ -336,7 +336,7 @@ def _of(zset: Counter, example: int, side_by_side: bool) -> dict:
 
 @pytest.mark.parametrize("view", list(SIDE_BY_SIDE))
 @settings(
-    max_examples=examples(3),
+    max_examples=examples(2),  # each of SIDE random examples side by side
     deadline=None,
     phases=[Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],
@@ -348,7 +348,7 @@ def test_delta_rule_output_is_the_change_of_its_sql(spark, catalog, view, seed):
 
 @pytest.mark.parametrize("view", list(ONE_BY_ONE))
 @settings(
-    max_examples=examples(10),
+    max_examples=examples(5),
     deadline=None,
     phases=[Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],

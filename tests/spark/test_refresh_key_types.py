@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.tables import TableRef
-from tests.conftest import examples
+from tests.conftest import examples, phases_of_costly
 from tests.spark.test_refresh_differential import check_view
 
 KEY_COLUMNS = {  # column → (SQL type, Arrow type, values)
@@ -153,11 +153,12 @@ def refresh_key_steps(spark, root: Path, steps) -> dict[str, set[str]]:
     return engines
 
 
-# A refresh of every view costs seconds in Spark: one example beside the explicit one, no shrinking.
+# A refresh of every view costs seconds in Spark, and an example refreshes them four times with 14 checks each:
+# the explicit example in the ci profile (150 s), generated ones nightly; no shrinking.
 @settings(
     max_examples=examples(1),
     deadline=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=phases_of_costly(),
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=STEPS)

@@ -68,14 +68,15 @@ def mv(project: Path, *args: str, check: bool = True, timeout: int = 300) -> sub
 
 
 def test_the_readme_quickstart_with_every_table_on_an_object_store(
-    spark, object_store, tmp_path: Path, monkeypatch
+    spark, object_store, tmp_path: Path, monkeypatch, capfd
 ):
+    monkeypatch.delenv("CI", raising=False)  # as a user's terminal has it
     project, found = readme_project(tmp_path / "p", object_store)
     assert len(found) >= 8
     keys = {"AWS_ACCESS_KEY_ID": object_store.KEY_ID, "AWS_SECRET_ACCESS_KEY": object_store.SECRET}
     for name, value in keys.items():  # what the README's conf refers to, as the README exports them
         monkeypatch.setenv(name, value)
-    results = run_readme(project, found)
+    results = run_readme(project, capfd, found)
     assert_printed(results)
     said = [printed for _, printed in results]  # everything every command printed
     config = load_config(project)

@@ -11,6 +11,11 @@ project's folder.
 
 The Python API example (the ```python block of its section) runs last, in the same project.
 
+Foreground commands run in this process (`mvengine.cli.main.main`, on the run's Spark session, their output
+captured at the file descriptors): a Spark start per command would be most of the test's time. The commands
+run in the background, the one stopped with Ctrl-C and the Python example run as real processes, as a user
+runs them; tests/system/test_cli*.py check the `mv` executable itself (the shim, exit codes, signals).
+
 The set-up commands (`make run`, `make test`) and the Nexmark example's minute-long run, in ```bash blocks, are
 not run here: CI runs `make test` itself, the project starts as `make run` leaves it (`mv refresh` is run first),
 and tests/spark/test_nexmark.py refreshes the Nexmark views over the same event stream.
@@ -18,6 +23,7 @@ and tests/spark/test_nexmark.py refreshes the Nexmark views over the same event 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -86,7 +92,9 @@ def mask(line: str) -> str:
     return " ".join(re.sub(r"\d+", "#", line).split())
 
 
-def run_readme(project: Path, found: list[Command] | None = None) -> list[tuple[Command, str]]:
+def run_readme(
+    project: Path, capfd: pytest.CaptureFixture[str], found: list[Command] | None = None
+) -> list[tuple[Command, str]]:
     """Run every command of the README (or those `found`) in `project`; returns each with what it printed."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("CI", None)
@@ -109,23 +117,27 @@ def run_readme(project: Path, found: list[Command] | None = None) -> list[tuple[
             if command.interrupted:
                 results.append((command, _until_fresh(command.line, project, env, background)))
                 continue
-            done = subprocess.run(
-                command.line,
-                shell=True,
-                cwd=project,
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=TIMEOUT_S,
-            )
-            assert done.returncode == 0, f"$ {command.line}\n{done.stdout}{done.stderr}"
-            results.append((command, (done.stdout + done.stderr).replace(str(project), CLONE)))
+            code, printed = _in_process(command.line, project, capfd)
+            assert code == 0, f"$ {command.line}\n{printed}"
+            results.append((command, printed.replace(str(project), CLONE)))
     finally:
         for process in background:
             process.kill()
             process.wait()
     return results
+
+
+def _in_process(line: str, project: Path, capfd: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`mv ...` run by the CLI's main() in `project` (the README's commands redirect nothing): exit code, output."""
+    from mvengine.cli.main import main
+
+    argv = shlex.split(line)
+    assert argv[0] == "mv" and not {">", "|", "&&", ";"} & set(argv), line
+    capfd.readouterr()
+    with contextlib.chdir(project):
+        code = main(argv[1:], prog="mv")
+    out, err = capfd.readouterr()
+    return code, out + err
 
 
 def _until_fresh(line: str, project: Path, env: dict, background: list[subprocess.Popen]) -> str:
@@ -172,7 +184,8 @@ def test_readme_console_blocks_are_well_formed():
 
 
 @pytest.mark.readme
-def test_every_readme_command_prints_what_the_readme_shows(tmp_path):
+def test_every_readme_command_prints_what_the_readme_shows(spark, tmp_path, capfd, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
     project = tmp_path / "example"
     project.mkdir()
     for folder in ("views", "conf", "examples/nexmark/views", "examples/nexmark/conf", "examples/quickstart"):
@@ -185,7 +198,7 @@ def test_every_readme_command_prints_what_the_readme_shows(tmp_path):
         timeout=TIMEOUT_S,
     )
     assert first.returncode == 0, first.stderr
-    assert_printed(run_readme(project))
+    assert_printed(run_readme(project, capfd))
     api = subprocess.run(
         [sys.executable, "-c", python_example(README.read_text(encoding="utf-8"))],
         cwd=project,
