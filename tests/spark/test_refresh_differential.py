@@ -195,6 +195,7 @@ def refresh_steps(
     *,
     all_incremental: bool = False,
     check=None,
+    apply=None,
     engines: tuple[str, ...] = ("driver", "spark"),
 ) -> dict[str, set[str]]:
     """Refresh the project, then per step: apply its commits, refresh, and check every view (`check`, by
@@ -202,7 +203,8 @@ def refresh_steps(
     (small batches on the driver, where the view allows) and "spark" (`driver_max_changes = 0`), so that every
     differential test runs both, each going on from the state the other left (issue 35). With
     `all_incremental`, first check that every view is planned incremental. Returns, per view, the kinds and
-    engines of its batches ("stream/spark": the delta rule in Spark)."""
+    engines of its batches ("stream/spark": the delta rule in Spark). `apply(spark, catalog, commit)` commits a
+    step's change (default apply_commit, for the sources of SOURCES)."""
     config = load_config(root)
     catalog = load_catalog(config)
     if all_incremental:
@@ -216,7 +218,7 @@ def refresh_steps(
     turn = 0
     for commits in steps:
         for commit in commits:
-            apply_commit(spark, catalog, commit)
+            (apply or apply_commit)(spark, catalog, commit)
         if commits:
             refresher.config = in_spark if engines[turn % len(engines)] == "spark" else config
             turn += 1

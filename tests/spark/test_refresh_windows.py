@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, example, given, settings
@@ -16,10 +15,11 @@ from hypothesis import strategies as st
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.runtime.refresh import Refresher, view_tables
+from mvengine.runtime.refresh import view_tables
 from mvengine.storage.api import merge_into, read_table
 from mvengine.storage.tables import TableRef, commit_metadata
 from tests.conftest import bag, examples
+from tests.spark.test_refresh_differential import refresh_steps
 
 SOURCES = """
 CREATE TABLE e (id INT NOT NULL, g STRING, v INT, ts TIMESTAMP,
@@ -158,26 +158,8 @@ def check(spark, catalog, name: str) -> None:
 
 
 def run(spark, root: Path, steps) -> dict[str, set[str]]:
-    """Refresh, then per step commit, refresh and check every view; the steps that commit run on the driver
-    and in Spark (`driver_max_changes = 0`) by turns, each going on from the state the other left."""
-    config = load_config(root)
-    catalog = load_catalog(config)
-    engines: dict[str, set[str]] = {}
-    refresher = Refresher(
-        spark, config, catalog, report=lambda r: engines.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}")
-    )
-    refresher.refresh()
-    in_spark, turn = replace(config, driver_max_changes=0), 0
-    for commits in steps:
-        for commit in commits:
-            apply(spark, catalog, commit)
-        if commits:
-            refresher.config = in_spark if turn % 2 else config
-            turn += 1
-        refresher.refresh()
-        for name in VIEWS:
-            check(spark, catalog, name)
-    return engines
+    """refresh_steps over the windows' source: the steps that commit run on the driver and in Spark by turns."""
+    return refresh_steps(spark, root, steps, check=check, apply=apply)
 
 
 def test_every_window_form_is_planned_with_its_strategy(tmp_path):
