@@ -2,12 +2,13 @@
 project (views/, conf/), and prints what the README says it prints.
 
 A block's `$ ` lines are commands (a quoted argument may continue on the next lines); the lines after a command
-are its output. A command ending in `&` runs in the background. A command whose output shows `^C` runs until
-the background commands have finished and every view reflects every source commit, then gets Ctrl-C (SIGINT);
-the lines after `^C` are what it prints as it stops. Outputs are compared line by line with every number masked
-(times, versions and totals vary from run to run) and runs of spaces collapsed: each line the README shows must
-be among the lines the command printed. `...` stands for lines left out, and `/path/to/mvengine` for the
-project's folder.
+are its output. A command ending in `&` runs in the background. A command whose output shows `^C` runs until the
+background commands have finished and every view reflects every source commit, then gets Ctrl-C (SIGINT); the
+lines after `^C` are what it prints as it stops. Outputs are compared line by line with every number masked
+(times, versions and totals vary from run to run) and runs of spaces collapsed: each line the README shows must be
+among the lines the command printed; a batch line may name more expectations than it shows (how a background
+command's commits fall into batches depends on the machine's load). `...` stands for lines left out, and
+`/path/to/mvengine` for the project's folder.
 
 The Python API example (the ```python block of its section) runs last, in the same project.
 
@@ -212,11 +213,11 @@ def test_every_readme_command_prints_what_the_readme_shows(spark, tmp_path, capf
 def assert_printed(results: list[tuple[Command, str]]) -> None:
     """Each command printed every line the README shows for it (numbers masked)."""
     for command, printed in results:
-        have = {mask(line) for line in printed.splitlines()}
+        have = [_batch_line(line) for line in printed.splitlines()]
         missing = [
             line
             for line in command.expected
-            if line.strip() not in ("", "^C", "...") and mask(line) not in have
+            if line.strip() not in ("", "^C", "...") and not _among(_batch_line(line), have)
         ]
         assert not missing, (
             f"$ {command.line}\nREADME shows, but it did not print:\n"
@@ -224,6 +225,20 @@ def assert_printed(results: list[tuple[Command, str]]) -> None:
             + "\nit printed:\n"
             + printed
         )
+
+
+def _batch_line(line: str) -> tuple[str, frozenset[str]]:
+    """A line masked, its `(expectations: ...)` clauses apart: a batch line's findings are a set."""
+    head, _, findings = mask(line).partition(" (expectations: ")
+    return head, frozenset(findings.removesuffix(")").split(", ")) if findings else frozenset()
+
+
+def _among(expected: tuple[str, frozenset[str]], have: list[tuple[str, frozenset[str]]]) -> bool:
+    """A line the README shows is among those printed; a batch line may report more findings than it shows:
+    with the demo running beside `mv refresh --continuous`, how the demo's commits fall into batches depends
+    on the machine's load (a slow Spark start takes them all in one), and a batch reports all its commits'."""
+    head, findings = expected
+    return any(head == h and findings <= f for h, f in have)
 
 
 def python_example(text: str) -> str:
