@@ -4,17 +4,20 @@ temporary folders.
 Tiers by folder (tests/README.md): tests/unit (no Spark, no process: `make test-fast`), tests/spark (in this
 process, on the one session), tests/system (real processes: the CLI, signals, crashes, cluster, object store,
 browser, README). Each test gets its folder's marker. Every run writes where its time went, per test (seconds
-of set-up, call and tear-down, and Spark jobs run in this process), to test-profile.tsv.
+of set-up, call and tear-down, of them the seconds in the differential oracle, and Spark jobs run in this
+process), to test-profile.tsv.
 
 Hypothesis: the `ci` profile (the default) runs the examples each test asks for; `nightly`
 (HYPOTHESIS_PROFILE=nightly, `make test-nightly`) ten times as many (`examples(n)`)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -67,7 +70,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, tier))
 
 
-_SPENT: dict[str, list[float]] = {}  # test id → [set-up, call, tear-down seconds, Spark jobs]
+_SPENT: dict[str, list[float]] = {}  # test id → [set-up, call, tear-down seconds, Spark jobs, oracle seconds]
+_ORACLE_S = [0.0, 0]  # seconds spent in `oracle()` by this process, and how deep in it we are
+
+
+@contextlib.contextmanager
+def oracle() -> Iterator[None]:
+    """Count the time of a check against a from-scratch answer (the differential oracle) apart, in the
+    profile: what a test spends checking against what it spends refreshing. Nested uses count once."""
+    start = time.perf_counter()
+    _ORACLE_S[1] += 1
+    try:
+        yield
+    finally:
+        _ORACLE_S[1] -= 1
+        if not _ORACLE_S[1]:
+            _ORACLE_S[0] += time.perf_counter() - start
 
 
 def _spark_jobs() -> int:
@@ -79,13 +97,14 @@ def _spark_jobs() -> int:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    jobs = _spark_jobs()
+    jobs, checking = _spark_jobs(), _ORACLE_S[0]
     yield
-    _SPENT.setdefault(item.nodeid, [0.0, 0.0, 0.0, 0])[3] = _spark_jobs() - jobs
+    spent = _SPENT.setdefault(item.nodeid, [0.0, 0.0, 0.0, 0, 0.0])
+    spent[3:] = [_spark_jobs() - jobs, _ORACLE_S[0] - checking]
 
 
 def pytest_runtest_logreport(report):
-    spent = _SPENT.setdefault(report.nodeid, [0.0, 0.0, 0.0, 0])
+    spent = _SPENT.setdefault(report.nodeid, [0.0, 0.0, 0.0, 0, 0.0])
     spent[("setup", "call", "teardown").index(report.when)] += report.duration
 
 
@@ -96,8 +115,11 @@ def pytest_sessionfinish(session):
     path = PROFILE.with_suffix(f".{worker}.tsv") if worker else PROFILE
     rows = sorted(_SPENT.items(), key=lambda kv: -sum(kv[1][:3]))
     path.write_text(
-        "seconds\tsetup\tcall\tteardown\tspark_jobs\ttest\n"
-        + "".join(f"{sum(v[:3]):.2f}\t{v[0]:.2f}\t{v[1]:.2f}\t{v[2]:.2f}\t{v[3]}\t{k}\n" for k, v in rows)
+        "seconds\tsetup\tcall\tteardown\tspark_jobs\toracle_s\ttest\n"
+        + "".join(
+            f"{sum(v[:3]):.2f}\t{v[0]:.2f}\t{v[1]:.2f}\t{v[2]:.2f}\t{v[3]}\t{v[4]:.2f}\t{k}\n"
+            for k, v in rows
+        )
     )
 
 

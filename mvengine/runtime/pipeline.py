@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime.changes import BatchChanges
+from mvengine.runtime.crash_points import boundary
 from mvengine.runtime.diagnose import cause_of
 from mvengine.runtime.event_time import has_timers, next_due, now_micros
 from mvengine.runtime.expectations import ExpectationFailed
@@ -180,6 +181,7 @@ class Pipeline:
                 assert self.checkpoint is not None  # set while the query runs
                 ranges = batch_ranges(self.checkpoint, spark_batch)
                 self.batch({n: hi for n, (lo, hi) in ranges.items() if n in self.sources})
+                boundary("continuous", "batch", "after")
             except BaseException as e:  # kept to re-raise as itself: Spark wraps it in a Java exception
                 self._failures.append(e)
                 raise

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from mvengine.config import DEFAULT_SPARK_CONF, Config
 from mvengine.errors import MvError
+from mvengine.runtime.crash_points import boundary
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -140,6 +141,7 @@ def spark_session(
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     register_data_sources(spark)
+    boundary("spark", "start", "after")
     return spark
 
 

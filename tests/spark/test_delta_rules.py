@@ -36,7 +36,7 @@ from mvengine.incremental.driver import DriverBatch, consolidated, match
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.project.catalog import Catalog, load_catalog
-from tests.conftest import examples
+from tests.conftest import examples, oracle
 
 SOURCES = """
 CREATE TABLE a (_ex INT, k INT, g STRING, v INT);
@@ -307,7 +307,8 @@ def check(spark, catalog: Catalog, view: str, examples: list[list[dict]]) -> Non
             delta = run_driver_rule(catalog, view, state, before, done)
         else:
             delta = run_rule(spark, catalog, view, state, None if i == 0 else before, done)
-        new = run_sql(spark, catalog, view, contents)
+        with oracle():
+            new = run_sql(spark, catalog, view, contents)
         expected = Counter(new)
         expected.subtract(old)
         expected = Counter({row: n for row, n in expected.items() if n})

@@ -25,7 +25,7 @@ from mvengine.project.catalog import load_catalog
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.conftest import examples
+from tests.conftest import examples, oracle
 
 SOURCES = """
 CREATE TABLE t (k INT NOT NULL, g STRING, v INT, PRIMARY KEY (k) NOT ENFORCED);
@@ -98,8 +98,9 @@ def apply_commit(spark, catalog, commit, options: dict[str, str] | None = None) 
 
 def check_view(spark, catalog, name: str, options: dict[str, str] | None = None) -> None:
     """The promise of DESIGN.md §1 for the view's latest snapshot, and changelog replay at every version."""
-    check_snapshot(spark, catalog, name, options)
-    check_changelog(spark, catalog, name, options)
+    with oracle():
+        check_snapshot(spark, catalog, name, options)
+        check_changelog(spark, catalog, name, options)
 
 
 # Per view table (its snapshot's URI and table id): the versions already checked and the changelog replayed
@@ -223,8 +224,9 @@ def refresh_steps(
             refresher.config = in_spark if engines[turn % len(engines)] == "spark" else config
             turn += 1
         refresher.refresh()
-        for name in catalog.plans:
-            (check or check_view)(spark, catalog, name)
+        with oracle():
+            for name in catalog.plans:
+                (check or check_view)(spark, catalog, name)
     return ran
 
 

@@ -130,23 +130,32 @@ def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
             f.close()
 
 
-def test_reads_and_writes_on_a_two_worker_standalone_cluster(tmp_path: Path):
-    with standalone_cluster(tmp_path) as (url, env):
-        result = subprocess.run(
-            [sys.executable, "-c", DRIVER, url, str(tmp_path / "events")],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        report = json.loads(result.stdout.strip().splitlines()[-1])
-        assert report["executors"] == 2
-        assert report["worker_processes"] >= 2
-        assert report["partitions"] >= 2
-        assert report["count"] == 40010
-        assert report["filtered"] == 2  # ids 39993 and 40003
-        assert report["changes"] == 10
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[tuple[str, dict[str, str], Path]]:
+    """One standalone cluster for this module's tests (a start costs tens of seconds): its master's URL, the
+    environment of a driver, and its folder (logs, the workers' folders)."""
+    folder = tmp_path_factory.mktemp("cluster")
+    with standalone_cluster(folder) as (url, env):
+        yield url, env, folder
+
+
+def test_reads_and_writes_on_a_two_worker_standalone_cluster(cluster, tmp_path: Path):
+    url, env, _ = cluster
+    result = subprocess.run(
+        [sys.executable, "-c", DRIVER, url, str(tmp_path / "events")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["executors"] == 2
+    assert report["worker_processes"] >= 2
+    assert report["partitions"] >= 2
+    assert report["count"] == 40010
+    assert report["filtered"] == 2  # ids 39993 and 40003
+    assert report["changes"] == 10
 
 
 # The differential test (tests/spark/test_refresh_differential.py) in a driver process on the cluster, every table on
@@ -184,40 +193,40 @@ OBJECT_STORE_DRIVER = textwrap.dedent("""
 
 @pytest.mark.object_store
 def test_the_differential_test_on_a_cluster_with_every_table_on_the_object_store(
-    object_store, tmp_path: Path
+    cluster, object_store, tmp_path: Path
 ):
     from tests.conftest import write_project
     from tests.spark.test_refresh_differential import SOURCES
     from tests.system.test_refresh_crash import VIEWS
 
-    with standalone_cluster(tmp_path) as (url, env):
-        conf = (
-            object_store.conf(f"{object_store.bucket()}/wh")
-            + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
-            '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n'
-        )
-        project = write_project(tmp_path / "project", SOURCES, VIEWS, conf)
-        result = subprocess.run(
-            [sys.executable, "-c", OBJECT_STORE_DRIVER, str(project)],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        report = json.loads(result.stdout.strip().splitlines()[-1])
-        assert report["executors"] == 2
-        assert "stream/spark" in report["engines"], report  # the delta rules ran in Spark, on the executors
-        # The keys reached the executors (they read and wrote the tables) but no log of the driver, the master,
-        # the workers or the executors shows them.
-        logs = [result.stdout, result.stderr] + [
-            p.read_text(errors="replace")
-            for p in tmp_path.rglob("*")
-            if p.is_file() and p.suffix not in (".jar", ".zip")
-        ]
-        for key in (object_store.SECRET, object_store.KEY_ID):
-            assert not [text for text in logs if key in text], f"{key} is in a log"
+    url, env, folder = cluster
+    conf = (
+        object_store.conf(f"{object_store.bucket()}/wh")
+        + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
+        '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n'
+    )
+    project = write_project(tmp_path / "project", SOURCES, VIEWS, conf)
+    result = subprocess.run(
+        [sys.executable, "-c", OBJECT_STORE_DRIVER, str(project)],
+        env=dict(os.environ, **env),  # the store's keys were set after the cluster started
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["executors"] == 2
+    assert "stream/spark" in report["engines"], report  # the delta rules ran in Spark, on the executors
+    # The keys reached the executors (they read and wrote the tables) but no log of the driver, the master,
+    # the workers or the executors shows them.
+    logs = [result.stdout, result.stderr] + [
+        p.read_text(errors="replace")
+        for p in [*tmp_path.rglob("*"), *folder.rglob("*")]
+        if p.is_file() and p.suffix not in (".jar", ".zip")
+    ]
+    for key in (object_store.SECRET, object_store.KEY_ID):
+        assert not [text for text in logs if key in text], f"{key} is in a log"
 
 
 def _wait_for(condition, seconds: float) -> bool:

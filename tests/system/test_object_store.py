@@ -162,12 +162,14 @@ def test_a_second_refresh_is_refused_while_one_runs_and_waits_with_wait(object_s
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(3)
+        said = waiting.stdout.readline()  # blocks until it reached the lease: its first line
+        assert said.startswith("waiting for the lock: views "), said + waiting.stderr.read()
+        time.sleep(2)
         assert waiting.poll() is None  # still waiting for the lease
         running.send_signal(signal.SIGINT)
         assert running.wait(timeout=120) == 0
         out, err = waiting.communicate(timeout=300)
-        assert waiting.returncode == 0 and "waiting for the lock" in err + out, err
+        assert waiting.returncode == 0, err
     finally:
         with contextlib.suppress(ProcessLookupError):
             running.kill()

@@ -2,10 +2,12 @@
 (with its JVM) at every commit boundary of a DAG batch (before and after each view's state, snapshot,
 key-revision and changelog commit: runtime/crash_points.py), and `mv refresh --continuous` at random moments,
 while the sources change; after the next refresh, every view equals its SQL at the versions it records, and
-replaying its changelog gives every snapshot version (so no change is lost or doubled)."""
+replaying its changelog gives every snapshot version (so no change is lost or doubled). Two points more:
+Spark's start inside a batch, and a `--continuous` batch committed before Spark's checkpoint recorded it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -19,7 +21,7 @@ import pytest
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.runtime.crash_points import COMMITS
+from mvengine.runtime.crash_points import COMMITS, PROCESS_POINTS
 from mvengine.runtime.refresh import Refresher, view_tables
 from tests.spark.test_refresh_differential import apply_commit, check_snapshot, check_view, make_project
 
@@ -177,4 +179,76 @@ def test_views_survive_sigkill_at_every_commit_boundary(spark, tmp_path: Path, k
         for name in order:
             check_snapshot(spark, catalog, name)
     for name in order:
+        check_view(spark, catalog, name)
+
+
+@pytest.mark.crash
+def test_views_survive_sigkill_at_spark_start_and_after_a_continuous_batch(spark, tmp_path: Path):
+    """The two crash points that are not a view's commit (runtime/crash_points.py PROCESS_POINTS): Spark just
+    started inside a batch that needs it (the lock held, nothing committed), and a `--continuous` batch that
+    committed every view before Spark's checkpoint recorded it (the next query runs that batch again: the
+    views must not take its changes twice)."""
+    rng = random.Random(20261126)
+    project = make_project(tmp_path / "project", BOUNDARY_VIEWS)
+    config = load_config(project)
+    catalog = load_catalog(config)
+    Refresher(spark, config, catalog).refresh()
+    conf = project / "conf" / "mvengine.toml"
+    conf.parent.mkdir(exist_ok=True)
+    conf.write_text("[refresh]\ndriver_max_changes = 0\n")  # this batch needs Spark
+    mv = [str(Path(sys.executable).parent / "mv"), "--project", str(project), "refresh"]
+    assert PROCESS_POINTS == ("spark:start:after", "continuous:batch:after")
+
+    apply_commit(spark, catalog, ("upsert_t", [(0, "g0", 1)]))  # a new group: every view moves
+    started = subprocess.run(
+        mv,
+        env=dict(os.environ, MVENGINE_CRASH_AT="spark:start:after"),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert started.returncode == -signal.SIGKILL, started.stdout + started.stderr
+    conf.write_text("")  # the batches after it on the driver (--continuous starts Spark all the same)
+
+    child = subprocess.Popen(
+        [*mv, "--continuous", "--interval", "200ms"],
+        env=dict(os.environ, MVENGINE_CRASH_AT="continuous:batch:after"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        for line in child.stdout:  # its one-shot batch first (the commit above), then the query
+            if line.startswith("pipeline query "):
+                break
+        apply_commit(spark, catalog, ("upsert_t", [(1, "g1", 2)]))
+        for i in range(1, 4):
+            apply_commit(spark, catalog, _random_commit(rng, i))
+        assert child.wait(timeout=300) == -signal.SIGKILL, child.stderr.read()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+
+    again = subprocess.Popen(  # its query runs the killed batch again, from Spark's checkpoint
+        [*mv, "--continuous", "--interval", "200ms"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        for line in again.stdout:
+            if line.startswith("pipeline query "):
+                break
+        time.sleep(2)
+        again.send_signal(signal.SIGTERM)
+        out, err = again.communicate(timeout=120)
+        assert again.returncode == 0, err
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(again.pid, signal.SIGKILL)
+    Refresher(spark, config, catalog).refresh()
+    for name in catalog.plans:
         check_view(spark, catalog, name)

@@ -126,7 +126,7 @@ def test_mv_status_prints_a_table_json_and_watches_until_ctrl_c(tmp_path, spark)
         text=True,
         env=dict(os.environ, COLUMNS="160"),
     )  # as wide as a terminal
-    time.sleep(3)
+    time.sleep(6)  # its start (imports, the first table) under a loaded CI: rich draws a pipe only at the end
     watch.send_signal(signal.SIGINT)
     out, err = watch.communicate(timeout=30)
     assert watch.returncode == 0, err
