@@ -1,6 +1,7 @@
 """Incremental refresh against full recomputation, side by side, for a GROUP BY view.
 
-A source of N rows (id, g, v) with PRIMARY KEY id, and the view
+A source of N rows (id, g, v) with PRIMARY KEY id, v a BIGINT (or a DOUBLE with `--values double`: exact
+float sums, a map of digits per group), and the view
     SELECT g, COUNT(*) AS n, SUM(v) AS total, AVG(v) AS mean FROM facts GROUP BY g
 For each change size, that many rows are updated (a contiguous id range, so with `--groups 1%` every group
 changes) in one commit; then `refresh()` (incremental) and `refresh(full=True)` (recompute from the inputs,
@@ -10,6 +11,7 @@ without starting the streaming query that a one-shot refresh also pays.
 
     python benchmarks/refresh_groupby.py --rows 100000 1000000 --changes 0.001 0.01 0.1
     python benchmarks/refresh_groupby.py --rows 100000 1000000 10000000 --changed-rows 10000 --groups 1000
+    python benchmarks/refresh_groupby.py --rows 1000000 --changed-rows 10000 --groups 1000 --values double
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from mvengine.storage.api import merge_into, write_table
 from mvengine.storage.tables import TableRef
 
 SQL = """
-CREATE TABLE facts (id BIGINT NOT NULL, g BIGINT, v BIGINT, PRIMARY KEY (id) NOT ENFORCED);
+CREATE TABLE facts (id BIGINT NOT NULL, g BIGINT, v {values}, PRIMARY KEY (id) NOT ENFORCED);
 CREATE MATERIALIZED VIEW per_group WITH ('refresh_policy' = '{policy}') AS
 SELECT g, COUNT(*) AS n, SUM(v) AS total, AVG(v) AS mean FROM facts GROUP BY g;
 """
@@ -81,6 +83,12 @@ def main() -> None:
         help="[refresh] driver_max_changes of the benchmark's project (default: mvengine's)",
     )
     parser.add_argument(
+        "--values",
+        default="bigint",
+        choices=["bigint", "double"],
+        help="the type of the summed column: bigint (exact in 64 bits) or double (exact float sums)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="after each line, the median time and Spark jobs of every phase of the batches",
@@ -96,7 +104,17 @@ def main() -> None:
         for spec in args.groups:
             groups = group_count(spec, n)
             sizes = args.changed_rows or [max(int(n * share), 1) for share in args.changes]
-            _run(spark, n, groups, sizes, args.repeat, args.profile, args.policy, args.driver_max_changes)
+            _run(
+                spark,
+                n,
+                groups,
+                sizes,
+                args.repeat,
+                args.profile,
+                args.policy,
+                args.driver_max_changes,
+                args.values,
+            )
 
 
 def _run(
@@ -108,12 +126,18 @@ def _run(
     profile: bool,
     policy: str,
     driver_max_changes: int | None,
+    values: str,
 ) -> None:
     conf = None if driver_max_changes is None else f"[refresh]\ndriver_max_changes = {driver_max_changes}\n"
-    catalog, refresher, batches = bench_refresher(spark, SQL.format(policy=policy), conf)
+    catalog, refresher, batches = bench_refresher(
+        spark, SQL.format(policy=policy, values=values.upper()), conf
+    )
+    scale = 0.1 if values == "double" else 1  # 0.1 has no exact double: the sums are inexact in float64
     facts = TableRef(catalog.sources["facts"].path)
     write_table(
-        spark.range(n).select(F.col("id"), (F.col("id") % groups).alias("g"), (F.col("id") % 97).alias("v")),
+        spark.range(n).select(
+            F.col("id"), (F.col("id") % groups).alias("g"), ((F.col("id") % 97) * scale).alias("v")
+        ),
         facts,
     )
     refresher.refresh()  # bootstrap
@@ -123,7 +147,9 @@ def _run(
             start = (r * 7919) % max(n - changed, 1)
             merge_into(
                 spark.range(start, start + changed).select(
-                    F.col("id"), (F.col("id") % groups).alias("g"), ((F.col("id") + r + 1) % 89).alias("v")
+                    F.col("id"),
+                    (F.col("id") % groups).alias("g"),
+                    (((F.col("id") + r + 1) % 89) * scale).alias("v"),
                 ),
                 facts,
                 ["id"],
