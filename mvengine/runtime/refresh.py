@@ -416,6 +416,7 @@ class Refresher:
             batch_id,
             fresh=(kind == "bootstrap"),
             persistent=frozenset({EMIT_STATE}),
+            on_driver=_rows_within(refs, versions, DRIVER_ROWS),
         )
         batch = Batch(self.spark, {}, state)
         profile = Profile(self.spark)
@@ -1187,6 +1188,19 @@ def _view_error(plan: ViewPlan, e: Exception, during: str = "") -> Exception:
         )
     e.add_note(f"refreshing view {plan.name}" + (f", {during}" if during else ""))
     return e
+
+
+def _rows_within(refs: dict[str, TableRef], versions: dict[str, int], most: int) -> bool:
+    """Whether the inputs hold at most `most` rows in all at these versions, by their logs' row counts: a
+    recomputation over so few writes its results from the driver, as a small incremental batch does (a Spark
+    write job costs about ten times as much as collecting a few rows and writing them with delta-rs)."""
+    total = 0
+    for name, ref in refs.items():
+        try:
+            total += table_rows(ref, versions[name])
+        except Exception:  # a table delta-rs cannot read: Spark writes
+            return False
+    return total <= most
 
 
 def _reader(spark: SparkSession, ref: TableRef, version: int) -> Callable[[], DataFrame]:

@@ -69,7 +69,7 @@ def check_without_failing_rows(spark, catalog, name: str, kept: dict[str, str] =
 
 
 @settings(
-    max_examples=examples(2),
+    max_examples=examples(1),
     deadline=None,
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],

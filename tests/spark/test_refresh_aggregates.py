@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from mvengine.config import load_config
 from mvengine.incremental.driver_support import not_on_driver
@@ -19,7 +19,7 @@ from mvengine.project.catalog import load_catalog
 from mvengine.runtime.refresh import view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.conftest import examples
+from tests.conftest import examples, phases_of_costly
 from tests.spark.test_refresh_differential import STEPS, check_changelog, make_project, refresh_steps
 
 VIEWS = """
@@ -107,9 +107,9 @@ def test_every_aggregate_is_planned_incremental(tmp_path):
 
 
 @settings(
-    max_examples=examples(1),  # beside the explicit one: both engines in every example
+    max_examples=examples(1),
     deadline=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=phases_of_costly(),  # generated examples: make test-nightly
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=STEPS)

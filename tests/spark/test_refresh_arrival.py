@@ -106,7 +106,7 @@ def run(spark, root: Path, steps) -> dict[str, set[str]]:
 
 
 @settings(
-    max_examples=examples(2),
+    max_examples=examples(1),
     deadline=None,
     phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],

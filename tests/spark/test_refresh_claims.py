@@ -252,13 +252,7 @@ def write_step(spark, catalog: Catalog, before: dict[str, list[tuple]], sources:
             table = pa.Table.from_arrays(
                 [pa.array(c, f.type) for c, f in zip(columns, schema)], schema=schema
             )
-            merge_into(
-                spark.createDataFrame(table),
-                TableRef(source.path),
-                list(source.key),
-                delete_column="_gone",
-                on_driver=True,
-            )
+            merge_into(table, TableRef(source.path), list(source.key), delete_column="_gone")
 
 
 @settings(

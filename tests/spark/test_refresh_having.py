@@ -6,10 +6,10 @@ as rows come and go: a group that stops passing it is deleted from the view, one
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 import tests.spark.test_refresh_differential as differential
-from tests.conftest import examples
+from tests.conftest import examples, phases_of_costly
 
 VIEWS = """
 -- MIN and MAX, not selected, under updates and deletes
@@ -28,7 +28,7 @@ HAVING COUNT(*) > 1 AND AVG(v) >= 0 AND COUNT(DISTINCT g) >= 1 AND SUM(DISTINCT 
 @settings(
     max_examples=examples(1),
     deadline=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=phases_of_costly(),  # generated examples: make test-nightly
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=differential.STEPS)

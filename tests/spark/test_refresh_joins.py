@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 import tests.spark.test_refresh_differential as differential
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher
-from tests.conftest import examples
+from tests.conftest import examples, phases_of_costly
 
 VIEWS = """
 -- inner joins: written in WHERE with a condition on both sides above it; a self-join with one in ON
@@ -44,7 +44,7 @@ CREATE MATERIALIZED VIEW c3 AS SELECT g, COUNT(*) AS n, SUM(s) AS total FROM c2 
 @settings(
     max_examples=examples(1),
     deadline=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=phases_of_costly(),  # generated examples: make test-nightly
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=differential.STEPS)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 from deltalake import write_deltalake
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
@@ -17,7 +17,7 @@ from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import TableRef
-from tests.conftest import examples
+from tests.conftest import examples, phases_of_costly
 from tests.spark.test_refresh_claims import check_changelog_kind
 from tests.spark.test_refresh_differential import STEPS, make_project, refresh_steps
 
@@ -95,7 +95,7 @@ DRAIN = [
 @settings(
     max_examples=examples(1),
     deadline=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=phases_of_costly(),  # generated examples: make test-nightly
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=STEPS)

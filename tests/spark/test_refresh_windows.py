@@ -10,7 +10,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, example, given, settings
+import pyarrow as pa
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
@@ -18,8 +19,8 @@ from mvengine.project.catalog import load_catalog
 from mvengine.runtime.refresh import view_tables
 from mvengine.storage.api import merge_into, read_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.conftest import bag, examples
-from tests.spark.test_refresh_differential import refresh_steps
+from tests.conftest import bag, examples, phases_of_costly
+from tests.spark.test_refresh_differential import refresh_steps, source_rows
 
 SOURCES = """
 CREATE TABLE e (id INT NOT NULL, g STRING, v INT, ts TIMESTAMP,
@@ -127,22 +128,14 @@ def make_project(root: Path, conf: str = "") -> Path:
 
 def apply(spark, catalog, commit) -> None:
     kind, payload = commit
-    source = TableRef(catalog.sources["e"].path)
+    source = catalog.sources["e"]
     if kind == "upsert":
         latest = {i: (i, g, v, ts) for i, g, v, ts in payload}
-        merge_into(
-            spark.createDataFrame(list(latest.values()), "id int, g string, v int, ts timestamp"),
-            source,
-            ["id"],
-        )
+        merge_into(source_rows(source.schema, latest.values()), TableRef(source.path), ["id"])
     else:
         rows = [(i, None, None, None, True) for i in sorted(set(payload))]
-        merge_into(
-            spark.createDataFrame(rows, "id int, g string, v int, ts timestamp, gone boolean"),
-            source,
-            ["id"],
-            delete_column="gone",
-        )
+        gone = source.schema.append(pa.field("gone", pa.bool_()))
+        merge_into(source_rows(gone, rows), TableRef(source.path), ["id"], delete_column="gone")
 
 
 def check(spark, catalog, name: str) -> None:
@@ -202,9 +195,9 @@ EXAMPLE = [
 
 
 @settings(
-    max_examples=examples(1),  # beside the explicit one: both engines in every example
+    max_examples=examples(1),
     deadline=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=phases_of_costly(),  # generated examples: make test-nightly
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(steps=STEPS)

@@ -179,7 +179,7 @@ OBJECT_STORE_DRIVER = textwrap.dedent("""
     engines = set()
     refresher = Refresher(spark, config, catalog, report=lambda r: engines.add(f"{r.kind}/{r.engine}"))
     refresher.refresh()
-    for step in range(4):
+    for step in range(2):
         for i in range(3):
             apply_commit(spark, catalog, _random_commit(rng, step * 3 + i), config.storage_options)
         refresher.refresh()

@@ -103,7 +103,10 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(spark, tmp_path):
         differential.check_view(spark, catalog, name)
 
 
-@pytest.mark.parametrize("rounds", [3])
+# One round in the default run (three refresh processes racing a fourth); ten under crash_long (make test-long).
+@pytest.mark.parametrize(
+    "rounds", [1, pytest.param(10, marks=pytest.mark.crash_long)], ids=["1-round", "long"]
+)
 def test_refreshes_racing_a_continuous_one_leave_every_view_exact(spark, tmp_path, rounds):
     root = differential.make_project(tmp_path, differential.VIEWS)
     config = load_config(root)
