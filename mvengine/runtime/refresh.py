@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from functools import reduce
 
 import pyarrow as pa
+from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mvengine.config import Config, join_uri
-from mvengine.errors import MvError
+from mvengine.errors import MvError, StorageError
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.compiler import supports, view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, conform, read_before
@@ -1198,7 +1199,7 @@ def _rows_within(refs: dict[str, TableRef], versions: dict[str, int], most: int)
     for name, ref in refs.items():
         try:
             total += table_rows(ref, versions[name])
-        except Exception:  # a table delta-rs cannot read: Spark writes
+        except (DeltaError, StorageError):  # a table delta-rs cannot read: Spark writes
             return False
     return total <= most
 

@@ -20,12 +20,12 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
 from mvengine.project.catalog import Catalog, load_catalog
-from tests.conftest import examples, oracle
+from tests.conftest import examples, oracle, phases_of_costly
 from tests.spark.test_delta_rules import MemoryState, run_driver_rule, run_rule, run_sql
 
 SOURCES = """
@@ -269,7 +269,7 @@ def _exact(sql: str, name: str, values: list[tuple]) -> float | str | None:
 @settings(
     max_examples=examples(1),  # each example is SIDE (60) random ones side by side
     deadline=None,
-    phases=[Phase.explicit, Phase.generate],
+    phases=phases_of_costly(),  # the explicit seed's 60 examples; generated seeds: make test-nightly
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(seed=st.integers(0, 2**32 - 1))

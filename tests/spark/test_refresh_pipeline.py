@@ -131,6 +131,7 @@ def test_continuous_keeps_one_query_and_commits_one_cut_per_batch(spark, tmp_pat
         versions = Versions(config, catalog)
         return versions.source_versions("both_sides", versions.latest("both_sides")) == {"t": [version]}
 
+    Refresher(spark, config, catalog).prepare_sources()  # the first commit may come before the first batch
     runner = threading.Thread(target=keep_fresh, daemon=True)
     runner.start()
     try:

@@ -18,7 +18,7 @@ run in the background, the one stopped with Ctrl-C and the Python example run as
 runs them; tests/system/test_cli*.py check the `mv` executable itself (the shim, exit codes, signals).
 
 The set-up commands (`make run`, `make test`) and the Nexmark example's minute-long run, in ```bash blocks, are
-not run here: CI runs `make test` itself, the project starts as `make run` leaves it (`mv refresh` is run first),
+not run here: CI runs `make test` itself, the project starts as `make run` leaves it (refreshed first, in-process),
 and tests/spark/test_nexmark.py refreshes the Nexmark views over the same event stream.
 """
 
@@ -38,6 +38,9 @@ from pathlib import Path
 
 import pytest
 
+from mvengine.config import load_config
+from mvengine.project.catalog import load_catalog
+from mvengine.runtime.refresh import Refresher
 from tests.system.test_cli import BIN
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -191,14 +194,8 @@ def test_every_readme_command_prints_what_the_readme_shows(spark, tmp_path, capf
     project.mkdir()
     for folder in ("views", "conf", "examples/nexmark/views", "examples/nexmark/conf", "examples/quickstart"):
         shutil.copytree(ROOT / folder, project / folder)
-    first = subprocess.run(
-        [str(BIN / "mv"), "--project", str(project), "refresh"],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert first.returncode == 0, first.stderr
+    config = load_config(project)  # as `make run` leaves it: every view refreshed (here, in this process)
+    Refresher(spark, config, load_catalog(config)).refresh()
     assert_printed(run_readme(project, capfd))
     api = subprocess.run(
         [sys.executable, "-c", python_example(README.read_text(encoding="utf-8"))],
