@@ -29,7 +29,9 @@ from tests.spark.test_refresh_window_functions import VIEWS  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, nargs="+", default=[0, 1000])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
@@ -47,7 +49,9 @@ def main() -> None:
             refresher.refresh()
             seconds.append(time.monotonic() - started)
             rounds.append(list(batches))
-        print(f"{rows} rows: first refresh of {len(rounds[-1])} views, median {statistics.median(seconds[1:]):.1f} s")
+        print(
+            f"{rows} rows: first refresh of {len(rounds[-1])} views, median {statistics.median(seconds[1:]):.1f} s"
+        )
         print(median_phases(rounds[1:]))
 
 
