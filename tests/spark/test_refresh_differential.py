@@ -269,3 +269,17 @@ def test_snapshots_equal_their_sql_after_random_changes(spark, tmp_path_factory,
 def test_every_view_is_maintained_incrementally(tmp_path, name):
     catalog = load_catalog(load_config(make_project(tmp_path)))
     assert catalog.plans[name].strategy == "incremental", catalog.plans[name].reason
+
+
+def test_a_bootstrap_above_the_driver_bound_writes_through_spark(spark, tmp_path, monkeypatch):
+    """Inputs above DRIVER_ROWS (here 0) are bootstrapped with Spark's writes and checkpoints, not the driver's
+    (a small bootstrap collects its results and writes them with delta-rs): both give the same views."""
+    from mvengine.runtime import refresh
+
+    monkeypatch.setattr(refresh, "DRIVER_ROWS", 0)
+    root = make_project(tmp_path)
+    catalog = load_catalog(load_config(root))
+    Refresher(spark, load_config(root), catalog).prepare_sources()
+    apply_commit(spark, catalog, ("upsert_t", [(1, "a", 3), (2, "b", -1), (3, None, None)]))
+    apply_commit(spark, catalog, ("insert_b", [("a", 1), ("a", 1), (None, None)]))
+    refresh_steps(spark, root, [[("delete_t", [2]), ("insert_b", [("b", 2)])]], engines=("spark",))
