@@ -96,6 +96,7 @@ def apply_commit(spark, catalog, commit, options: dict[str, str] | None = None) 
 
 
 def source_rows(schema: pa.Schema, rows) -> pa.Table:
+    """Rows given as tuples, in the order of `schema`'s columns, as an Arrow table of that schema."""
     return pa.Table.from_pylist([dict(zip(schema.names, row)) for row in rows], schema=schema)
 
 
@@ -278,8 +279,9 @@ def test_a_bootstrap_above_the_driver_bound_writes_through_spark(spark, tmp_path
 
     monkeypatch.setattr(refresh, "DRIVER_ROWS", 0)
     root = make_project(tmp_path)
-    catalog = load_catalog(load_config(root))
-    Refresher(spark, load_config(root), catalog).prepare_sources()
+    config = load_config(root)
+    catalog = load_catalog(config)
+    Refresher(spark, config, catalog).prepare_sources()
     apply_commit(spark, catalog, ("upsert_t", [(1, "a", 3), (2, "b", -1), (3, None, None)]))
     apply_commit(spark, catalog, ("insert_b", [("a", 1), ("a", 1), (None, None)]))
     refresh_steps(spark, root, [[("delete_t", [2]), ("insert_b", [("b", 2)])]], engines=("spark",))

@@ -135,7 +135,7 @@ def test_a_second_refresh_is_refused_while_one_runs_and_waits_with_wait(spark, o
     bucket = object_store.bucket()
     project = write_project(tmp_path / "p", SOURCES, BOUNDARY_VIEWS, object_store.conf(f"{bucket}/wh"))
     config = load_config(project)
-    Refresher(spark, config, load_catalog(config)).refresh()  # bootstrapped here: the children start no Spark
+    Refresher(spark, config, load_catalog(config)).refresh()  # bootstrapped here, not by a child's own Spark
     running = subprocess.Popen(  # its next batch an hour away: the row added below waits for the waiting one
         [MV, "--project", str(project), "refresh", "--continuous", "--interval", "1h"],
         stdout=subprocess.PIPE,
