@@ -127,8 +127,16 @@ def pytest_sessionfinish(session):
 def spark():
     from mvengine.runtime.session import spark_session
 
+    # Adaptive execution off: it plans again after every shuffle stage (a Spark job each), which on a test's few
+    # rows only costs (aggregates and joins: 15% less time). No answer depends on it, and the `mv` processes the
+    # system tier starts (the README's, the cluster's, crashes, the object store) run mvengine's own settings.
     session = spark_session(
-        master="local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+        master="local[2]",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "false",
+        },
     )
     yield session
     for query in session.streams.active:

@@ -20,30 +20,6 @@ import pytest
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parent.parent.parent
 
-DRIVER = textwrap.dedent("""
-    import json, socket, sys
-    from mvengine.runtime.session import spark_session
-    from mvengine.storage.api import read_changes, read_table, write_table
-    from mvengine.storage.tables import TableRef
-
-    spark = spark_session(master=sys.argv[1], conf={"spark.driver.host": "127.0.0.1",
-                                                   "spark.cores.max": "2", "spark.executor.cores": "1"})
-    ref = TableRef(sys.argv[2], name="events")
-    write_table(spark.range(0, 40000, numPartitions=4).selectExpr("id", "id % 10 as bucket"), ref)
-    write_table(spark.range(40000, 40010).selectExpr("id", "id % 10 as bucket"), ref)
-    df = read_table(spark, ref)
-    hosts = spark.sparkContext.parallelize(range(8), 8).map(lambda _: __import__("os").getpid()).distinct().count()
-    print(json.dumps({
-        "executors": spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1,
-        "worker_processes": hosts,
-        "partitions": df.rdd.getNumPartitions(),
-        "count": df.count(),
-        "filtered": df.where("id >= 39990 AND bucket = 3").count(),
-        "changes": read_changes(spark, ref, 1).count(),
-    }))
-    spark.stop()
-""")
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -130,44 +106,21 @@ def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
             f.close()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[tuple[str, dict[str, str], Path]]:
-    """One standalone cluster for this module's tests (a start costs tens of seconds): its master's URL, the
-    environment of a driver, and its folder (logs, the workers' folders)."""
-    folder = tmp_path_factory.mktemp("cluster")
-    with standalone_cluster(folder) as (url, env):
-        yield url, env, folder
-
-
-def test_reads_and_writes_on_a_two_worker_standalone_cluster(cluster, tmp_path: Path):
-    url, env, _ = cluster
-    result = subprocess.run(
-        [sys.executable, "-c", DRIVER, url, str(tmp_path / "events")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["executors"] == 2
-    assert report["worker_processes"] >= 2
-    assert report["partitions"] >= 2
-    assert report["count"] == 40010
-    assert report["filtered"] == 2  # ids 39993 and 40003
-    assert report["changes"] == 10
-
-
-# The differential test (tests/spark/test_refresh_differential.py) in a driver process on the cluster, every table on
-# the object store, every batch computed by Spark's executors (driver_max_changes = 0): they read the change
-# feeds and tables and write through delta-rs, with the storage options the data source passes them.
-OBJECT_STORE_DRIVER = textwrap.dedent("""
+# One driver process on the cluster (a driver and its two executors cost tens of seconds to start):
+# - Spark's own reads and writes of a local table: a write in four partitions and an append, a read of every row, a
+#   filtered read, the change feed;
+# - the differential test (tests/spark/test_refresh_differential.py) with every table on the object store, every batch
+#   computed by Spark's executors (driver_max_changes = 0): they read the change feeds and tables and write through
+#   delta-rs, with the storage options the data source passes them.
+DRIVER = textwrap.dedent("""
     import json, random, sys
     from pathlib import Path
     from mvengine.project.catalog import load_catalog
     from mvengine.config import load_config
     from mvengine.runtime.refresh import Refresher
     from mvengine.runtime.session import spark_session
+    from mvengine.storage.api import read_changes, read_table, write_table
+    from mvengine.storage.tables import TableRef
     from tests.spark.test_refresh_differential import apply_commit, check_view
     from tests.system.test_refresh_crash import _random_commit
 
@@ -175,6 +128,20 @@ OBJECT_STORE_DRIVER = textwrap.dedent("""
     config = load_config(project)
     catalog = load_catalog(config)
     spark = spark_session(config)
+
+    ref = TableRef(sys.argv[2], name="events")
+    write_table(spark.range(0, 40000, numPartitions=4).selectExpr("id", "id % 10 as bucket"), ref)
+    write_table(spark.range(40000, 40010).selectExpr("id", "id % 10 as bucket"), ref)
+    df = read_table(spark, ref)
+    pids = spark.sparkContext.parallelize(range(8), 8).map(lambda _: __import__("os").getpid()).distinct().count()
+    report = {
+        "worker_processes": pids,
+        "partitions": df.rdd.getNumPartitions(),
+        "count": df.count(),
+        "filtered": df.where("id >= 39990 AND bucket = 3").count(),
+        "changes": read_changes(spark, ref, 1).count(),
+    }
+
     rng = random.Random(20261125)
     engines = set()
     refresher = Refresher(spark, config, catalog, report=lambda r: engines.add(f"{r.kind}/{r.engine}"))
@@ -185,44 +152,52 @@ OBJECT_STORE_DRIVER = textwrap.dedent("""
         refresher.refresh()
         for name in catalog.plans:
             check_view(spark, catalog, name, config.storage_options)
-    print(json.dumps({"engines": sorted(engines),
-                      "executors": spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1}))
+    report.update(engines=sorted(engines),
+                  executors=spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1)
+    print(json.dumps(report))
     spark.stop()
 """)
 
 
 @pytest.mark.object_store
-def test_the_differential_test_on_a_cluster_with_every_table_on_the_object_store(
-    cluster, object_store, tmp_path: Path
+def test_reads_writes_and_the_differential_test_on_a_two_worker_cluster_and_the_object_store(
+    object_store, tmp_path: Path
 ):
     from tests.conftest import write_project
     from tests.spark.test_refresh_differential import SOURCES
     from tests.system.test_refresh_crash import VIEWS
 
-    url, env, folder = cluster
-    conf = (
-        object_store.conf(f"{object_store.bucket()}/wh")
-        + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
-        '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n'
-    )
-    project = write_project(tmp_path / "project", SOURCES, VIEWS, conf)
-    result = subprocess.run(
-        [sys.executable, "-c", OBJECT_STORE_DRIVER, str(project)],
-        env=dict(os.environ, **env),  # the store's keys were set after the cluster started
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    folder = tmp_path / "cluster"
+    folder.mkdir()
+    with standalone_cluster(folder) as (url, env):
+        conf = (
+            object_store.conf(f"{object_store.bucket()}/wh")
+            + f'\n[spark]\nmaster = "{url}"\nlog_level = "INFO"\n\n[spark.conf]\n"spark.driver.host" = "127.0.0.1"\n'
+            '"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n[refresh]\ndriver_max_changes = 0\n'
+        )
+        project = write_project(tmp_path / "project", SOURCES, VIEWS, conf)
+        result = subprocess.run(
+            [sys.executable, "-c", DRIVER, str(project), str(tmp_path / "events")],
+            env=dict(os.environ, **env),  # the store's keys were set after the cluster started
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["executors"] == 2
+    assert report["worker_processes"] >= 2
+    assert report["partitions"] >= 2
+    assert report["count"] == 40010
+    assert report["filtered"] == 2  # ids 39993 and 40003
+    assert report["changes"] == 10
     assert "stream/spark" in report["engines"], report  # the delta rules ran in Spark, on the executors
     # The keys reached the executors (they read and wrote the tables) but no log of the driver, the master,
     # the workers or the executors shows them.
     logs = [result.stdout, result.stderr] + [
         p.read_text(errors="replace")
-        for p in [*tmp_path.rglob("*"), *folder.rglob("*")]
+        for p in tmp_path.rglob("*")
         if p.is_file() and p.suffix not in (".jar", ".zip")
     ]
     for key in (object_store.SECRET, object_store.KEY_ID):
