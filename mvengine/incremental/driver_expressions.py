@@ -36,6 +36,23 @@ class NotOnDriver(Exception):
     """This batch cannot be computed on the driver exactly as Spark would compute it: Spark computes it."""
 
 
+_UTC_NAMES = {"UTC", "ETC/UTC", "GMT", "ETC/GMT", "Z", "+00:00", "UTC+00:00", "GMT+00:00"}
+_session_time_zone = ["UTC"]  # one Spark session per process, so one zone: set_session_time_zone
+
+
+def set_session_time_zone(zone: str) -> None:
+    """Follow the Spark session's time zone (`spark.sql.session.timeZone`, UTC by mvengine's default). Spark
+    reads a TIMESTAMP literal and prints DATE_FORMAT in that zone; the driver does both in UTC only, and in any
+    other zone leaves them to Spark."""
+    _session_time_zone[0] = zone
+
+
+def _in_utc(what: str) -> None:
+    zone = _session_time_zone[0]
+    if zone.strip().upper() not in _UTC_NAMES:
+        raise NotOnDriver(f"{what} in the session time zone {zone}")
+
+
 Value: TypeAlias = pa.Array | pa.ChunkedArray | pa.Scalar
 
 _INTEGRAL = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
@@ -329,6 +346,8 @@ class _Evaluator:
             )
         seconds = pa.timestamp("s", tz=v.type.tz if pa.types.is_timestamp(v.type) else None)
         if pa.types.is_timestamp(v.type):
+            if v.type.tz is not None:
+                _in_utc("DATE_FORMAT of a TIMESTAMP")
             v = pc.floor_temporal(v, unit="second")
         v = pc.cast(v, seconds)
         years = pc.min_max(pc.year(v)) if not isinstance(v, pa.Scalar) else None
@@ -450,7 +469,7 @@ def _is_time(t: pa.DataType) -> bool:
 
 def _date_literal(text: str, to: pa.DataType) -> pa.Scalar:
     """A DATE or TIMESTAMP literal in the strict ISO forms (anything Spark parses more leniently goes to Spark).
-    Timestamps are read in UTC, mvengine's session time zone."""
+    Timestamps are read in UTC, mvengine's default session time zone (in any other, Spark reads them)."""
     text = text.strip()
     if pa.types.is_date(to):
         if not _DATE.fullmatch(text):
@@ -460,6 +479,7 @@ def _date_literal(text: str, to: pa.DataType) -> pa.Scalar:
         raise NotOnDriver(f"the timestamp literal {text!r}")
     value = dt.datetime.fromisoformat(text.replace(" ", "T"))
     if to.tz is not None:
+        _in_utc(f"the TIMESTAMP literal {text!r}")
         value = value.replace(tzinfo=dt.UTC)
     return pa.scalar(value, pa.timestamp("us", tz=to.tz))
 

@@ -29,7 +29,7 @@ from mvengine.errors import MvError, StorageError
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.compiler import supports, view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, conform, read_before
-from mvengine.incremental.driver_expressions import NotOnDriver
+from mvengine.incremental.driver_expressions import NotOnDriver, set_session_time_zone
 from mvengine.incremental.driver_support import not_on_driver
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
@@ -144,6 +144,10 @@ class Refresher:
     _driver_reasons: dict[str, str | None] = field(default_factory=dict, init=False)  # see _driver_capable
     _checks: Checks | None = field(default=None, init=False)  # expectations: one GX context per refresher
     _batch_ms: dict[str, int] = field(default_factory=dict, init=False)  # as the snapshot commit records it
+
+    def __post_init__(self) -> None:
+        # The driver computes as the Spark session this project's config makes would (session.py).
+        set_session_time_zone(self.config.spark_conf.get("spark.sql.session.timeZone", "UTC"))
 
     # -- what to refresh ------------------------------------------------------------------------------------
 

@@ -12,8 +12,9 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from mvengine.config import load_config
+from mvengine.incremental.driver_expressions import set_session_time_zone
 from mvengine.project.catalog import load_catalog
-from mvengine.runtime.refresh import Refresher
+from mvengine.runtime.refresh import Refresher, view_tables
 from tests.spark.test_refresh_differential import check_view
 
 SQL = """
@@ -94,3 +95,58 @@ def test_a_batch_above_driver_max_changes_goes_to_spark(spark, tmp_path):
     assert refresh(spark, config, catalog)["per_s"].engine == "driver"
     for view in catalog.plans:
         check_view(spark, catalog, view)
+
+
+def test_timestamps_follow_a_session_time_zone_other_than_utc(spark, tmp_path):
+    """Spark reads a TIMESTAMP literal and prints DATE_FORMAT in the session time zone; the driver computes both
+    in UTC only. Under `spark.sql.session.timeZone = "Europe/Berlin"` their batches go to Spark (the line says
+    why) and the views equal their SQL in Berlin time, across midnight and the change to summer time; a view
+    that does not depend on the zone stays on the driver. (Before, the driver read them in UTC: wrong rows.)"""
+    import datetime as dt
+
+    root = tmp_path / "p"
+    (root / "views").mkdir(parents=True)
+    (root / "views" / "all.sql").write_text("""
+CREATE TABLE ev (id INT NOT NULL, ts TIMESTAMP, PRIMARY KEY (id) NOT ENFORCED);
+CREATE MATERIALIZED VIEW after AS SELECT id, ts FROM ev WHERE ts >= TIMESTAMP '2026-01-01 00:30:00';
+CREATE MATERIALIZED VIEW hours AS
+SELECT DATE_FORMAT(ts, 'yyyy-MM-dd HH') AS h, COUNT(*) AS n FROM ev GROUP BY DATE_FORMAT(ts, 'yyyy-MM-dd HH');
+CREATE MATERIALIZED VIEW counted AS SELECT COUNT(*) AS n, MAX(ts) AS newest FROM ev;
+""")
+    (root / "conf").mkdir()
+    (root / "conf" / "mvengine.toml").write_text(
+        '[spark.conf]\n"spark.sql.session.timeZone" = "Europe/Berlin"\n'
+    )
+    config = load_config(root)
+    catalog = load_catalog(config)
+    schema = pa.schema([pa.field("id", pa.int32(), False), ("ts", pa.timestamp("us", tz="UTC"))])
+    instants = [  # 00:45 and 01:00 in Berlin on New Year's day; 01:30 and 03:30 across the spring change
+        dt.datetime(2025, 12, 31, 23, 45, tzinfo=dt.UTC),
+        dt.datetime(2026, 1, 1, 0, 0, tzinfo=dt.UTC),
+        dt.datetime(2026, 3, 29, 0, 30, tzinfo=dt.UTC),
+        dt.datetime(2026, 3, 29, 1, 30, tzinfo=dt.UTC),
+    ]
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Berlin")  # the session the config would make
+    try:
+        Refresher(spark, config, catalog).refresh()
+        write_deltalake(
+            catalog.sources["ev"].path,
+            pa.Table.from_pylist([{"id": i, "ts": t} for i, t in enumerate(instants)], schema=schema),
+            mode="append",
+        )
+        batches = refresh(spark, config, catalog)
+        assert batches["after"].engine == "spark"
+        assert "the TIMESTAMP literal '2026-01-01 00:30:00' in the session time zone Europe/Berlin" in (
+            batches["after"].line()
+        )
+        assert batches["hours"].engine == "spark"
+        assert "DATE_FORMAT of a TIMESTAMP in the session time zone Europe/Berlin" in batches["hours"].line()
+        assert batches["counted"].engine == "driver"
+        for view in catalog.plans:
+            check_view(spark, catalog, view)
+        after = spark.read.format("delta").load(view_tables(catalog.plans["after"], {}).snapshot.uri)
+        assert after.count() == 4  # in UTC, 2 (23:45 and 00:00 UTC are before 00:30)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+        set_session_time_zone("UTC")  # for the driver rules the next tests run without a Refresher
