@@ -38,7 +38,15 @@ from mvengine.plan.nodes import (
     show_name,
 )
 from mvengine.plan.rewrites.decorrelate import constant_key, split_correlation
-from mvengine.plan.rewrites.joins import JoinStep, build_joins, equality, join_kind, push_equalities
+from mvengine.plan.rewrites.joins import (
+    JoinStep,
+    build_joins,
+    connected_order,
+    equality,
+    factor_or,
+    join_kind,
+    push_equalities,
+)
 from mvengine.plan.scope import (
     Relation,
     Scope,
@@ -588,7 +596,19 @@ class Binder:
             if semi is not None:
                 semi_joins.append(semi)
             else:
-                rest.append(self.bind(conjunct, scope))
+                bound = self.bind(conjunct, scope)
+                common, either = factor_or(bound)
+                if not common:
+                    rest.append(bound)
+                    continue
+                repeated = " AND ".join(e.sql("spark") for e in common)
+                self.notes.append(f"{repeated} is repeated in every branch of an OR: taken out of it")
+                rest.extend([*common, either] if either is not None else common)
+        written = [s.alias for s in steps]
+        steps = connected_order(scope.relations[0][0], steps, rest)
+        if [s.alias for s in steps] != written:
+            order = ", ".join([scope.relations[0][0], *(s.alias for s in steps)])
+            self.notes.append(f"FROM is joined in the order of its equalities: {order}")
         remaining = push_equalities(rest, scope, steps)
         node = build_joins(first, steps)
         for lateral_fields in laterals:

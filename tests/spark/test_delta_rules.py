@@ -349,7 +349,7 @@ def test_delta_rule_output_is_the_change_of_its_sql(spark, catalog, view, seed):
 
 @pytest.mark.parametrize("view", list(ONE_BY_ONE))
 @settings(
-    max_examples=examples(5),
+    max_examples=examples(3),
     deadline=None,
     phases=[Phase.generate],
     suppress_health_check=[HealthCheck.function_scoped_fixture],

@@ -284,4 +284,4 @@ def test_a_bootstrap_above_the_driver_bound_writes_through_spark(spark, tmp_path
     Refresher(spark, config, catalog).prepare_sources()
     apply_commit(spark, catalog, ("upsert_t", [(1, "a", 3), (2, "b", -1), (3, None, None)]))
     apply_commit(spark, catalog, ("insert_b", [("a", 1), ("a", 1), (None, None)]))
-    refresh_steps(spark, root, [[("delete_t", [2]), ("insert_b", [("b", 2)])]], engines=("spark",))
+    refresh_steps(spark, root, [[]])  # the bootstrap, then every view checked against its SQL

@@ -25,6 +25,12 @@ VIEWS = """
 CREATE MATERIALIZED VIEW j_inner AS
 SELECT t.k, t.g, t.v, b.v AS bv FROM t, b WHERE t.g = b.g AND (b.v IS NULL OR t.k > b.v);
 CREATE MATERIALIZED VIEW j_self AS SELECT x.k, y.k AS k2 FROM t x JOIN t y ON x.g = y.g AND x.k < y.k;
+-- a FROM list whose written neighbours share no equality (x and y meet only through b): joined x, b, y
+CREATE MATERIALIZED VIEW j_list AS
+SELECT x.k, y.k AS k2, b.v FROM t x, t y, b WHERE x.g = b.g AND b.g = y.g AND x.k <= y.k;
+-- the join equality repeated in every branch of an OR: taken out, it is the join's condition
+CREATE MATERIALIZED VIEW j_or AS
+SELECT t.k, b.v FROM t, b WHERE (t.g = b.g AND t.v > 0) OR (b.g = t.g AND b.v IS NULL) OR (t.g = b.g AND b.v < t.k);
 -- outer joins, with ON conditions on one side (a row failing them matches nothing)
 CREATE MATERIALIZED VIEW j_left AS SELECT t.k, t.g, b.v AS bv FROM t LEFT JOIN b ON t.g = b.g AND b.v > 0;
 CREATE MATERIALIZED VIEW j_right AS SELECT b.g, b.v, t.k FROM t RIGHT JOIN b ON t.g = b.g AND t.v >= 0;
@@ -40,7 +46,7 @@ CREATE MATERIALIZED VIEW c3 AS SELECT g, COUNT(*) AS n, SUM(s) AS total FROM c2 
 """
 
 
-# Each example refreshes eleven views a few times: few examples, no shrinking (see test_refresh_differential).
+# Each example refreshes thirteen views a few times: few examples, no shrinking (see test_refresh_differential).
 @settings(
     max_examples=examples(1),
     deadline=None,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import sqlglot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlglot import exp
 
 from mvengine.config import load_config
@@ -302,3 +304,47 @@ def test_joins_planned_full_say_why(tmp_path, select, reason):
     p = plan(tmp_path, select)
     assert p.strategy == "full"
     assert reason in p.reason
+
+
+_ATOM = st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.booleans())  # a column, negated or not
+_BRANCH = st.lists(_ATOM, min_size=1, max_size=3)
+
+
+def _truth(e: exp.Expression, row: dict[str, bool | None]) -> bool | None:
+    """SQL's three-valued value of an AND/OR/NOT formula over boolean columns."""
+    if isinstance(e, exp.Paren):
+        return _truth(e.this, row)
+    if isinstance(e, exp.Column):
+        return row[e.name]
+    if isinstance(e, exp.Not):
+        v = _truth(e.this, row)
+        return None if v is None else not v
+    a, b = _truth(e.this, row), _truth(e.expression, row)
+    if isinstance(e, exp.And):
+        return False if False in (a, b) else None if None in (a, b) else True
+    return True if True in (a, b) else None if None in (a, b) else False
+
+
+@settings(max_examples=200, deadline=None)
+@given(branches=st.lists(_BRANCH, min_size=2, max_size=4), common=_BRANCH)
+def test_an_or_whose_branches_repeat_a_conjunct_keeps_its_value_when_it_is_taken_out(branches, common):
+    """`(c AND r1) OR (c AND r2)` and `c AND (r1 OR r2)` agree on every row of TRUE, FALSE and NULL values (the
+    join rewrite of plan/rewrites/joins.py relies on it), and every conjunct all branches repeat is taken out."""
+    import itertools
+
+    from mvengine.plan.rewrites.joins import factor_or
+
+    def atom(name: str, negated: bool) -> exp.Expression:
+        return exp.Not(this=exp.column(name)) if negated else exp.column(name)
+
+    written = " OR ".join(
+        "(" + " AND ".join(atom(*a).sql() for a in [*common, *branch]) + ")" for branch in branches
+    )
+    formula = sqlglot.parse_one(written)
+    taken, either = factor_or(formula)
+    assert {e.sql() for e in taken} >= {atom(*a).sql() for a in common}
+    for values in itertools.product([True, False, None], repeat=4):
+        row = dict(zip("abcd", values))
+        after = [_truth(e, row) for e in [*taken, *([either] if either is not None else [])]]
+        together = False if False in after else None if None in after else True
+        assert together == _truth(formula, row), (written, [e.sql() for e in taken], either)

@@ -1,7 +1,10 @@
 """Joins from FROM and WHERE: each JOIN of FROM is a step; an equality in WHERE between the relations of an inner
 or cross join becomes that join's equi-condition (so that `FROM a, b WHERE a.k = b.k` is an equi-join, not a cross
 join followed by a filter), unless a later RIGHT or FULL join could NULL-pad those relations; the steps then
-become a left-deep tree of Join nodes."""
+become a left-deep tree of Join nodes. A FROM list of plain relations (commas or CROSS JOINs, no ON) is joined in
+the order of its equalities' graph, not in written order: `FROM a, b, c WHERE a.k = c.k AND b.j = c.j` joins c
+before b, so that no step is a cross join. A conjunct that every branch of an OR repeats is taken out of the OR
+first (`(a.k = b.k AND x) OR (a.k = b.k AND y)`), so that it too can be a join's condition."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import Join, Node, conjunction
+from mvengine.plan.nodes import Join, Node, conjunction, conjuncts
 from mvengine.plan.scope import Scope
 
 
@@ -76,6 +79,73 @@ def push_equalities(
         else:
             remaining.append(conjunct)
     return remaining
+
+
+def factor_or(conjunct: exp.Expression) -> tuple[list[exp.Expression], exp.Expression | None]:
+    """`(c AND r1) OR (c AND r2)` as `c AND (r1 OR r2)`: the conjuncts every branch of an OR repeats, taken out
+    of it (so that a join equality written in each branch becomes the join's condition), and the OR of what
+    remains of the branches. Distribution holds in SQL's three-valued logic; a branch that is only the common
+    part makes the OR the common part (no OR remains). ([], None) when no branch repeats another's conjunct."""
+    inner = conjunct.this if isinstance(conjunct, exp.Paren) else conjunct
+    if not isinstance(inner, exp.Or):
+        return [], None
+    branches = [conjuncts(b) for b in _disjuncts(inner)]
+    common = {_same(p) for p in branches[0]}.intersection(*({_same(p) for p in b} for b in branches[1:]))
+    taken: dict[str, exp.Expression] = {}
+    for p in branches[0]:
+        if _same(p) in common:
+            taken.setdefault(_same(p), p.copy())
+    rests = [[p for p in b if _same(p) not in common] for b in branches]
+    if not taken or any(not rest for rest in rests):
+        return list(taken.values()), None
+    either: exp.Expression = _paren(conjunction([p.copy() for p in rests[0]]))
+    for rest in rests[1:]:
+        either = exp.Or(this=either, expression=_paren(conjunction([p.copy() for p in rest])))
+        either.type = exp.DataType.build("BOOLEAN")
+    return list(taken.values()), _paren(either)
+
+
+def _same(e: exp.Expression) -> str:
+    """A conjunct's text, the same for `a = b` and `b = a`."""
+    if isinstance(e, exp.EQ):
+        return " = ".join(sorted((e.this.sql("spark"), e.expression.sql("spark"))))
+    return e.sql("spark")
+
+
+def _disjuncts(e: exp.Expression) -> list[exp.Expression]:
+    if isinstance(e, exp.Paren) and isinstance(e.this, exp.Or):
+        return _disjuncts(e.this)
+    if isinstance(e, exp.Or):
+        return _disjuncts(e.this) + _disjuncts(e.expression)
+    return [e]
+
+
+def _paren(e: exp.Expression) -> exp.Expression:
+    if not isinstance(e, (exp.And, exp.Or)):
+        return e
+    wrapped = exp.Paren(this=e)
+    wrapped.type = exp.DataType.build("BOOLEAN")
+    return wrapped
+
+
+def connected_order(first: str, steps: list[JoinStep], conjuncts: list[exp.Expression]) -> list[JoinStep]:
+    """The steps of a FROM list of plain relations reordered so that each joins those before it by an equality
+    of `conjuncts`, where the written order leaves one without (the earliest written that connects comes next; a
+    relation no equality reaches stays a cross join). Any order of inner joins gives the same rows, and the
+    columns are found by name, so only the plan changes."""
+    if any(s.kind not in ("inner", "cross") or s.equi or s.residual for s in steps):
+        return steps  # an ON condition, or an outer, semi or anti join: the written order means something
+
+    def connects(step: JoinStep, placed: set[str]) -> bool:
+        return any(equality(c, placed, step.alias.lower()) for c in conjuncts)
+
+    placed, pending, ordered = {first.lower()}, list(steps), []
+    while pending:
+        step = next((s for s in pending if connects(s, placed)), pending[0])
+        pending.remove(step)
+        ordered.append(step)
+        placed.add(step.alias.lower())
+    return ordered
 
 
 def build_joins(first: Node, steps: list[JoinStep]) -> Node:
