@@ -5,8 +5,10 @@ without state (filters, projections, other joins). A subquery in FROM that aggre
 (`JOIN (SELECT auction, COUNT(*) ... GROUP BY ...) AS b`) keeps state, and its rows before a batch are in that
 state, not in the inputs. So each such subquery becomes a view of its own, named `<view>__<alias>`, which the
 join reads as it reads any view: both are then maintained incrementally, as a user would write them by hand.
-A subquery that reads a CTE of its query stays where it is (the view is then recomputed in full, with the
-reason).
+A CTE that keeps state and is joined (`WITH b AS (SELECT ... GROUP BY ...) SELECT ... FROM a JOIN b ...`) is
+made a view the same way, `<view>__<cte>` (with the CTE's column list, if it has one), and dropped from the WITH
+when nothing else reads it. A subquery or CTE that reads a CTE of its query stays where it is (the view is then
+recomputed in full, with the reason).
 """
 
 from __future__ import annotations
@@ -28,34 +30,49 @@ def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: s
     def visit(view: ViewDef) -> None:
         query = view.query.copy()
         extracted: list[ViewDef] = []
-        ctes = {c.alias.lower() for w in query.find_all(exp.With) for c in w.expressions}
+        ctes = {c.alias.lower(): c for w in query.find_all(exp.With) for c in w.expressions}
+        made: dict[int, str] = {}  # id of a CTE → the view made of it
+
+        def extract(body: exp.Query, alias: str, columns: tuple[str, ...] | None = None) -> str:
+            name = _name(f"{view.name}__{alias}", names)
+            names.add(name.lower())
+            extracted.append(
+                ViewDef(
+                    name,
+                    view.file,
+                    view.line,
+                    body.copy(),
+                    columns,
+                    join_uri(warehouse, name),
+                    body.sql("spark"),
+                    view.refresh_policy,
+                    origin=f"{alias} of view {view.name}",
+                )
+            )
+            return name
+
         for select in list(query.find_all(exp.Select)):
             if not select.args.get("joins"):
                 continue
             from_ = select.args.get("from_") or select.args.get("from")
             sides = ([from_.this] if from_ is not None else []) + [j.this for j in select.args["joins"]]
+            visible = _visible_ctes(select)
             for side in sides:
-                if not isinstance(side, exp.Subquery) or not side.alias or not _keeps_state(side.this):
-                    continue
-                if any(t.name.lower() in ctes for t in side.this.find_all(exp.Table)):
-                    continue
-                name = _name(f"{view.name}__{side.alias}", names)
-                names.add(name.lower())
-                extracted.append(
-                    ViewDef(
-                        name,
-                        view.file,
-                        view.line,
-                        side.this.copy(),
-                        None,
-                        join_uri(warehouse, name),
-                        side.this.sql("spark"),
-                        view.refresh_policy,
-                        origin=f"{side.alias} of view {view.name}",
+                if isinstance(side, exp.Table) and not side.db and side.name.lower() in visible:
+                    cte = visible[side.name.lower()]
+                    if not _extractable(cte.this, ctes):
+                        continue
+                    if id(cte) not in made:
+                        made[id(cte)] = extract(cte.this, cte.alias, tuple(cte.alias_column_names) or None)
+                    alias = side.args.get("alias") or exp.TableAlias(this=exp.to_identifier(side.name))
+                    side.replace(
+                        exp.Table(this=exp.to_identifier(made[id(cte)], quoted=True), alias=alias.copy())
                     )
-                )
-                alias = side.args["alias"].copy()
-                side.replace(exp.Table(this=exp.to_identifier(name, quoted=True), alias=alias))
+                elif isinstance(side, exp.Subquery) and side.alias and _extractable(side.this, ctes):
+                    name = extract(side.this, side.alias)
+                    alias = side.args["alias"].copy()
+                    side.replace(exp.Table(this=exp.to_identifier(name, quoted=True), alias=alias))
+        _drop_unread(query, set(made))
         for inner in extracted:
             visit(inner)
         out[view.name] = replace(view, query=query) if extracted else view
@@ -63,6 +80,34 @@ def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: s
     for view in views.values():
         visit(view)
     return out
+
+
+def _extractable(query: exp.Expression, ctes: dict[str, exp.CTE]) -> bool:
+    """A query that keeps state and reads no CTE of the view's query (a view of its own could not see it)."""
+    return _keeps_state(query) and not any(t.name.lower() in ctes for t in query.find_all(exp.Table))
+
+
+def _visible_ctes(node: exp.Expr | None) -> dict[str, exp.CTE]:
+    """The CTEs a SELECT sees, by lower-case name: those of the WITHs around it, the innermost first."""
+    found: dict[str, exp.CTE] = {}
+    while node is not None:
+        with_ = node.args.get("with_") or node.args.get("with")
+        for cte in with_.expressions if with_ is not None else []:
+            found.setdefault(cte.alias.lower(), cte)
+        node = node.parent
+    return found
+
+
+def _drop_unread(query: exp.Query, made: set[int]) -> None:
+    """Remove the CTEs made views (`made`: their ids) that no table of the query reads any more (then an empty
+    WITH)."""
+    read = {t.name.lower() for t in query.find_all(exp.Table) if not t.db}
+    for with_ in list(query.find_all(exp.With)):
+        for cte in list(with_.expressions):
+            if id(cte) in made and cte.alias.lower() not in read:
+                cte.pop()
+        if not with_.expressions:
+            with_.pop()
 
 
 def _keeps_state(query: exp.Expression) -> bool:

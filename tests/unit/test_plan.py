@@ -294,7 +294,8 @@ def test_equi_joins_are_incremental(tmp_path, select):
         ),
         ("SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)", "NOT IN (subquery)"),
         (
-            "WITH t AS (SELECT customer_id, SUM(qty) AS total FROM orders GROUP BY customer_id) "
+            "WITH o AS (SELECT customer_id, qty FROM orders WHERE qty > 0), "  # a CTE that reads a CTE
+            "t AS (SELECT customer_id, SUM(qty) AS total FROM o GROUP BY customer_id) "
             "SELECT c.id, t.total FROM customers c JOIN t ON t.customer_id = c.id",
             "an aggregate, DISTINCT or window function inside a join's input that is not a subquery in FROM",
         ),

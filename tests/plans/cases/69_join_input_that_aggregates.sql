@@ -1,5 +1,5 @@
 -- A subquery in FROM that aggregates, joined: it becomes a view of its own (big_spenders__t), and both are
--- incremental. The same subquery as a CTE stays in the view, which is recomputed in full, with the reason.
+-- incremental. The same subquery as a CTE does too (big_spenders_cte__totals), and leaves the WITH.
 CREATE MATERIALIZED VIEW big_spenders AS
 SELECT c.name, t.spent
 FROM customers AS c
