@@ -404,10 +404,19 @@ def with_children(node: Node, children: list[Node]) -> Node:
 
 def conjuncts(e: exp.Expression) -> list[exp.Expression]:
     """The parts of `a AND b AND ...` (a parenthesized OR stays one part)."""
-    if isinstance(e, exp.Paren) and isinstance(e.this, exp.And):
-        return conjuncts(e.this)
-    if isinstance(e, exp.And):
-        return conjuncts(e.this) + conjuncts(e.expression)
+    return _parts(e, exp.And)
+
+
+def disjuncts(e: exp.Expression) -> list[exp.Expression]:
+    """The branches of `a OR b OR ...` (a parenthesized AND stays one branch)."""
+    return _parts(e, exp.Or)
+
+
+def _parts(e: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:
+    if isinstance(e, exp.Paren) and isinstance(e.this, kind):
+        return _parts(e.this, kind)
+    if isinstance(e, kind):
+        return _parts(e.this, kind) + _parts(e.expression, kind)
     return [e]
 
 

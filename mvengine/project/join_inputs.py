@@ -30,7 +30,7 @@ def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: s
     def visit(view: ViewDef) -> None:
         query = view.query.copy()
         extracted: list[ViewDef] = []
-        ctes = {c.alias.lower(): c for w in query.find_all(exp.With) for c in w.expressions}
+        ctes = {c.alias.lower() for w in query.find_all(exp.With) for c in w.expressions}
         made: dict[int, str] = {}  # id of a CTE → the view made of it
 
         def extract(body: exp.Query, alias: str, columns: tuple[str, ...] | None = None) -> str:
@@ -82,7 +82,7 @@ def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: s
     return out
 
 
-def _extractable(query: exp.Expression, ctes: dict[str, exp.CTE]) -> bool:
+def _extractable(query: exp.Expression, ctes: set[str]) -> bool:
     """A query that keeps state and reads no CTE of the view's query (a view of its own could not see it)."""
     return _keeps_state(query) and not any(t.name.lower() in ctes for t in query.find_all(exp.Table))
 

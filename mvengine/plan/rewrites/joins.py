@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import Join, Node, conjunction, conjuncts
+from mvengine.plan.nodes import Join, Node, conjunction, conjuncts, disjuncts
 from mvengine.plan.scope import Scope
 
 
@@ -89,7 +89,7 @@ def factor_or(conjunct: exp.Expression) -> tuple[list[exp.Expression], exp.Expre
     inner = conjunct.this if isinstance(conjunct, exp.Paren) else conjunct
     if not isinstance(inner, exp.Or):
         return [], None
-    branches = [conjuncts(b) for b in _disjuncts(inner)]
+    branches = [conjuncts(b) for b in disjuncts(inner)]
     common = {_same(p) for p in branches[0]}.intersection(*({_same(p) for p in b} for b in branches[1:]))
     taken: dict[str, exp.Expression] = {}
     for p in branches[0]:
@@ -110,14 +110,6 @@ def _same(e: exp.Expression) -> str:
     if isinstance(e, exp.EQ):
         return " = ".join(sorted((e.this.sql("spark"), e.expression.sql("spark"))))
     return e.sql("spark")
-
-
-def _disjuncts(e: exp.Expression) -> list[exp.Expression]:
-    if isinstance(e, exp.Paren) and isinstance(e.this, exp.Or):
-        return _disjuncts(e.this)
-    if isinstance(e, exp.Or):
-        return _disjuncts(e.this) + _disjuncts(e.expression)
-    return [e]
 
 
 def _paren(e: exp.Expression) -> exp.Expression:
