@@ -9,7 +9,9 @@ session whether the `delta` format is there."""
 
 from __future__ import annotations
 
+import functools
 import glob
+import hashlib
 import logging
 import os
 import re
@@ -35,13 +37,21 @@ JAVA_HINT = (
 )
 
 
-def java_version() -> int | None:
-    """Major version of the Java Spark would start, or None when there is none."""
+@functools.cache
+def _java_version_text() -> str | None:
+    """What `java -version` prints for the Java Spark would start, or None when there is none."""
     home = os.environ.get("JAVA_HOME")
     binary = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not binary or not os.path.exists(binary):
         return None
-    out = subprocess.run([binary, "-version"], capture_output=True, text=True).stderr
+    return subprocess.run([binary, "-version"], capture_output=True, text=True).stderr
+
+
+def java_version() -> int | None:
+    """Major version of the Java Spark would start, or None when there is none."""
+    out = _java_version_text()
+    if out is None:
+        return None
     m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
     if not m:
         return None
@@ -60,11 +70,42 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
+def jars_folder() -> str:
+    """Where Delta's connector is: the folder `MVENGINE_JARS` names, or the `jars/` folder of the checkout."""
+    folder = os.environ.get("MVENGINE_JARS") or os.path.join(os.path.dirname(__file__), "..", "..", "jars")
+    return os.path.abspath(folder)
+
+
 def delta_jars() -> list[str]:
     """The jars of Delta's Spark connector mvengine adds to Spark: those in `MVENGINE_JARS`, or in the `jars/`
     folder of the checkout mvengine runs from; none when there are none (Spark may bring Delta itself)."""
-    folder = os.environ.get("MVENGINE_JARS") or os.path.join(os.path.dirname(__file__), "..", "..", "jars")
-    return sorted(os.path.abspath(j) for j in glob.glob(os.path.join(folder, "*.jar")))
+    return sorted(glob.glob(os.path.join(jars_folder(), "*.jar")))
+
+
+def class_archive() -> str:
+    """The path of the class-data-sharing archive for this Java, PySpark and Delta jars (its name says which; it
+    exists once `python -m mvengine.cli.class_archive` has built it). Mapping the classes Spark loads from
+    one file, instead of reading and verifying them from jars, takes seconds off a start (mvengine.cli.class_archive)."""
+    import pyspark
+
+    identity = "\n".join(
+        [_java_version_text() or "", pyspark.__version__, *map(os.path.basename, delta_jars())]
+    )
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    return os.path.join(jars_folder(), f"spark-classes-{digest}.jsa")
+
+
+def driver_java_options() -> str:
+    """The driver JVM's options: Spark's logging quiet (without a log4j2 file it prints its default-profile
+    banner and start-up warnings), and the class archive when there is one. A JVM that cannot use the archive
+    (another Java, a changed class path) starts without it, silently: `-Xlog:cds=off` keeps it from saying so
+    on standard output."""
+    log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    options = [f"-Dlog4j2.configurationFile=file:{log_config}"]
+    archive = class_archive()
+    if os.path.exists(archive):
+        options += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    return " ".join(options)
 
 
 def _with_delta(settings: dict[str, str]) -> None:
@@ -121,9 +162,7 @@ def spark_session(
 
     settings = dict(config.spark_conf if config else DEFAULT_SPARK_CONF)
     settings.update(conf or {})
-    # Quiet start: without a log4j2 file Spark prints its default-profile banner and start-up warnings.
-    log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
-    settings.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
+    settings.setdefault("spark.driver.extraJavaOptions", driver_java_options())
     _with_delta(settings)
     if chosen_master.startswith("local"):
         settings.setdefault("spark.driver.memory", local_driver_memory())

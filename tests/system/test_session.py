@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyspark
 
-from mvengine.runtime.session import DELTA_EXTENSION, delta_jars, worker_python
+from mvengine.runtime.session import DELTA_EXTENSION, class_archive, delta_jars, worker_python
 from mvengine.storage.api import has_native_delta
 
 LAUNCHER = Path(sys.executable).parent / "mvengine-worker-python"
@@ -64,6 +64,29 @@ def test_the_session_loads_deltas_connector_from_the_projects_jars(spark):
     assert all(j in spark.conf.get("spark.jars").split(",") for j in jars)
     assert spark.conf.get("spark.sql.extensions") == DELTA_EXTENSION
     assert has_native_delta(spark)
+
+
+START = """
+import sys
+from mvengine.runtime.session import spark_session
+spark = spark_session(master="local[1]", conf={"spark.driver.extraClassPath": sys.argv[1]})
+arguments = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+print([a for a in arguments if "SharedArchive" in a], spark.range(2).count())
+"""
+
+
+def test_the_session_maps_the_class_archive_and_passes_over_one_it_cannot_use(spark, tmp_path):
+    """Set-up builds the archive of Spark's classes (`python -m mvengine.cli.class_archive`, by make setup,
+    run and test) and every session's JVM maps it. A JVM that cannot use it (here a class path with one more
+    folder; or another Java) starts without it in silence: its answer and its output are as without one."""
+    archive = class_archive()
+    assert os.path.exists(archive), "make setup builds it: python -m mvengine.cli.class_archive"
+    arguments = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    assert f"-XX:SharedArchiveFile={archive}" in list(arguments)
+    started = subprocess.run(
+        [sys.executable, "-c", START, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert (started.stdout, started.stderr) == (f"['-XX:SharedArchiveFile={archive}'] 2\n", "")
 
 
 def test_tables_written_by_either_engine_are_read_by_the_other(spark, tmp_path):
