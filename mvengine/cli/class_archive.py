@@ -1,11 +1,12 @@
 """Build the class-data-sharing archive Spark's driver JVM starts from (`python -m mvengine.cli.class_archive`,
-run by `make run` and `make test`).
+run by `make setup`, `make run` and `make test`).
 
 A JVM reads, verifies and links each class it loads from its jar; Spark with Delta loads about 20,000 before its
 first answer. Java's application class-data sharing (JEP 350) dumps the classes one run loaded into an archive that
 later runs map from one file. Measured on 2 cores: the example project's `mv query` 12.9 s → 10.8 s (medians of 3),
-a bare SparkSession's start 8 s → 5 s and its first job 3.5 s → 1.7 s. The archive is made by one run of a small project through mvengine's own commands
-(sources, load, a bootstrap, a batch computed by Spark, query, changes), so the classes of those paths are in it.
+a bare SparkSession's start 8 s → 5 s and its first job 3.5 s → 1.7 s. The archive is made by one run of a small
+project through mvengine's own commands (sources, load, a bootstrap, a batch computed by Spark, query, changes), so
+the classes of those paths are in it.
 
 Its file name carries a digest of the Java, PySpark and Delta jars it was made with (session.class_archive), so a
 change of any of them is a new name; a start without the file, or whose JVM refuses it, is a start as before."""

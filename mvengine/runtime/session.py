@@ -84,8 +84,8 @@ def delta_jars() -> list[str]:
 
 def class_archive() -> str:
     """The path of the class-data-sharing archive for this Java, PySpark and Delta jars (its name says which; it
-    exists once `python -m mvengine.cli.class_archive` has built it). Mapping the classes Spark loads from
-    one file, instead of reading and verifying them from jars, takes seconds off a start (mvengine.cli.class_archive)."""
+    exists once `python -m mvengine.cli.class_archive` has built it). Mapping the classes Spark loads from one
+    file, instead of reading and verifying them from jars, takes seconds off a start (see that module)."""
     import pyspark
 
     identity = "\n".join(
