@@ -42,6 +42,7 @@ from mvengine.plan.rewrites.joins import (
     JoinStep,
     build_joins,
     connected_order,
+    constant_equality,
     equality,
     factor_or,
     join_kind,
@@ -315,6 +316,12 @@ class Binder:
                         step.equi.append(pair)
                     else:
                         step.residual.append(bound)
+                for residual in [] if step.equi else step.residual:
+                    pair = constant_equality(residual, alias.lower())
+                    if pair:  # `ON b.one = 1`: keyed by the constant, not a cross join
+                        step.residual.remove(residual)
+                        step.equi.append(pair)
+                        break
             elif kind not in ("cross", "inner"):
                 raise self.error(f"{kind.upper()} JOIN needs an ON or USING condition", j)
             if kind in ("semi", "anti"):

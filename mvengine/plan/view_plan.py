@@ -161,7 +161,7 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
         else ""
     )
     arrival = by_arrival(root) if strategy == "incremental" else None
-    notes = _origin(view) + binder.notes
+    notes = _origin(view) + list(view.rewrites) + binder.notes
     if arrival is not None:
         effect = (
             "gives every row its own time"

@@ -15,6 +15,7 @@ from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, plan_view
 from mvengine.project.dag import build_dag, check_acyclic, topological_order
 from mvengine.project.join_inputs import extract_join_inputs
+from mvengine.project.scalar_subqueries import Columns, rewrite_scalar_subqueries
 from mvengine.sql.expectations import kept_rows
 from mvengine.sql.files import Statement, read_sql_files
 from mvengine.sql.sources import SourceDef, is_source, parse_source
@@ -70,6 +71,7 @@ def load_sources(config: Config) -> dict[str, SourceDef]:
 def load_catalog(config: Config) -> Catalog:
     """Parse, resolve and plan everything in views/; the first mistake found is raised as a SqlError."""
     sources, views = _declarations(config)
+    views = rewrite_scalar_subqueries(views, _columns_known(sources, views))
     views = extract_join_inputs(views, set(sources) | set(views), config.warehouse)
     graph = build_dag(list(sources), list(views.values()))
     check_acyclic(graph, views)
@@ -94,6 +96,18 @@ def load_catalog(config: Config) -> Catalog:
         plans[name] = plan
         relations[name.lower()] = plan.relation()
     return Catalog(sources, views, graph, order, plans)
+
+
+def _columns_known(sources: dict[str, SourceDef], views: dict[str, ViewDef]) -> Columns:
+    """The column names of a source or view by its name, before planning: a view's from its column list or its
+    SELECT list (None when that has a `*`)."""
+    by_name: dict[str, set[str] | None] = {
+        n.lower(): {c.lower() for c in s.schema.names} for n, s in sources.items()
+    }
+    for name, view in views.items():
+        names = [c.lower() for c in (view.column_names or view.query.named_selects)]
+        by_name[name.lower()] = None if "*" in names else set(names)
+    return lambda name: by_name.get(name.lower())
 
 
 def source_relation(source: SourceDef) -> Relation:

@@ -56,7 +56,7 @@ def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: s
                 continue
             from_ = select.args.get("from_") or select.args.get("from")
             sides = ([from_.this] if from_ is not None else []) + [j.this for j in select.args["joins"]]
-            visible = _visible_ctes(select)
+            visible = visible_ctes(select)
             for side in sides:
                 if isinstance(side, exp.Table) and not side.db and side.name.lower() in visible:
                     cte = visible[side.name.lower()]
@@ -87,7 +87,7 @@ def _extractable(query: exp.Expression, ctes: set[str]) -> bool:
     return _keeps_state(query) and not any(t.name.lower() in ctes for t in query.find_all(exp.Table))
 
 
-def _visible_ctes(node: exp.Expr | None) -> dict[str, exp.CTE]:
+def visible_ctes(node: exp.Expr | None) -> dict[str, exp.CTE]:
     """The CTEs a SELECT sees, by lower-case name: those of the WITHs around it, the innermost first."""
     found: dict[str, exp.CTE] = {}
     while node is not None:

@@ -39,6 +39,7 @@ class ViewDef:
     emit: Emit | None = None  # the EMIT clause after the SELECT (seed 002); None: every batch's changes
     allowed_lateness: int | None = None  # µs: rows later than this behind the watermark are not applied
     origin: str | None = None  # a join input made a view of its own (project/join_inputs.py): whose, in words
+    rewrites: tuple[str, ...] = ()  # what the project's rewrites did to its query, in words (for mv plan)
     expectations: tuple[
         Expectation, ...
     ] = ()  # CONSTRAINT ... EXPECT, checked against its columns when planned

@@ -60,6 +60,18 @@ def equality(e: exp.Expression, left: set[str], right: str) -> tuple[exp.Express
     return None
 
 
+def constant_equality(e: exp.Expression, right: str) -> tuple[exp.Expression, exp.Expression] | None:
+    """(constant, right expr) when `e` is `r = constant` (or `constant = r`) with r over the `right` alias: a join
+    whose ON has no other equality keys every left row by the constant (a join with a one-row aggregate:
+    project/scalar_subqueries.py)."""
+    if not isinstance(e, exp.EQ):
+        return None
+    for a, b in ((e.this, e.expression), (e.expression, e.this)):
+        if isinstance(a, exp.Literal) and qualifiers(b) == {right}:
+            return a, b
+    return None
+
+
 def push_equalities(
     conjuncts: list[exp.Expression], scope: Scope, steps: list[JoinStep]
 ) -> list[exp.Expression]:
