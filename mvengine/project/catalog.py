@@ -15,6 +15,7 @@ from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, plan_view
 from mvengine.project.dag import build_dag, check_acyclic, topological_order
 from mvengine.project.join_inputs import extract_join_inputs
+from mvengine.project.not_in import rewrite_not_in
 from mvengine.project.scalar_subqueries import Columns, rewrite_scalar_subqueries
 from mvengine.sql.expectations import kept_rows
 from mvengine.sql.files import Statement, read_sql_files
@@ -71,7 +72,8 @@ def load_sources(config: Config) -> dict[str, SourceDef]:
 def load_catalog(config: Config) -> Catalog:
     """Parse, resolve and plan everything in views/; the first mistake found is raised as a SqlError."""
     sources, views = _declarations(config)
-    views = rewrite_scalar_subqueries(views, _columns_known(sources, views))
+    columns = _columns_known(sources, views)
+    views = rewrite_scalar_subqueries(rewrite_not_in(views, columns), columns)
     views = extract_join_inputs(views, set(sources) | set(views), config.warehouse)
     graph = build_dag(list(sources), list(views.values()))
     check_acyclic(graph, views)

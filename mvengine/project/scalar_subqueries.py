@@ -78,8 +78,8 @@ def _rewrite(outer: exp.Select, sub: exp.Subquery, taken: set[str], columns: Col
     ctes = [t.name for t in inner.find_all(exp.Table) if not t.db and t.name.lower() in visible_ctes(inner)]
     if ctes:
         raise _Stays(f"it reads {ctes[0]}, a CTE of the view's query, which a view of its own could not read")
-    mine = _relations(inner, columns)
-    theirs = _relations(outer, columns)
+    mine = relations(inner, columns)
+    theirs = relations(outer, columns)
     if mine is None or theirs is None:
         raise _Stays(
             "the columns of a table it or its query reads are not known before planning (a SELECT *)"
@@ -129,46 +129,58 @@ def _rewrite(outer: exp.Select, sub: exp.Subquery, taken: set[str], columns: Col
     if place != "where" and not grouped and _aggregates(outer):
         raise _Stays("it is in the SELECT list or HAVING of an aggregate without GROUP BY")
 
-    alias = _fresh("scalar", taken)
     body = inner.copy()
-    outputs: list[exp.Expr] = [exp.alias_(k.copy(), f"key{i}") for i, (k, _) in enumerate(keys, 1)]
-    outputs += [exp.alias_(a.copy(), f"agg{i}") for i, a in enumerate(aggregates, 1)]
-    if not keys:
-        outputs.insert(0, exp.alias_(exp.Literal.number(1), "one"))
-    body.set("expressions", outputs)
+    body.set("expressions", [exp.alias_(k.copy(), f"key{i}") for i, (k, _) in enumerate(keys, 1)])
     body.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
     if keys:
         body.set("group", exp.Group(expressions=[k.copy() for k, _ in keys]))
-    condition = (
-        exp.and_(
-            *(
-                exp.EQ(this=exp.column(f"key{i}", alias), expression=o.copy())
-                for i, (_, o) in enumerate(keys, 1)
-            )
-        )
-        if keys
-        else exp.EQ(this=exp.column("one", alias), expression=exp.Literal.number(1))
+    # Subqueries over the same rows with the same correlation share one join (one view): NOT IN's two counts,
+    # or SUM and COUNT of the same lines.
+    signature = " | ".join([body.sql("spark"), *(o.sql("spark") for _, o in keys)])
+    shared = next(
+        (
+            j.this
+            for j in outer.args.get("joins") or []
+            if isinstance(j.this, exp.Subquery) and j.this.meta.get("scalar") == signature
+        ),
+        None,
     )
+    if shared is None:
+        alias = _fresh("scalar", taken)
+        if not keys:
+            body.set("expressions", [exp.alias_(exp.Literal.number(1), "one")])
+        condition = (
+            exp.and_(
+                *(
+                    exp.EQ(this=exp.column(f"key{i}", alias), expression=o.copy())
+                    for i, (_, o) in enumerate(keys, 1)
+                )
+            )
+            if keys
+            else exp.EQ(this=exp.column("one", alias), expression=exp.Literal.number(1))
+        )
+        shared = exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        shared.meta["scalar"] = signature
+        outer.append("joins", exp.Join(this=shared, side="LEFT", on=condition))
+    alias = shared.alias
+    made = {e.this.sql("spark"): e.alias for e in shared.this.expressions if e.alias.startswith("agg")}
+    names = []
+    for aggregate in aggregates:  # each aggregate once: NOT IN's COUNT(*) twice is one column
+        if aggregate.sql("spark") not in made:
+            made[aggregate.sql("spark")] = f"agg{len(made) + 1}"
+            shared.this.append("expressions", exp.alias_(aggregate.copy(), made[aggregate.sql("spark")]))
+        names.append(made[aggregate.sql("spark")])
     holder = exp.Paren(this=projection.copy())  # a parent, so that an aggregate at the top is replaced too
-    for i, aggregate in enumerate(_top_aggregates(holder), 1):
-        joined: exp.Expr = exp.column(f"agg{i}", alias)
+    for name, aggregate in zip(names, _top_aggregates(holder)):
+        joined: exp.Expr = exp.column(name, alias)
         if isinstance(aggregate, _COUNTS):
             joined = exp.func("COALESCE", joined, exp.Literal.number(0))
         aggregate.replace(joined)
     value = holder.this
     sub.replace(value if isinstance(value, (exp.Column, exp.Func, exp.Paren)) else exp.Paren(this=value))
-    outer.append(
-        "joins",
-        exp.Join(
-            this=exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias))),
-            side="LEFT",
-            on=condition,
-        ),
-    )
     if grouped and place != "where":
-        group = outer.args["group"]
-        for i in range(1, len(aggregates) + 1):
-            group.append("expressions", exp.column(f"agg{i}", alias))
+        for name in dict.fromkeys(names):
+            outer.args["group"].append("expressions", exp.column(name, alias))
     by = ", ".join(k.sql("spark") for k, _ in keys)
     how = f"the LEFT JOIN of its aggregate by {by}" if keys else "a join of its aggregate (one row)"
     return f"{how}: {alias}"
@@ -212,7 +224,7 @@ def _only(e: exp.Expr, test: Callable[[exp.Column], bool]) -> bool:
     return bool(found) and all(test(c) for c in found)
 
 
-def _relations(select: exp.Select, columns: Columns) -> Relations | None:
+def relations(select: exp.Select, columns: Columns) -> Relations | None:
     """The FROM items of `select` by alias, with their columns (None where not known); None when an item is
     neither a table nor a subquery."""
     from_ = select.args.get("from_") or select.args.get("from")

@@ -50,12 +50,15 @@ SELECT t.k, sums.s, sums.n FROM t JOIN sums ON t.g = sums.g;
 -- scalar subqueries in expressions: LEFT JOINs of an aggregate by the correlation keys (COUNT over no rows is 0,
 -- AVG and MAX NULL), each made a view of its own (j_scalar__scalar_1, ...)
 CREATE MATERIALIZED VIEW j_scalar AS
-SELECT t.k, (SELECT COUNT(*) FROM b WHERE b.g = t.g) AS n, t.v - (SELECT 2 * MAX(v) FROM b WHERE g = t.g) AS d
+SELECT t.k, (SELECT COUNT(*) FROM b WHERE b.g = t.g) AS n, t.v - (SELECT 2 * MAX(v) FROM b WHERE b.g = t.g) AS d
 FROM t WHERE t.v > (SELECT AVG(b.v) FROM b WHERE b.g = t.g) OR t.v IS NULL OR t.k < 3;
 -- uncorrelated, in WHERE and in HAVING: a join of a one-row aggregate on a constant key
 CREATE MATERIALIZED VIEW j_scalar_global AS
 SELECT g, SUM(v) AS s FROM t WHERE k >= (SELECT AVG(v) FROM b) - 1
 GROUP BY g HAVING COUNT(*) > (SELECT COUNT(*) FROM b WHERE v > 0) / 4;
+-- NOT IN (subquery), NULLs on both sides: NOT EXISTS and counts of the subquery's rows and NULLs
+CREATE MATERIALIZED VIEW j_not_in AS
+SELECT k, g FROM t WHERE g NOT IN (SELECT b.g FROM b WHERE b.v > 0 OR b.v IS NULL) AND k > 0;
 """
 
 
