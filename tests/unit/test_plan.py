@@ -292,7 +292,10 @@ def test_equi_joins_are_incremental(tmp_path, select):
             "SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON o.customer_id = c.id AND o.qty > c.id",
             "a left join whose ON condition compares the two sides other than by equality",
         ),
-        ("SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)", "NOT IN (subquery)"),
+        (  # a scalar subquery correlated by other than an equality stays in its expression
+            "SELECT o.id FROM orders o WHERE o.qty > (SELECT AVG(i.qty) FROM orders i WHERE i.ts < o.ts)",
+            "a subquery inside an expression",
+        ),
         (
             "WITH o AS (SELECT customer_id, qty FROM orders WHERE qty > 0), "  # a CTE that reads a CTE
             "t AS (SELECT customer_id, SUM(qty) AS total FROM o GROUP BY customer_id) "
