@@ -19,10 +19,8 @@ from dataclasses import replace
 from sqlglot import exp
 
 from mvengine.plan.nodes import conjuncts
-from mvengine.project.scalar_subqueries import Columns, relations
+from mvengine.project.scalar_subqueries import NOT_PLAIN, Columns, relations
 from mvengine.sql.views import ViewDef
-
-_UNTAKEN = ("group", "having", "order", "limit", "offset", "distinct", "qualify", "with_", "with")
 
 
 def rewrite_not_in(views: dict[str, ViewDef], columns: Columns) -> dict[str, ViewDef]:
@@ -36,17 +34,17 @@ def rewrite_not_in(views: dict[str, ViewDef], columns: Columns) -> dict[str, Vie
             if where is None:
                 continue
             parts: list[exp.Expr] = []
+            changed = False
             for conjunct in conjuncts(where.this):
                 rewritten = _rewrite(select, conjunct, columns)
-                if rewritten is None:
-                    parts.append(conjunct)
-                    continue
-                parts.extend(rewritten)
-                notes.append(
-                    f"{conjunct.sql('spark')} is NOT EXISTS with an equality, and counts of the subquery's "
-                    "rows and NULLs (NOT IN's NULL semantics)"
-                )
-            if len(parts) != len(conjuncts(where.this)):
+                parts.extend(rewritten or [conjunct])
+                if rewritten:
+                    changed = True
+                    notes.append(
+                        f"{conjunct.sql('spark')} is NOT EXISTS with an equality, and counts of the subquery's "
+                        "rows and NULLs (NOT IN's NULL semantics)"
+                    )
+            if changed:
                 where.set("this", exp.and_(*parts))
         out[name] = replace(view, query=query, rewrites=view.rewrites + tuple(notes)) if notes else view
     return out
@@ -61,7 +59,7 @@ def _rewrite(outer: exp.Select, conjunct: exp.Expr, columns: Columns) -> list[ex
     if not isinstance(sub, exp.Subquery) or not isinstance(sub.this, exp.Select):
         return None
     inner = sub.this
-    if len(inner.expressions) != 1 or any(inner.args.get(k) for k in _UNTAKEN):
+    if len(inner.expressions) != 1 or any(inner.args.get(k) for k in NOT_PLAIN):
         return None
     probe = _qualified(test.this, outer, columns)
     if probe is None:

@@ -37,7 +37,8 @@ from mvengine.sql.views import ViewDef
 Columns = Callable[[str], "set[str] | None"]
 Relations = dict[str, "set[str] | None"]  # alias (lower case) → its columns
 
-_UNTAKEN = ("group", "having", "order", "limit", "offset", "distinct", "qualify", "with_", "with")
+# What a subquery may not have for the rewrites here (the SELECT clauses that change its rows' number or order).
+NOT_PLAIN = ("group", "having", "order", "limit", "offset", "distinct", "qualify", "with_", "with")
 _COUNTS = (exp.Count, exp.CountIf)  # 0, not NULL, over no rows
 
 
@@ -69,7 +70,7 @@ class _Stays(Exception):
 def _rewrite(outer: exp.Select, sub: exp.Subquery, taken: set[str], columns: Columns) -> str:
     """Make `sub` a LEFT JOIN of `outer`; what it became, in words (raises _Stays with the reason it cannot)."""
     inner = sub.this
-    if not isinstance(inner, exp.Select) or any(inner.args.get(k) for k in _UNTAKEN):
+    if not isinstance(inner, exp.Select) or any(inner.args.get(k) for k in NOT_PLAIN):
         raise _Stays("it is not one SELECT without GROUP BY, HAVING, ORDER BY, LIMIT, DISTINCT or WITH")
     if len(inner.expressions) != 1 or not (inner.args.get("from_") or inner.args.get("from")):
         raise _Stays("it does not select one expression FROM a table")

@@ -37,13 +37,18 @@ JAVA_HINT = (
 )
 
 
-@functools.cache
 def _java_version_text() -> str | None:
     """What `java -version` prints for the Java Spark would start, or None when there is none."""
     home = os.environ.get("JAVA_HOME")
     binary = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not binary or not os.path.exists(binary):
         return None
+    return _version_printed(binary)
+
+
+@functools.cache
+def _version_printed(binary: str) -> str:
+    """Asked once per process and Java (a start needs it twice: the version check and the class archive's name)."""
     return subprocess.run([binary, "-version"], capture_output=True, text=True).stderr
 
 
