@@ -51,7 +51,7 @@ def rewrite_scalar_subqueries(views: dict[str, ViewDef], columns: Columns) -> di
         taken = {a.lower() for a in _aliases(query)}
         for select in reversed(list(query.find_all(exp.Select))):  # inner queries first
             for sub in list(select.find_all(exp.Subquery)):
-                if _enclosing_select(sub) is select and _is_scalar(sub):
+                if sub.find_ancestor(exp.Select) is select and _is_scalar(sub):
                     written = sub.sql("spark")
                     try:
                         notes.append(
@@ -200,13 +200,6 @@ def _is_scalar(sub: exp.Subquery) -> bool:
     return not (isinstance(parent, exp.In) and parent.args.get("query") is sub)
 
 
-def _enclosing_select(node: exp.Expr) -> exp.Select | None:
-    parent = node.parent
-    while parent is not None and not isinstance(parent, exp.Select):
-        parent = parent.parent
-    return parent
-
-
 def _clause(node: exp.Expr, select: exp.Select) -> str | None:
     """Which argument of `select` holds `node`: where, having, expressions (the SELECT list), ..."""
     while node.parent is not None and node.parent is not select:
@@ -216,7 +209,7 @@ def _clause(node: exp.Expr, select: exp.Select) -> str | None:
 
 def _aggregates(select: exp.Select) -> bool:
     """Whether the SELECT list aggregates (not counting aggregates inside its subqueries)."""
-    return any(_enclosing_select(a) is select for e in select.expressions for a in _top_aggregates(e))
+    return any(a.find_ancestor(exp.Select) is select for e in select.expressions for a in _top_aggregates(e))
 
 
 def _only(e: exp.Expr, test: Callable[[exp.Column], bool]) -> bool:
