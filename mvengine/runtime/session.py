@@ -122,16 +122,12 @@ def _with_delta(settings: dict[str, str]) -> None:
     settings["spark.jars"] = ",".join(given + [j for j in jars if j not in given])
     settings.setdefault("spark.sql.extensions", DELTA_EXTENSION)
     settings.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    partitions = settings.get("spark.sql.shuffle.partitions", "2")
     # Delta rebuilds a table's state in 50 partitions by default: 50 tasks for every small table read here.
-    settings.setdefault(
-        "spark.databricks.delta.snapshotPartitions", settings.get("spark.sql.shuffle.partitions", "2")
-    )
+    settings.setdefault("spark.databricks.delta.snapshotPartitions", partitions)
     # Delta's VACUUM lists a table's files in spark.sql.sources.parallelPartitionDiscovery.parallelism tasks,
     # 10,000 by default: 45 s for a table of a few files on 2 cores, 4.5 s in as many tasks as shuffle partitions.
-    settings.setdefault(
-        "spark.sql.sources.parallelPartitionDiscovery.parallelism",
-        settings.get("spark.sql.shuffle.partitions", "2"),
-    )
+    settings.setdefault("spark.sql.sources.parallelPartitionDiscovery.parallelism", partitions)
 
 
 def local_driver_memory() -> str:
