@@ -266,8 +266,9 @@ class ObjectStore:
 
 @pytest.fixture(scope="session")
 def object_store(tmp_path_factory):
-    """moto's S3 server on a free loopback port for the whole run, with the access keys in the environment
-    (MV_TEST_AWS_KEY_ID, MV_TEST_AWS_SECRET) for projects that refer to them."""
+    """moto's S3 server, one request at a time (tests/s3_server.py), on a free loopback port for the whole run,
+    with the access keys in the environment (MV_TEST_AWS_KEY_ID, MV_TEST_AWS_SECRET) for projects that refer to
+    them."""
     import socket
     import subprocess
     import sys
@@ -278,7 +279,7 @@ def object_store(tmp_path_factory):
         port = s.getsockname()[1]
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, str(Path(__file__).with_name("s3_server.py")), "127.0.0.1", str(port)],
         stdout=open(log, "w"),
         stderr=subprocess.STDOUT,
     )
