@@ -44,6 +44,22 @@ def test_the_digits_of_a_double_and_of_its_square_add_up_to_them_exactly(x):
     assert _total(slots, digits) == Fraction(x) ** 2
 
 
+@settings(max_examples=examples(100))
+@given(xs=st.lists(st.one_of(VALUES, st.none(), st.just(math.nan), st.just(-math.inf)), max_size=8))
+def test_the_digit_lists_spark_computes_hold_each_rows_digits_and_none_for_null_nan_and_inf(xs):
+    for lists, of in ((exact_sum.digit_lists, 1), (exact_sum.digit_lists_of_squares, 2)):
+        rows = lists(pa.array(xs, pa.float64())).to_pylist()
+        assert len(rows) == len(xs)
+        for x, entries in zip(xs, rows):
+            if x is None or not math.isfinite(x):
+                assert entries == []
+            else:
+                assert (
+                    _total([e["slot"] for e in entries], [e["digit"] for e in entries]) == Fraction(x) ** of
+                )
+                assert all(e["digit"] != 0 for e in entries)
+
+
 @settings(max_examples=examples(200))
 @given(inserted=st.lists(VALUES, max_size=12), data=st.data())
 def test_deleting_values_takes_away_exactly_what_inserting_them_added(inserted, data):
