@@ -204,7 +204,7 @@ class _Evaluator:
         NaN and is above every number): such a batch goes to Spark."""
         left, right = self.value(a), self.value(b)
         left, right = _dates_from_literals(left, right, a, b)
-        target = _common_type(left.type, right.type, comparison=True)
+        target = _common_type(left.type, right.type)
         left, right = cast(left, target), cast(right, target)
         if pa.types.is_floating(target) and (_has_nan(left) or _has_nan(right)):
             raise NotOnDriver("a NaN in a comparison")
@@ -216,10 +216,26 @@ class _Evaluator:
         left, right = self.value(e.this), self.value(e.expression)
         if left.type == pa.null() or right.type == pa.null():
             raise NotOnDriver("arithmetic with NULL")
-        target = _common_type(left.type, right.type, comparison=False)
+        if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
+            return self._decimal_arithmetic(left, right, op)
+        target = _common_type(left.type, right.type)
         if not (target in _INTEGRAL or pa.types.is_floating(target)):
             raise NotOnDriver(f"arithmetic on {target}")
         return _checked(getattr(pc, op), cast(left, target), cast(right, target))
+
+    def _decimal_arithmetic(self, left: Value, right: Value, op: str) -> Value:
+        """+, - and * of decimals (and integers, as DECIMAL(3|5|10|20, 0)) in the type Spark gives them, where
+        it has at most 38 digits: then it holds every result, so nothing overflows or is rounded (beyond 38
+        digits Spark takes scale away: Spark decides)."""
+        a, b = _as_decimal(left.type), _as_decimal(right.type)
+        name = op.removesuffix("_checked")
+        if a is None or b is None:
+            raise NotOnDriver(f"{name} of {left.type} and {right.type}")
+        precision, scale = _DECIMAL_RESULT[op](a, b)
+        if precision > 38:
+            raise NotOnDriver(f"{name} of {a} and {b} beyond 38 digits")
+        result = _checked(getattr(pc, op), cast(left, a), cast(right, b))
+        return cast(result, pa.decimal128(precision, scale))
 
     def _div(self, e: exp.Div) -> Value:
         """Spark's `/` of numbers is a double division; by zero it raises (ANSI) or gives NULL: Spark decides."""
@@ -304,6 +320,12 @@ class _Evaluator:
             return v
         if v.type == pa.null():
             return pa.scalar(None, to)
+        if (pa.types.is_timestamp(v.type) and pa.types.is_date(to)) or (
+            pa.types.is_date(v.type) and pa.types.is_timestamp(to)
+        ):  # the day a TIMESTAMP falls on, a day's midnight: in the session time zone for a TIMESTAMP
+            if (v.type if pa.types.is_timestamp(v.type) else to).tz is not None:
+                _in_utc(f"a cast from {v.type} to {to}")
+            return pc.cast(v, to)  # Arrow floors, as Spark does: 1969-12-31 23:59:59.5 is 1969-12-31
         integral_to_integral = (
             to in _INTEGRAL and v.type in _INTEGRAL
         )  # narrowing that does not fit: Spark decides
@@ -379,10 +401,36 @@ class _Evaluator:
         raise NotOnDriver(f"a {v.type} where a string is expected")
 
 
+_DECIMAL_OF_INTEGRAL = {pa.int8(): 3, pa.int16(): 5, pa.int32(): 10, pa.int64(): 20}
+
+
+def _sum_type(a: pa.Decimal128Type, b: pa.Decimal128Type) -> tuple[int, int]:
+    scale = max(a.scale, b.scale)
+    return max(a.precision - a.scale, b.precision - b.scale) + scale + 1, scale
+
+
+# Spark's result (precision, scale) of decimal arithmetic (DecimalPrecision), before any adjustment beyond 38
+_DECIMAL_RESULT: dict[str, Callable[[pa.Decimal128Type, pa.Decimal128Type], tuple[int, int]]] = {
+    "add_checked": _sum_type,
+    "subtract_checked": _sum_type,
+    "multiply_checked": lambda a, b: (a.precision + b.precision + 1, a.scale + b.scale),
+}
+
+
+def _as_decimal(t: pa.DataType) -> pa.Decimal128Type | None:
+    """The decimal type Spark brings an integer or decimal operand to (None for any other type)."""
+    if pa.types.is_decimal128(t):
+        assert isinstance(t, pa.Decimal128Type)
+        return t
+    if t in _DECIMAL_OF_INTEGRAL:
+        return pa.decimal128(_DECIMAL_OF_INTEGRAL[t], 0)
+    return None
+
+
 _WIDTH = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64, pa.float32(): 32, pa.float64(): 64}
 
 
-def _common_type(a: pa.DataType, b: pa.DataType, *, comparison: bool) -> pa.DataType:
+def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     """The type Spark's analyzer brings two operands to (TypeCoercion), where Arrow can follow it exactly."""
     if a == b or b == pa.null():
         return a
@@ -394,15 +442,14 @@ def _common_type(a: pa.DataType, b: pa.DataType, *, comparison: bool) -> pa.Data
     if len(numeric) == 2:  # an integer and a float, or two floats: the wider float (int and float: float)
         floats = [t for t in (a, b) if pa.types.is_floating(t)]
         return max(floats, key=lambda t: t.bit_width)
-    decimals = [t for t in (a, b) if pa.types.is_decimal(t)]
-    if comparison and decimals and all(t in _INTEGRAL or pa.types.is_decimal(t) for t in (a, b)):
-        as_decimal = [
-            t if pa.types.is_decimal(t) else pa.decimal128(20 if t == pa.int64() else 10, 0) for t in (a, b)
-        ]
-        scale = max(t.scale for t in as_decimal)
-        whole = max(t.precision - t.scale for t in as_decimal)
+    decimals = [_as_decimal(t) for t in (a, b)]
+    if (pa.types.is_decimal(a) or pa.types.is_decimal(b)) and None not in decimals:
+        # Spark's wider decimal of the two (an integer as DECIMAL(3|5|10|20, 0)); beyond 38 digits Spark takes
+        # digits away, so Spark decides
+        scale = max(t.scale for t in decimals if t is not None)
+        whole = max(t.precision - t.scale for t in decimals if t is not None)
         if whole + scale > 38:
-            raise NotOnDriver("a comparison of wide decimals")
+            raise NotOnDriver(f"{a} and {b} in one type beyond 38 digits")
         return pa.decimal128(whole + scale, scale)
     if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz == b.tz:
         return a
@@ -411,7 +458,7 @@ def _common_type(a: pa.DataType, b: pa.DataType, *, comparison: bool) -> pa.Data
 
 def comparison_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     """The type Spark compares values of types `a` and `b` in (an equality of join keys, say)."""
-    return _common_type(a, b, comparison=True)
+    return _common_type(a, b)
 
 
 def common_type(types: Sequence[pa.DataType]) -> pa.DataType:
@@ -422,9 +469,7 @@ def common_type(types: Sequence[pa.DataType]) -> pa.DataType:
         return pa.null()
     result = known[0]
     for t in known[1:]:
-        result = _common_type(result, t, comparison=False)
-        if pa.types.is_decimal(result) and result != t:
-            raise NotOnDriver("decimals of different types in one CASE/COALESCE")
+        result = _common_type(result, t)
     return result
 
 

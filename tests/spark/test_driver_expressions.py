@@ -102,6 +102,9 @@ def _compose(children):
                 "CAST({} AS DOUBLE)",
                 "CAST({} AS STRING)",
                 "CAST({} AS TINYINT)",
+                "CAST({} AS DATE)",
+                "CAST({} AS TIMESTAMP)",
+                "CAST({} AS TIMESTAMP_NTZ)",
                 "date_format({}, 'yyyy-MM-dd HH:mm:ss')",
                 "date_format({}, 'HH:mm')",
             ]

@@ -112,6 +112,7 @@ CREATE MATERIALIZED VIEW after AS SELECT id, ts FROM ev WHERE ts >= TIMESTAMP '2
 CREATE MATERIALIZED VIEW hours AS
 SELECT DATE_FORMAT(ts, 'yyyy-MM-dd HH') AS h, COUNT(*) AS n FROM ev GROUP BY DATE_FORMAT(ts, 'yyyy-MM-dd HH');
 CREATE MATERIALIZED VIEW counted AS SELECT COUNT(*) AS n, MAX(ts) AS newest FROM ev;
+CREATE MATERIALIZED VIEW days AS SELECT CAST(ts AS DATE) AS day, COUNT(*) AS n FROM ev GROUP BY CAST(ts AS DATE);
 """)
     (root / "conf").mkdir()
     (root / "conf" / "mvengine.toml").write_text(
@@ -143,6 +144,10 @@ CREATE MATERIALIZED VIEW counted AS SELECT COUNT(*) AS n, MAX(ts) AS newest FROM
         assert batches["hours"].engine == "spark"
         assert "DATE_FORMAT of a TIMESTAMP in the session time zone Europe/Berlin" in batches["hours"].line()
         assert batches["counted"].engine == "driver"
+        assert batches["days"].engine == "spark"
+        assert "a cast from timestamp[us, tz=UTC] to date32[day] in the session time zone Europe/Berlin" in (
+            batches["days"].line()
+        )
         for view in catalog.plans:
             check_view(spark, catalog, view)
         after = spark.read.format("delta").load(view_tables(catalog.plans["after"], {}).snapshot.uri)
@@ -150,3 +155,77 @@ CREATE MATERIALIZED VIEW counted AS SELECT COUNT(*) AS n, MAX(ts) AS newest FROM
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
         set_session_time_zone("UTC")  # for the driver rules the next tests run without a Refresher
+
+
+def test_the_day_of_a_timestamp_and_decimal_money_run_on_the_driver(spark, tmp_path):
+    """Revenue per customer per day over DECIMAL money: `CAST(ts AS DATE)` (in UTC, the session time zone),
+    DECIMAL times INT, a CASE of a DECIMAL and an INT, and their SUMs are computed on the driver (each sent the
+    batch to Spark before), around midnight and before 1970 (where the day is the floor), and the view equals
+    its SQL after inserts, updates and deletes."""
+    import datetime as dt
+    from decimal import Decimal
+
+    root = tmp_path / "p"
+    (root / "views").mkdir(parents=True)
+    (root / "views" / "all.sql").write_text("""
+CREATE TABLE orders (
+  id INT NOT NULL, customer INT, quantity INT, amount DECIMAL(12,2), ts TIMESTAMP, PRIMARY KEY (id) NOT ENFORCED
+);
+CREATE MATERIALIZED VIEW revenue AS
+SELECT customer, CAST(ts AS DATE) AS day, SUM(amount * quantity) AS revenue,
+       SUM(CASE WHEN amount > 0 THEN amount ELSE 0 END) AS paid, COUNT(*) AS orders
+FROM orders GROUP BY customer, CAST(ts AS DATE);
+""")
+    config = load_config(root)
+    catalog = load_catalog(config)
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int32(), False),
+            ("customer", pa.int32()),
+            ("quantity", pa.int32()),
+            ("amount", pa.decimal128(12, 2)),
+            ("ts", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+    def write(rows: list[tuple], mode: str = "append") -> None:
+        write_deltalake(
+            catalog.sources["orders"].path,
+            pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema=schema),
+            mode=mode,
+        )
+
+    def at(*args: int) -> dt.datetime:
+        return dt.datetime(*args, tzinfo=dt.UTC)
+
+    Refresher(spark, config, catalog).refresh()
+    write(
+        [
+            (1, 7, 2**31 - 1, Decimal("9999999999.99"), at(2026, 11, 25, 23, 59, 59)),
+            (2, 7, 3, Decimal("0.01"), at(2026, 11, 26, 0, 0)),
+            (3, 8, -2, Decimal("-12.50"), at(1969, 12, 31, 23, 59, 59)),
+            (4, 8, None, None, None),
+        ]
+    )
+    batches = refresh(spark, config, catalog)
+    assert batches["revenue"].engine == "driver", batches["revenue"].line()
+    check_view(spark, catalog, "revenue")
+    # an update moves order 2 to the day before and another customer; order 3 goes
+    table = pa.Table.from_pylist(
+        [
+            {
+                "id": 1,
+                "customer": 7,
+                "quantity": 1,
+                "amount": Decimal("9999999999.99"),
+                "ts": at(2026, 11, 25),
+            },
+            {"id": 2, "customer": 8, "quantity": 5, "amount": Decimal("0.02"), "ts": at(2026, 11, 25, 12, 0)},
+            {"id": 4, "customer": 8, "quantity": None, "amount": None, "ts": None},
+        ],
+        schema=schema,
+    )
+    write_deltalake(catalog.sources["orders"].path, table, mode="overwrite")
+    batches = refresh(spark, config, catalog)
+    assert batches["revenue"].engine == "driver", batches["revenue"].line()
+    check_view(spark, catalog, "revenue")
