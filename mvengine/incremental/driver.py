@@ -25,7 +25,7 @@ from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import Node, Scan
 from mvengine.storage.api import arrow_schema, read_arrow
-from mvengine.storage.tables import TableRef, in_plain_files, table_rows
+from mvengine.storage.tables import TableRef, read_by_driver, table_rows
 
 # (column name of an input, its values): the rows of an input a rule needs, when not all of them.
 KeyFilter = tuple[str, pa.Array]
@@ -113,8 +113,8 @@ def read_before(ref: TableRef, version: int, where: KeyFilter | None) -> pa.Tabl
     """A table at `version` on the driver (at least the rows `where` names; all of them without it), or
     NotOnDriver when delta-rs cannot read it or it is too large to read whole."""
     dt = ref.open(version=version)
-    if not in_plain_files(dt):
-        raise NotOnDriver(f"{ref.label} has deletion vectors, column mapping or partitions")
+    if not read_by_driver(dt):
+        raise NotOnDriver(f"{ref.label} has column mapping or partitions")
     narrowed = where is not None and not pa.types.is_floating(arrow_schema(dt).field(where[0]).type)
     if not narrowed and table_rows(ref, version) > DRIVER_READ_ROWS:
         raise NotOnDriver(f"the batch would read all {table_rows(ref, version)} rows of {ref.label}")

@@ -45,6 +45,7 @@ from mvengine.storage.tables import (
     commit_history,
     in_plain_files,
     is_committed,
+    read_by_driver,
     require_cdf,
     require_columns,
     require_readable,
@@ -125,52 +126,76 @@ def read_arrow(
     """The table at `version` on the driver, by delta-rs, with the types of `arrow_schema`; with `where`
     (a column and values), at least the rows whose column holds one of the values (NULL among them: NULL too;
     the caller matches exactly: a float column, whose -0.0 and NaN compare apart, is not narrowed). The files
-    and row groups whose statistics exclude the values are skipped. Only for tables whose rows are their
-    files' rows (`in_plain_files`). `columns`: only these (without `where`)."""
+    and row groups whose statistics exclude the values are skipped. Only for tables `read_by_driver`: their
+    files' rows, less their deletion vectors. `columns`: only these (without `where`)."""
     dt = ref.open(version=version)
-    if not in_plain_files(dt):
-        raise StorageError(
-            f"{ref.label} cannot be read on the driver (deletion vectors, column mapping or partitions)"
-        )
+    if not read_by_driver(dt):
+        raise StorageError(f"{ref.label} cannot be read on the driver (column mapping or partitions)")
     target = arrow_schema(dt)
     if not dt.file_uris():
         return target.empty_table()
-    # Read as the target types (delta-rs writes strings as string views in some files and not in others), from
-    # the local disk directly when the table is there (delta-rs's default filesystem goes through Python).
-    filesystem = (
-        pafs.SubTreeFileSystem(ref.uri.removeprefix("file://"), pafs.LocalFileSystem())
-        if _local(ref)
-        else None
-    )
+    read = _read_files_on_driver if in_plain_files(dt) else _scan
     if where is None or pa.types.is_floating(target.field(where[0]).type):
-        return arrow_dataset(dt, schema=target, filesystem=filesystem).to_table(
-            columns=list(columns) if where is None and columns else None
-        )
+        return read(ref, dt, target, list(columns) if where is None and columns else target.names)
     column, values = where
     try:
         wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # values of a wider type: no narrowing
-        return arrow_dataset(dt, schema=target, filesystem=filesystem).to_table()
+        return read(ref, dt, target, target.names)
     if not len(wanted) and not values.null_count:
         return target.empty_table()
-    # Files whose statistics exclude the values' range are skipped by delta-rs, row groups by Arrow (except
-    # for strings: Arrow 26 cannot test string-view statistics); the exact test runs on the rows read.
     low, high = pc.min_max(wanted).values() if len(wanted) else (pa.scalar(None), pa.scalar(None))
-    files = None
-    if not values.null_count and isinstance(low.as_py(), (int, str, bool, datetime, date)):
-        # delta-rs reads '' in a pruning predicate as NULL (an empty partition value), which skips every file:
-        # the empty string bounds nothing (issue 44: the state of a group keyed '' was not found).
-        files = [(column, op, v) for op, v in ((">=", low.as_py()), ("<=", high.as_py())) if v != ""] or None
-    dataset = arrow_dataset(dt, schema=target, filesystem=filesystem, file_pruning_predicate=files)
-    condition = None
-    if files is not None and not pa.types.is_string(target.field(column).type):
-        condition = (pc.field(column) >= low) & (pc.field(column) <= high)
-    rows = dataset.to_table(filter=condition)
+    bounded = not values.null_count and isinstance(low.as_py(), (int, str, bool, datetime, date))
+    rows = read(ref, dt, target, target.names, (column, low, high) if bounded else None)
     found = rows.column(column)
     keep = pc.fill_null(pc.is_in(found, wanted), False)
     if values.null_count:
         keep = pc.or_(keep, pc.is_null(found))
     return rows.filter(keep)
+
+
+Bounds = tuple[str, pa.Scalar, pa.Scalar]  # a column and the least and greatest values wanted of it
+
+
+def _read_files_on_driver(
+    ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Bounds | None = None
+) -> pa.Table:
+    """The rows of the table's files (all, or at least those within `bounds`), read by Arrow as the target
+    types (delta-rs writes strings as string views in some files and not in others), from the local disk
+    directly when the table is there (delta-rs's default filesystem goes through Python)."""
+    filesystem = (
+        pafs.SubTreeFileSystem(ref.uri.removeprefix("file://"), pafs.LocalFileSystem())
+        if _local(ref)
+        else None
+    )
+    if bounds is None:
+        return arrow_dataset(dt, schema=target, filesystem=filesystem).to_table(columns=names)
+    column, low, high = bounds
+    # Files whose statistics exclude the range are skipped by delta-rs, row groups by Arrow (except for strings:
+    # Arrow 26 cannot test string-view statistics). delta-rs reads '' in a pruning predicate as NULL (an empty
+    # partition value), which skips every file: the empty string bounds nothing (issue 44: the state of a group
+    # keyed '' was not found).
+    files = [(column, op, v) for op, v in ((">=", low.as_py()), ("<=", high.as_py())) if v != ""] or None
+    dataset = arrow_dataset(dt, schema=target, filesystem=filesystem, file_pruning_predicate=files)
+    condition = None
+    if files is not None and not pa.types.is_string(target.field(column).type):
+        condition = (pc.field(column) >= low) & (pc.field(column) <= high)
+    return dataset.to_table(columns=names, filter=condition)
+
+
+def _scan(
+    ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Bounds | None = None
+) -> pa.Table:
+    """The table's rows by delta-rs's scan, which applies deletion vectors (all rows, or at least those within
+    `bounds` of an integer column: files and rows outside are skipped), as the target types."""
+    predicate = None
+    if bounds is not None and pa.types.is_integer(target.field(bounds[0]).type):
+        column, low, high = bounds
+        name = '"' + column.replace('"', '""') + '"'
+        predicate = f"{name} >= {low.as_py()} AND {name} <= {high.as_py()}"
+    schema = pa.schema([target.field(n) for n in names])
+    reader = pa.RecordBatchReader.from_stream(dt.scan(columns=names, predicate=predicate))
+    return table_of_batches([conform_batch(b, schema) for b in reader], schema)
 
 
 def _read_files(spark: SparkSession, dt: Any) -> DataFrame:
@@ -246,7 +271,7 @@ def read_change_feed(
     if first == last + 1:
         return ChangeFeed(spark, schema, arrow=spark_to_arrow_schema(schema).empty_table())
     require_version_range(ref, dt, first, last)
-    if driver_rows and in_plain_files(dt):
+    if driver_rows and read_by_driver(dt):
         rows = _changes_on_driver(ref, first, last, schema, driver_rows)
         if rows is not None:
             return ChangeFeed(spark, schema, arrow=rows)

@@ -255,6 +255,19 @@ def in_plain_files(dt: DeltaTable) -> bool:
     )
 
 
+def read_by_driver(dt: DeltaTable) -> bool:
+    """Whether delta-rs reads the table's rows on the driver: its files' rows (`in_plain_files`), or those rows
+    less its deletion vectors, which delta-rs's scan applies (its change data feed reads the `_change_data` files
+    Spark's deletes, updates and merges write beside them)."""
+    protocol, metadata = dt.protocol(), dt.metadata()
+    return (
+        protocol.min_reader_version in (1, 3)
+        and set(protocol.reader_features or []) <= PLAIN_READER_FEATURES | {"deletionVectors"}
+        and metadata.configuration.get("delta.columnMapping.mode", "none") == "none"
+        and not metadata.partition_columns
+    )
+
+
 def require_version_range(ref: TableRef, dt: DeltaTable, first: int, last: int) -> None:
     if not 0 <= first <= last <= dt.version():
         raise StorageError(

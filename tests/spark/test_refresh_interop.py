@@ -1,6 +1,8 @@
 """Interop with Delta's own Spark connector on real tables (issue 15):
 - a source that Spark wrote with deletion vectors and column mapping on, then updated, merged and deleted
   through deletion vectors, is maintained exactly (every view equals its SQL at the versions it records);
+- a source that Spark wrote with deletion vectors alone is refreshed on the driver (delta-rs's scan applies
+  them), batch after batch of deletes, updates and merges;
 - a source written by both engines (Spark SQL and delta-rs) is read through one change data feed;
 - `OPTIMIZE` runs on a source while the views refresh, then `VACUUM` removes the files it replaced;
 - the views' snapshots, which delta-rs writes, read the same through Delta's connector and through delta-rs
@@ -15,6 +17,7 @@ import threading
 from pathlib import Path
 
 from deltalake import DeltaTable
+from pyspark.sql import DataFrame
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
@@ -103,6 +106,52 @@ def test_sources_written_by_spark_with_deletion_vectors_and_by_both_engines(spar
             assert bag(native) == sorted(repr(tuple(r.values())) for r in by_delta_rs), (
                 f"{name} version {version}"
             )
+
+
+def test_a_source_with_deletion_vectors_is_refreshed_on_the_driver(spark, tmp_path: Path):
+    """Issue 42: a batch that read a Spark-written table with deletion vectors (a join's other side before the
+    batch, or its change feed) went to Spark. delta-rs's scan applies them and its change data feed reads the
+    `_change_data` files Spark writes: such batches now run on the driver without a Spark job, through deletes,
+    updates and merges on both sides, and every view equals its SQL."""
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "sources.sql").write_text(SOURCES)
+    (tmp_path / "views" / "views.sql").write_text(VIEWS)
+    config = load_config(tmp_path)
+    catalog = load_catalog(config)
+    t, d = catalog.sources["t"].path, catalog.sources["d"].path
+    spark.sql(f"""CREATE TABLE delta.`{d}` (g STRING NOT NULL, label STRING) USING delta TBLPROPERTIES (
+                  'delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')""")
+    spark.sql(f"INSERT INTO delta.`{d}` SELECT CAST(id AS STRING), CONCAT('L', id) FROM range(4)")
+    reports: list = []
+    refresher = Refresher(spark, config, catalog, report=reports.append)
+    refresher.prepare_sources()  # creates t with delta-rs
+
+    def rows(first: int, last: int) -> DataFrame:
+        return spark.createDataFrame(
+            [(k, str(k % 4), k - 5) for k in range(first, last)], "k int, g string, v int"
+        )
+
+    write_table(rows(0, 40), TableRef(t))
+    refresher.refresh()
+    for step, (first, last) in (
+        (f"UPDATE delta.`{d}` SET label = 'updated' WHERE g = '1'", (40, 44)),
+        (f"DELETE FROM delta.`{d}` WHERE g = '2'", (44, 48)),
+        (
+            f"""MERGE INTO delta.`{d}` AS x USING (SELECT '3' AS g UNION ALL SELECT '2') AS y ON x.g = y.g
+                WHEN MATCHED THEN UPDATE SET label = 'merged'
+                WHEN NOT MATCHED THEN INSERT (g, label) VALUES (y.g, 'new')""",
+            (48, 52),
+        ),
+    ):
+        spark.sql(step)
+        merge_into(rows(first, last), TableRef(t), ["k"])
+        reports.clear()
+        refresher.refresh()
+        assert reports and all(r.engine == "driver" for r in reports), [r.line() for r in reports]
+        assert all(p.jobs == 0 for r in reports for p in r.phases), [r.profile() for r in reports]
+        for name in catalog.plans:
+            check_view(spark, catalog, name)
+    assert _has_deletion_vectors(d)
 
 
 def _has_deletion_vectors(path: str) -> bool:
