@@ -322,10 +322,8 @@ class _Evaluator:
             return pa.scalar(None, to)
         if (pa.types.is_timestamp(v.type) and pa.types.is_date(to)) or (
             pa.types.is_date(v.type) and pa.types.is_timestamp(to)
-        ):  # the day a TIMESTAMP falls on, a day's midnight: in the session time zone for a TIMESTAMP
-            if (v.type if pa.types.is_timestamp(v.type) else to).tz is not None:
-                _in_utc(f"a cast from {v.type} to {to}")
-            return pc.cast(v, to)  # Arrow floors, as Spark does: 1969-12-31 23:59:59.5 is 1969-12-31
+        ):
+            return _day_or_midnight(v, to)
         integral_to_integral = (
             to in _INTEGRAL and v.type in _INTEGRAL
         )  # narrowing that does not fit: Spark decides
@@ -335,6 +333,42 @@ class _Evaluator:
         raise NotOnDriver(f"a cast from {v.type} to {to}")
 
     _trycast = _cast
+
+    # -- dates and times ------------------------------------------------------------------------------------
+
+    def _tsordstodate(self, e: exp.TsOrDsToDate) -> Value:
+        """TO_DATE(x) of a timestamp or a date (sqlglot also reads YEAR(x), MONTH(x), DAY(x) over it)."""
+        if e.args.get("format") is not None:
+            raise NotOnDriver("TO_DATE with a format")
+        v = self.value(e.this)
+        if pa.types.is_date(v.type):
+            return v
+        if pa.types.is_timestamp(v.type):
+            return _day_or_midnight(v, pa.date32())
+        raise NotOnDriver(f"TO_DATE of {v.type}")
+
+    def _year(self, e: exp.Year) -> Value:
+        return self._field(e, pc.year)
+
+    def _month(self, e: exp.Month) -> Value:
+        return self._field(e, pc.month)
+
+    def _day(self, e: exp.Day) -> Value:
+        return self._field(e, pc.day)
+
+    _dayofmonth = _day
+
+    def _hour(self, e: exp.Hour) -> Value:
+        return self._field(e, pc.hour, of_dates=False)
+
+    def _field(self, e: exp.Expression, field: Callable[[Value], Value], *, of_dates: bool = True) -> Value:
+        """A field of a date or timestamp as Spark's INT (of a TIMESTAMP, in the session time zone)."""
+        v = self.value(e.this)
+        if not (pa.types.is_timestamp(v.type) or (of_dates and pa.types.is_date(v.type))):
+            raise NotOnDriver(f"{type(e).__name__.upper()} of {v.type}")
+        if pa.types.is_timestamp(v.type) and v.type.tz is not None:
+            _in_utc(f"{type(e).__name__.upper()} of a TIMESTAMP")
+        return pc.cast(field(v), pa.int32())
 
     def _upper(self, e: exp.Upper) -> Value:
         return pc.ascii_upper(self._ascii(e.this))
@@ -478,6 +512,14 @@ def cast(v: Value, to: pa.DataType) -> Value:
     if v.type == to:
         return v
     return _checked(lambda x: pc.cast(x, to, safe=True), v)
+
+
+def _day_or_midnight(v: Value, to: pa.DataType) -> Value:
+    """The day a TIMESTAMP falls on, or a day's midnight, as CAST does: in the session time zone for a TIMESTAMP
+    (Arrow floors, as Spark does: 1969-12-31 23:59:59.5 is 1969-12-31)."""
+    if (v.type if pa.types.is_timestamp(v.type) else to).tz is not None:
+        _in_utc(f"a cast from {v.type} to {to}")
+    return pc.cast(v, to)
 
 
 def _checked(function: Callable[..., Value], *args: Value) -> Value:

@@ -54,6 +54,12 @@ _SUPPORTED: tuple[type[exp.Expr], ...] = (
     exp.DPipe,
     exp.DataType,
     exp.TimeToStr,
+    exp.TsOrDsToDate,
+    exp.Year,
+    exp.Month,
+    exp.Day,
+    exp.DayOfMonth,
+    exp.Hour,
     *COMPARISONS,
     *ARITHMETIC,
 )

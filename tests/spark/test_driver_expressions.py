@@ -105,6 +105,11 @@ def _compose(children):
                 "CAST({} AS DATE)",
                 "CAST({} AS TIMESTAMP)",
                 "CAST({} AS TIMESTAMP_NTZ)",
+                "to_date({})",
+                "year({})",
+                "month({})",
+                "day({})",
+                "hour({})",
                 "date_format({}, 'yyyy-MM-dd HH:mm:ss')",
                 "date_format({}, 'HH:mm')",
             ]
