@@ -347,6 +347,37 @@ class _Evaluator:
             return _day_or_midnight(v, pa.date32())
         raise NotOnDriver(f"TO_DATE of {v.type}")
 
+    def _tsordsadd(self, e: exp.TsOrDsAdd) -> Value:
+        """DATE_ADD(start, days) and DATE_SUB (sqlglot reads it as DATE_ADD of -days) of a date or timestamp
+        (its day) and an INT, SMALLINT or TINYINT."""
+        unit = e.args.get("unit")
+        if unit is not None and unit.name.upper() != "DAY":
+            raise NotOnDriver(f"DATE_ADD by {unit.name}")
+        start, days = self._date(e.this, "DATE_ADD"), self.value(e.expression)
+        if days.type not in (pa.int8(), pa.int16(), pa.int32()):
+            raise NotOnDriver(f"DATE_ADD of {days.type} days")
+        added = _checked(pc.add_checked, cast(start, pa.int32()), cast(days, pa.int32()))
+        low, high = pc.min_max(added).values() if not isinstance(added, pa.Scalar) else (added, added)
+        if low.as_py() is not None and not (_FIRST_DAY <= low.as_py() and high.as_py() <= _LAST_DAY):
+            raise NotOnDriver("a date beyond the years 1 to 9999")
+        return pc.cast(added, pa.date32())
+
+    def _datediff(self, e: exp.DateDiff) -> Value:
+        """DATEDIFF(end, start): the days from start to end, an INT."""
+        if e.args.get("unit") is not None:
+            raise NotOnDriver("DATEDIFF by a unit")
+        end, start = self._date(e.this, "DATEDIFF"), self._date(e.expression, "DATEDIFF")
+        return _checked(pc.subtract_checked, cast(end, pa.int32()), cast(start, pa.int32()))
+
+    def _date(self, e: exp.Expression, what: str) -> Value:
+        """A date argument: a date, or the day of a timestamp (as Spark casts it)."""
+        v = self.value(e)
+        if pa.types.is_timestamp(v.type):
+            return _day_or_midnight(v, pa.date32())
+        if not pa.types.is_date32(v.type):
+            raise NotOnDriver(f"{what} of {v.type}")
+        return v
+
     def _year(self, e: exp.Year) -> Value:
         return self._field(e, pc.year)
 
@@ -435,6 +466,8 @@ class _Evaluator:
         raise NotOnDriver(f"a {v.type} where a string is expected")
 
 
+# The days of 0001-01-01 and 9999-12-31 from 1970-01-01: the dates Spark and Python both hold
+_FIRST_DAY, _LAST_DAY = -719162, 2932896
 _DECIMAL_OF_INTEGRAL = {pa.int8(): 3, pa.int16(): 5, pa.int32(): 10, pa.int64(): 20}
 
 

@@ -60,6 +60,8 @@ _SUPPORTED: tuple[type[exp.Expr], ...] = (
     exp.Day,
     exp.DayOfMonth,
     exp.Hour,
+    exp.TsOrDsAdd,
+    exp.DateDiff,
     *COMPARISONS,
     *ARITHMETIC,
 )
@@ -114,6 +116,8 @@ def unsupported(e: exp.Expression) -> str | None:
             continue
         if isinstance(node, exp.TimeStrToTime) and isinstance(node.parent, exp.TimeToStr):
             continue  # sqlglot's reading of DATE_FORMAT's implicit cast: of a timestamp or date, none
+        if isinstance(node, exp.Var) and isinstance(node.parent, (exp.TsOrDsAdd, exp.DateDiff)):
+            continue  # a unit of DATE_ADD or DATEDIFF (the evaluator takes DAY alone)
         if not isinstance(node, _SUPPORTED):
             return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"
         if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):

@@ -110,6 +110,11 @@ def _compose(children):
                 "month({})",
                 "day({})",
                 "hour({})",
+                "date_add({}, 3)",
+                "date_sub({}, 40)",
+                "date_add(DATE '2026-02-27', {})",
+                "datediff({}, DATE '2026-01-01')",
+                "datediff(DATE '1969-12-31', {})",
                 "date_format({}, 'yyyy-MM-dd HH:mm:ss')",
                 "date_format({}, 'HH:mm')",
             ]
