@@ -4,6 +4,7 @@ and a Refresher whose batch reports are collected."""
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 
 from mvengine.config import load_config
@@ -25,3 +26,10 @@ def bench_refresher(spark, sql: str, conf: str | None = None) -> tuple[Catalog, 
     refresher = Refresher(spark, config, catalog, report=batches.append)
     refresher.prepare_sources()
     return catalog, refresher, batches
+
+
+def timed(work) -> float:
+    """Seconds `work()` took."""
+    started = time.monotonic()
+    work()
+    return time.monotonic() - started

@@ -21,7 +21,7 @@ import statistics
 import time
 from collections import Counter
 
-from bench_project import bench_refresher  # benchmarks/bench_project.py
+from bench_project import bench_refresher, timed  # benchmarks/bench_project.py
 from phases import median_phases  # benchmarks/phases.py
 
 from mvengine.runtime.session import spark_session
@@ -105,11 +105,11 @@ def main() -> None:
                 )
                 next_id += inserted
             batches.clear()
-            incremental.append(_timed(refresher.refresh))
+            incremental.append(timed(refresher.refresh))
             streamed = [b for b in batches if b.kind == "stream"]
             rounds.append(streamed)
             engines.update(b.engine for b in streamed)
-            full.append(_timed(lambda: refresher.refresh(full=True)))
+            full.append(timed(lambda: refresher.refresh(full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
         print(
             f"{changed:>8} {inc:>14.2f} {ful:>7.1f} {ful / inc:>9.1f}x  "
@@ -121,12 +121,6 @@ def main() -> None:
             for b in rounds[-1]:
                 if b.engine != "driver":
                     print(f"    {b.line()}", flush=True)
-
-
-def _timed(work) -> float:
-    started = time.monotonic()
-    work()
-    return time.monotonic() - started
 
 
 if __name__ == "__main__":

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
-from bench_project import bench_refresher  # benchmarks/bench_project.py
+from bench_project import bench_refresher, timed  # benchmarks/bench_project.py
 from phases import median_phases  # benchmarks/phases.py
 from pyspark.sql import functions as F
 
@@ -155,10 +154,10 @@ def _run(
                 ["id"],
             )
             batches.clear()
-            incremental.append(_timed(lambda: refresher.refresh()))
+            incremental.append(timed(lambda: refresher.refresh()))
             batch.append(sum(b.millis for b in batches if b.kind == "stream") / 1000)
             rounds.append([b for b in batches if b.kind == "stream"])
-            full.append(_timed(lambda: refresher.refresh(full=True)))
+            full.append(timed(lambda: refresher.refresh(full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
         print(
             f"{n:>10} {groups:>8} {changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} {ful:>7.1f} "
@@ -167,12 +166,6 @@ def _run(
         )
         if profile:
             print(median_phases(rounds), flush=True)
-
-
-def _timed(work) -> float:
-    started = time.monotonic()
-    work()
-    return time.monotonic() - started
 
 
 if __name__ == "__main__":

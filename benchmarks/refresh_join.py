@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
-from bench_project import bench_refresher  # benchmarks/bench_project.py
+from bench_project import bench_refresher, timed  # benchmarks/bench_project.py
 from phases import median_phases  # benchmarks/phases.py
 from pyspark.sql import functions as F
 
@@ -120,10 +119,10 @@ def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: i
                 first = (r * 131) % max(dim_rows - dim_changed, 1)
                 merge_into(_dims(spark, first, first + dim_changed, r + 1), dims, ["d"])
             batches.clear()
-            incremental.append(_timed(lambda: refresher.refresh(target)))
+            incremental.append(timed(lambda: refresher.refresh(target)))
             batch.append(sum(b.millis for b in batches if b.kind == "stream") / 1000)
             rounds.append([b for b in batches if b.kind == "stream"])
-            full.append(_timed(lambda: refresher.refresh(target, full=True)))
+            full.append(timed(lambda: refresher.refresh(target, full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
         print(
             f"{view:>6} {n:>10} {changed:>9} {dim_changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} "
@@ -140,12 +139,6 @@ def _dims(spark, first: int, last: int, revision: int):
         F.concat(F.lit("dim "), F.col("id"), F.lit(f" r{revision}")).alias("name"),
         (F.col("id") % REGIONS).alias("region"),
     )
-
-
-def _timed(work) -> float:
-    started = time.monotonic()
-    work()
-    return time.monotonic() - started
 
 
 if __name__ == "__main__":

@@ -39,11 +39,7 @@ CREATE MATERIALIZED VIEW v_join AS SELECT t.k, t.v, d.label FROM t JOIN d ON t.g
 
 
 def test_sources_written_by_spark_with_deletion_vectors_and_by_both_engines(spark, tmp_path: Path):
-    (tmp_path / "views").mkdir()
-    (tmp_path / "views" / "sources.sql").write_text(SOURCES)
-    (tmp_path / "views" / "views.sql").write_text(VIEWS)
-    config = load_config(tmp_path)
-    catalog = load_catalog(config)
+    config, catalog = _project(tmp_path)
     t, d = catalog.sources["t"].path, catalog.sources["d"].path
     spark.sql(f"""CREATE TABLE delta.`{t}` (k INT NOT NULL, g STRING, v INT) USING delta TBLPROPERTIES (
                   'delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = 'name',
@@ -113,11 +109,7 @@ def test_a_source_with_deletion_vectors_is_refreshed_on_the_driver(spark, tmp_pa
     batch, or its change feed) went to Spark. delta-rs's scan applies them and its change data feed reads the
     `_change_data` files Spark writes: such batches now run on the driver without a Spark job, through deletes,
     updates and merges on both sides, and every view equals its SQL."""
-    (tmp_path / "views").mkdir()
-    (tmp_path / "views" / "sources.sql").write_text(SOURCES)
-    (tmp_path / "views" / "views.sql").write_text(VIEWS)
-    config = load_config(tmp_path)
-    catalog = load_catalog(config)
+    config, catalog = _project(tmp_path)
     t, d = catalog.sources["t"].path, catalog.sources["d"].path
     spark.sql(f"""CREATE TABLE delta.`{d}` (g STRING NOT NULL, label STRING) USING delta TBLPROPERTIES (
                   'delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')""")
@@ -152,6 +144,15 @@ def test_a_source_with_deletion_vectors_is_refreshed_on_the_driver(spark, tmp_pa
         for name in catalog.plans:
             check_view(spark, catalog, name)
     assert _has_deletion_vectors(d)
+
+
+def _project(root: Path) -> tuple:
+    """The project of SOURCES and VIEWS under `root`: its config and catalog."""
+    (root / "views").mkdir()
+    (root / "views" / "sources.sql").write_text(SOURCES)
+    (root / "views" / "views.sql").write_text(VIEWS)
+    config = load_config(root)
+    return config, load_catalog(config)
 
 
 def _has_deletion_vectors(path: str) -> bool:
