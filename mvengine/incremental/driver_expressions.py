@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Sequence
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import TypeAlias
 
 import pyarrow as pa
@@ -30,6 +30,7 @@ from mvengine.incremental.driver_support import COMPARISONS as _COMPARISONS
 from mvengine.incremental.driver_support import strftime_pattern
 from mvengine.incremental.zset import MTIME
 from mvengine.plan.nodes import Field
+from mvengine.plan.types import adjusted_decimal, decimal_result, integer_literal_digits
 
 
 class NotOnDriver(Exception):
@@ -186,6 +187,8 @@ class _Evaluator:
 
     def _nullsafeeq(self, e: exp.NullSafeEQ | exp.NullSafeNEQ) -> Value:
         left, right = self._comparable(e.this, e.expression)
+        if left.type == pa.null() or right.type == pa.null():  # NULL <=> x: whether x is NULL
+            return pc.is_null(right if left.type == pa.null() else left)
         equal = pc.fill_null(pc.equal(left, right), False)
         both_null = pc.and_(pc.is_null(left), pc.is_null(right))
         return pc.or_(equal, both_null)
@@ -216,37 +219,75 @@ class _Evaluator:
         left, right = self.value(e.this), self.value(e.expression)
         if left.type == pa.null() or right.type == pa.null():
             raise NotOnDriver("arithmetic with NULL")
-        if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
-            return self._decimal_arithmetic(left, right, op)
+        if _decimals_alone(left.type, right.type):
+            return self._decimal_arithmetic(e, left, right, op)
         target = _common_type(left.type, right.type)
         if not (target in _INTEGRAL or pa.types.is_floating(target)):
             raise NotOnDriver(f"arithmetic on {target}")
         return _checked(getattr(pc, op), cast(left, target), cast(right, target))
 
-    def _decimal_arithmetic(self, left: Value, right: Value, op: str) -> Value:
-        """+, - and * of decimals (and integers, as DECIMAL(3|5|10|20, 0)) in the type Spark gives them, where
-        it has at most 38 digits: then it holds every result, so nothing overflows or is rounded (beyond 38
-        digits Spark takes scale away: Spark decides)."""
-        a, b = _as_decimal(left.type), _as_decimal(right.type)
+    def _decimal_arithmetic(self, e: exp.Expression, left: Value, right: Value, op: str) -> Value:
+        """+, - and * of decimals (and integers: an integer literal as DECIMAL(its digits, 0), any other as
+        DECIMAL(3|5|10|20, 0)) in the type Spark gives them, where it has at most 38 digits: then it holds
+        every result, so nothing overflows or is rounded (beyond 38 digits Spark takes scale away: Spark
+        decides)."""
         name = op.removesuffix("_checked")
+        a, b = _decimal_operand(e.this, left.type), _decimal_operand(e.expression, right.type)
         if a is None or b is None:
             raise NotOnDriver(f"{name} of {left.type} and {right.type}")
-        precision, scale = _DECIMAL_RESULT[op](a, b)
+        precision, scale = decimal_result(_DECIMAL_OP[op], (a.precision, a.scale), (b.precision, b.scale))
         if precision > 38:
             raise NotOnDriver(f"{name} of {a} and {b} beyond 38 digits")
-        result = _checked(getattr(pc, op), cast(left, a), cast(right, b))
-        return cast(result, pa.decimal128(precision, scale))
+        operands = (cast(v, _as_decimal(v.type)) for v in (left, right))  # a literal's type: its digits'
+        return cast(_checked(getattr(pc, op), *operands), pa.decimal128(precision, scale))
 
     def _div(self, e: exp.Div) -> Value:
-        """Spark's `/` of numbers is a double division; by zero it raises (ANSI) or gives NULL: Spark decides."""
+        """Spark's `/` of integers and floats is a double division, of decimals a decimal one (_decimal_div); by
+        zero it raises (ANSI) or gives NULL: Spark decides."""
         left, right = self.value(e.this), self.value(e.expression)
+        if _decimals_alone(left.type, right.type):
+            return self._decimal_div(e, left, right)
         for side in (left, right):
-            if not (side.type in _INTEGRAL or pa.types.is_floating(side.type)):
+            if not (side.type in _INTEGRAL or pa.types.is_floating(side.type) or pa.types.is_decimal(side.type)):
                 raise NotOnDriver(f"division of {side.type}")
         left, right = cast(left, pa.float64()), cast(right, pa.float64())
         if pc.any(pc.equal(right, 0.0)).as_py():
             raise NotOnDriver("a division by zero")
         return pc.divide(left, right)
+
+    def _decimal_div(self, e: exp.Div, left: Value, right: Value) -> Value:
+        """x / y of decimals (and integers, as in _decimal_arithmetic) in Spark's result type, its quotient
+        rounded half up at the result's scale. Spark first divides to 38 digits, then rounds at the scale:
+        where that first rounding could move the quotient onto a tie (a divisor of many digits), or the
+        quotient overflows its type, or y is 0, Spark decides."""
+        a, b = _decimal_operand(e.this, left.type), _decimal_operand(e.expression, right.type)
+        if a is None or b is None:
+            raise NotOnDriver(f"division of {left.type} and {right.type}")
+        precision, scale = adjusted_decimal(
+            *decimal_result("div", (a.precision, a.scale), (b.precision, b.scale))
+        )
+        quantum, bound = Decimal(1).scaleb(-scale), Decimal(10) ** (precision - scale)
+        rows = next((len(v) for v in (left, right) if not isinstance(v, pa.Scalar)), 1)
+        xs, ys = ([v.as_py()] * rows if isinstance(v, pa.Scalar) else v.to_pylist() for v in (left, right))
+        quotients: list[Decimal | None] = []
+        with localcontext() as exact:
+            exact.prec, exact.rounding = 100, ROUND_HALF_UP  # every quotient below has far fewer digits
+            for x, y in zip(xs, ys):
+                if x is None or y is None:
+                    quotients.append(None)
+                    continue
+                if y == 0:
+                    raise NotOnDriver("a division by zero")
+                quotient = Decimal(x) / Decimal(y)
+                if not _rounds_once(quotient, Decimal(y), b.scale, max(scale, a.scale - b.scale)):
+                    raise NotOnDriver(f"a quotient of {y}, whose digits Spark rounds twice")
+                rounded = quotient.quantize(quantum)
+                if abs(rounded) >= bound:
+                    raise NotOnDriver(f"a quotient beyond DECIMAL({precision}, {scale})")
+                quotients.append(rounded)
+        values = pa.array(quotients, pa.decimal128(precision, scale))
+        both_scalar = isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar)
+        return values[0] if both_scalar else pa.chunked_array([values])
 
     def _neg(self, e: exp.Neg) -> Value:
         v = self.value(e.this)
@@ -328,6 +369,8 @@ class _Evaluator:
             to in _INTEGRAL and v.type in _INTEGRAL
         )  # narrowing that does not fit: Spark decides
         widening_to_float = pa.types.is_floating(to) and _WIDTH.get(v.type, 128) <= _WIDTH.get(to, 0)
+        if pa.types.is_decimal(v.type) and to == pa.float64():
+            return _decimal_as_double(v)
         if integral_to_integral or widening_to_float or (to == pa.string() and v.type in _INTEGRAL):
             return _checked(lambda x: pc.cast(x, to, safe=True), v)
         raise NotOnDriver(f"a cast from {v.type} to {to}")
@@ -471,17 +514,29 @@ _FIRST_DAY, _LAST_DAY = -719162, 2932896
 _DECIMAL_OF_INTEGRAL = {pa.int8(): 3, pa.int16(): 5, pa.int32(): 10, pa.int64(): 20}
 
 
-def _sum_type(a: pa.Decimal128Type, b: pa.Decimal128Type) -> tuple[int, int]:
-    scale = max(a.scale, b.scale)
-    return max(a.precision - a.scale, b.precision - b.scale) + scale + 1, scale
+_DECIMAL_OP = {"add_checked": "add", "subtract_checked": "sub", "multiply_checked": "mul"}
 
 
-# Spark's result (precision, scale) of decimal arithmetic (DecimalPrecision), before any adjustment beyond 38
-_DECIMAL_RESULT: dict[str, Callable[[pa.Decimal128Type, pa.Decimal128Type], tuple[int, int]]] = {
-    "add_checked": _sum_type,
-    "subtract_checked": _sum_type,
-    "multiply_checked": lambda a, b: (a.precision + b.precision + 1, a.scale + b.scale),
-}
+def _decimal_operand(e: exp.Expression, t: pa.DataType) -> pa.Decimal128Type | None:
+    """The decimal type Spark brings an operand of + - * / beside a decimal to: an integer literal to the
+    precision of its digits, any other integer to its type's (None for a type that is neither)."""
+    digits = integer_literal_digits(e)
+    if digits is not None and t in _INTEGRAL:
+        return pa.decimal128(digits, 0)
+    return _as_decimal(t)
+
+
+def _rounds_once(quotient: Decimal, divisor: Decimal, divisor_scale: int, scale: int) -> bool:
+    """Whether rounding `quotient` first to 38 significant digits (or at 38 or 39 decimals) and then at the
+    result's scale rounds it as rounding it once does. A quotient x / y off a tie of the final rounding is off
+    it by at least 1 / (2·|Y|·10^scale), Y the divisor's unscaled digits and scale the larger of the result's
+    and the operands' scale difference; the first rounding moves it by at most half a unit of its 38th digit,
+    10^(e - 37) / 2, e the exponent of the quotient's first digit (at least -1 here, which covers 38 and 39
+    decimals). So it is safe when |Y|·10^(scale + e) <= 10^37."""
+    if quotient == 0:
+        return True
+    unscaled = abs(divisor).scaleb(divisor_scale)
+    return unscaled.scaleb(scale + max(quotient.adjusted(), -1)) <= Decimal(10) ** 37
 
 
 def _as_decimal(t: pa.DataType) -> pa.Decimal128Type | None:
@@ -505,6 +560,8 @@ def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
         return b
     if a in _INTEGRAL and b in _INTEGRAL:
         return a if a.bit_width >= b.bit_width else b
+    if any(pa.types.is_floating(t) for t in (a, b)) and any(pa.types.is_decimal(t) for t in (a, b)):
+        return pa.float64()  # a decimal beside a float is a double (cast: _decimal_as_double)
     numeric = [t for t in (a, b) if t in _INTEGRAL or pa.types.is_floating(t)]
     if len(numeric) == 2:  # an integer and a float, or two floats: the wider float (int and float: float)
         floats = [t for t in (a, b) if pa.types.is_floating(t)]
@@ -544,7 +601,28 @@ def cast(v: Value, to: pa.DataType) -> Value:
     """`v` brought to the type `_common_type` or `common_type` chose (a widening Spark makes too)."""
     if v.type == to:
         return v
+    if pa.types.is_decimal(v.type) and to == pa.float64():
+        return _decimal_as_double(v)
     return _checked(lambda x: pc.cast(x, to, safe=True), v)
+
+
+def _decimals_alone(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether arithmetic of these types is decimal arithmetic: a decimal, and no float (a decimal beside a
+    float is a double)."""
+    types = (a, b)
+    return any(pa.types.is_decimal(t) for t in types) and not any(pa.types.is_floating(t) for t in types)
+
+
+def _decimal_as_double(v: Value) -> Value:
+    """A decimal as Spark makes it a double: the nearest double. Of at most 15 digits, its unscaled digits and
+    10^scale are both exact doubles, so their quotient is the nearest double, as Spark's is; of more, Spark's
+    conversion may round twice: Spark decides."""
+    t = v.type
+    assert isinstance(t, pa.Decimal128Type)
+    if t.precision > 15:
+        raise NotOnDriver(f"{t} as a double")
+    unscaled = pc.multiply(v, pa.scalar(10**t.scale, pa.decimal128(t.scale + 1, 0)))  # a whole number
+    return pc.divide(pc.cast(pc.cast(unscaled, pa.int64()), pa.float64()), pa.scalar(10.0**t.scale))
 
 
 def _day_or_midnight(v: Value, to: pa.DataType) -> Value:

@@ -89,13 +89,6 @@ def not_on_driver(root: Node) -> str | None:
             for call in map(incremental_call, node.aggregates):
                 if call.kind == "list":
                     return f"{node.describe()}: COLLECT_LIST (its lists are built by Spark)"
-                argument_type = call.argument.type if call.argument is not None else None
-                if (
-                    call.kind == "avg"
-                    and argument_type is not None
-                    and argument_type.this == exp.DataType.Type.DECIMAL
-                ):
-                    return f"{node.describe()}: AVG of a decimal (its rounding is Spark's)"
     return None
 
 

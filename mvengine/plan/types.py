@@ -215,9 +215,9 @@ def _number_literal_type(text: str) -> exp.DataType:
 
 def _decimal_of(e: exp.Expression) -> tuple[int, int, bool] | None:
     """(precision, scale, is a decimal) of an operand of decimal arithmetic, as Spark widens it; None if not."""
-    if isinstance(e, exp.Literal) and not e.is_string and "." not in e.name and "e" not in e.name.lower():
-        # An integer literal widens to the precision of its digits, not to that of INT.
-        return max(len(e.name.lstrip("-").lstrip("0")), 1), 0, False
+    literal = integer_literal_digits(e)
+    if literal is not None:
+        return literal, 0, False
     t = annotate_types(e, dialect=DIALECT, overwrite_types=False).type
     if t is None:
         return None
@@ -226,22 +226,41 @@ def _decimal_of(e: exp.Expression) -> tuple[int, int, bool] | None:
     return (_INTEGRAL_DIGITS[t.this], 0, False) if t.this in _INTEGRAL_DIGITS else None
 
 
+def integer_literal_digits(e: exp.Expression) -> int | None:
+    """The precision an integer literal widens to beside a decimal in + - * / (its digits, not its INT's 10:
+    Spark's literal rule; Spark's parser folds parentheses and a minus sign into the literal); None for any
+    other operand."""
+    while isinstance(e, (exp.Paren, exp.Neg)):
+        e = e.this
+    if isinstance(e, exp.Literal) and not e.is_string and "." not in e.name and "e" not in e.name.lower():
+        return max(len(e.name.lstrip("-").lstrip("0")), 1)
+    return None
+
+
 def _decimal_arithmetic(e: exp.Expression, left: tuple[int, int], right: tuple[int, int]) -> exp.DataType:
-    """Spark's result type of decimal + - * / (DecimalPrecision, with precision loss allowed)."""
-    (p1, s1), (p2, s2) = left, right
-    if isinstance(e, (exp.Add, exp.Sub)):
-        s = max(s1, s2)
-        p = max(p1 - s1, p2 - s2) + s + 1
-    elif isinstance(e, exp.Mul):
-        p, s = p1 + p2 + 1, s1 + s2
-    else:
-        s = max(6, s1 + p2 + 1)
-        p = p1 - s1 + s2 + s
-    if p > 38:
-        whole = p - s
-        s = max(38 - whole, min(s, 6))
-        p = 38
+    p, s = adjusted_decimal(*decimal_result(type(e).__name__.lower(), left, right))
     return build(f"DECIMAL({p}, {s})")
+
+
+def decimal_result(op: str, left: tuple[int, int], right: tuple[int, int]) -> tuple[int, int]:
+    """Spark's (precision, scale) of decimal `op` ("add", "sub", "mul" or "div") of operands of these
+    (precision, scale) (DecimalPrecision), before adjusted_decimal takes digits beyond 38 away."""
+    (p1, s1), (p2, s2) = left, right
+    if op in ("add", "sub"):
+        s = max(s1, s2)
+        return max(p1 - s1, p2 - s2) + s + 1, s
+    if op == "mul":
+        return p1 + p2 + 1, s1 + s2
+    s = max(6, s1 + p2 + 1)
+    return p1 - s1 + s2 + s, s
+
+
+def adjusted_decimal(p: int, s: int) -> tuple[int, int]:
+    """A result type of more than 38 digits as Spark caps it (precision loss allowed): 38 digits, the integral
+    ones kept, and at least min(s, 6) decimals."""
+    if p <= 38:
+        return p, s
+    return 38, max(38 - (p - s), min(s, 6))
 
 
 def infer_nullable(expression: exp.Expression) -> bool:

@@ -41,7 +41,7 @@ VALUES = {
     "x": st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.5, -2.25, math.nan, math.inf, 3.0])),
     "s": st.one_of(st.none(), st.sampled_from(["", "a", "B", "ab", "straße", "é"])),
     "f": st.one_of(st.none(), st.booleans()),
-    "d": st.one_of(st.none(), st.sampled_from([Decimal("0.00"), Decimal("1.50"), Decimal("-999.99")])),
+    "d": st.one_of(st.none(), st.sampled_from([Decimal("0.00"), Decimal("1.50"), Decimal("-999.99"), Decimal("0.07")])),
     "day": st.one_of(st.none(), st.sampled_from([dt.date(2026, 1, 1), dt.date(2026, 11, 23)])),
     "ts": st.one_of(
         st.none(),
@@ -72,6 +72,7 @@ LEAVES = st.sampled_from(
         "3000000000",
         "1.5",
         "2.50",
+        "7",
         "1e0",
         "'a'",
         "'B'",
@@ -155,16 +156,24 @@ def test_the_driver_computes_what_spark_computes(spark, ansi, rows, sql):
     expression = sqlglot.parse_one(sql, read="spark")
     assert unsupported(expression) is None
     try:
-        driver = evaluate(expression, table, FIELDS).to_pylist()
+        computed = evaluate(expression, table, FIELDS)
     except NotOnDriver:
         return
+    driver = computed.to_pylist()
     try:
-        spark_values = [r[0] for r in spark.createDataFrame(table).selectExpr(sql).collect()]
+        selected = spark.createDataFrame(table).selectExpr(sql)
+        spark_values = [r[0] for r in selected.collect()]
     except AnalysisException:  # a view with this expression is refused before any batch runs
         return
     except Exception as e:  # Spark fails on these rows (an overflow, a bad cast) where the driver did not
         pytest.fail(f"{sql} over {rows}: the driver gave {driver}, Spark failed: {str(e).splitlines()[0]}")
     assert [_plain(v) for v in driver] == [_plain(v) for v in spark_values], f"{sql} over {rows}"
+    if pa.types.is_decimal(computed.type):  # Decimal("1.5") == Decimal("1.500000"): the scales too
+        spark_type = selected.schema[0].dataType
+        assert (computed.type.precision, computed.type.scale) == (
+            spark_type.precision,
+            spark_type.scale,
+        ), f"{sql}: the driver's {computed.type}, Spark's {spark_type}"
 
 
 def test_a_condition_keeps_true_rows_only():
