@@ -248,7 +248,9 @@ class _Evaluator:
         if _decimals_alone(left.type, right.type):
             return self._decimal_div(e, left, right)
         for side in (left, right):
-            if not (side.type in _INTEGRAL or pa.types.is_floating(side.type) or pa.types.is_decimal(side.type)):
+            if not (
+                side.type in _INTEGRAL or pa.types.is_floating(side.type) or pa.types.is_decimal(side.type)
+            ):
                 raise NotOnDriver(f"division of {side.type}")
         left, right = cast(left, pa.float64()), cast(right, pa.float64())
         if pc.any(pc.equal(right, 0.0)).as_py():

@@ -41,7 +41,9 @@ VALUES = {
     "x": st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.5, -2.25, math.nan, math.inf, 3.0])),
     "s": st.one_of(st.none(), st.sampled_from(["", "a", "B", "ab", "straße", "é"])),
     "f": st.one_of(st.none(), st.booleans()),
-    "d": st.one_of(st.none(), st.sampled_from([Decimal("0.00"), Decimal("1.50"), Decimal("-999.99"), Decimal("0.07")])),
+    "d": st.one_of(
+        st.none(), st.sampled_from([Decimal("0.00"), Decimal("1.50"), Decimal("-999.99"), Decimal("0.07")])
+    ),
     "day": st.one_of(st.none(), st.sampled_from([dt.date(2026, 1, 1), dt.date(2026, 11, 23)])),
     "ts": st.one_of(
         st.none(),
