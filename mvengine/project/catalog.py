@@ -14,6 +14,7 @@ from mvengine.plan.nodes import Field
 from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, plan_view
 from mvengine.project.dag import build_dag, check_acyclic, topological_order
+from mvengine.project.exists_keys import rewrite_exists_keys
 from mvengine.project.join_inputs import extract_join_inputs
 from mvengine.project.not_in import rewrite_not_in
 from mvengine.project.scalar_subqueries import Columns, rewrite_scalar_subqueries
@@ -73,7 +74,8 @@ def load_catalog(config: Config) -> Catalog:
     """Parse, resolve and plan everything in views/; the first mistake found is raised as a SqlError."""
     sources, views = _declarations(config)
     columns = _columns_known(sources, views)
-    views = rewrite_scalar_subqueries(rewrite_not_in(views, columns), columns)
+    views = rewrite_exists_keys(rewrite_not_in(views, columns), columns)
+    views = rewrite_scalar_subqueries(views, columns)
     views = extract_join_inputs(views, set(sources) | set(views), config.warehouse)
     graph = build_dag(list(sources), list(views.values()))
     check_acyclic(graph, views)

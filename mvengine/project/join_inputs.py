@@ -5,10 +5,12 @@ without state (filters, projections, other joins). A subquery in FROM that aggre
 (`JOIN (SELECT auction, COUNT(*) ... GROUP BY ...) AS b`) keeps state, and its rows before a batch are in that
 state, not in the inputs. So each such subquery becomes a view of its own, named `<view>__<alias>`, which the
 join reads as it reads any view: both are then maintained incrementally, as a user would write them by hand.
-A CTE that keeps state and is joined (`WITH b AS (SELECT ... GROUP BY ...) SELECT ... FROM a JOIN b ...`) is
-made a view the same way, `<view>__<cte>` (with the CTE's column list, if it has one), and dropped from the WITH
-when nothing else reads it. A subquery or CTE that reads a CTE of its query stays where it is (the view is then
-recomputed in full, with the reason).
+The FROM of an `EXISTS` subquery is a join input too (of the semi or anti join it becomes): its distinct keys
+(project/exists_keys.py) become `<view>__exists_N`. A CTE that keeps state and is joined
+(`WITH b AS (SELECT ... GROUP BY ...) SELECT ... FROM a JOIN b ...`) is made a view the same way,
+`<view>__<cte>` (with the CTE's column list, if it has one), and dropped from the WITH when nothing else reads
+it. A subquery or CTE that reads a CTE of its query stays where it is (the view is then recomputed in full,
+with the reason).
 """
 
 from __future__ import annotations
@@ -52,10 +54,12 @@ def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: s
             return name
 
         for select in list(query.find_all(exp.Select)):
-            if not select.args.get("joins"):
-                continue
+            if not select.args.get("joins") and not isinstance(select.parent, exp.Exists):
+                continue  # (an EXISTS's FROM is the other side of a semi or anti join)
             from_ = select.args.get("from_") or select.args.get("from")
-            sides = ([from_.this] if from_ is not None else []) + [j.this for j in select.args["joins"]]
+            sides = ([from_.this] if from_ is not None else []) + [
+                j.this for j in select.args.get("joins") or []
+            ]
             visible = visible_ctes(select)
             for side in sides:
                 if isinstance(side, exp.Table) and not side.db and side.name.lower() in visible:

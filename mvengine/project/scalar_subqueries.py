@@ -48,7 +48,7 @@ def rewrite_scalar_subqueries(views: dict[str, ViewDef], columns: Columns) -> di
     for name, view in views.items():
         query = view.query.copy()
         notes: list[str] = []
-        taken = {a.lower() for a in _aliases(query)}
+        taken = {a.lower() for a in aliases(query)}
         for select in reversed(list(query.find_all(exp.Select))):  # inner queries first
             for sub in list(select.find_all(exp.Subquery)):
                 if sub.find_ancestor(exp.Select) is select and _is_scalar(sub):
@@ -86,43 +86,21 @@ def _rewrite(outer: exp.Select, sub: exp.Subquery, taken: set[str], columns: Col
             "the columns of a table it or its query reads are not known before planning (a SELECT *)"
         )
 
-    def is_inner(c: exp.Column) -> bool:
-        if c.table:
-            return c.table.lower() in mine
-        return any(c.name.lower() in cols for cols in mine.values() if cols is not None)
-
-    def is_outer(c: exp.Column) -> bool:  # a column of the query the subquery is in, never of one further out
-        if c.table:
-            return c.table.lower() in theirs and c.table.lower() not in mine
-        return not is_inner(c) and any(c.name.lower() in cols for cols in theirs.values() if cols is not None)
-
+    sides = Sides(mine, theirs)
     projection = inner.expressions[0].unalias()
     aggregates = _top_aggregates(projection)
     if not aggregates:
         raise _Stays("it selects no aggregate (so it is not known to give one row)")
     for c in projection.find_all(exp.Column):
         in_aggregate = c.find_ancestor(exp.AggFunc) is not None
-        if not (is_inner(c) if in_aggregate else is_outer(c)):
+        if not (sides.inner(c) if in_aggregate else sides.outer(c)):
             inside = "inside" if in_aggregate else "outside"
             raise _Stays(
                 f"{c.sql('spark')} {inside} an aggregate is not a column of the table it reads there"
             )
-    keys: list[tuple[exp.Expr, exp.Expr]] = []  # (inner, outer)
-    rest: list[exp.Expr] = []
-    where = inner.args.get("where")
-    for conjunct in conjuncts(where.this) if where is not None else []:
-        if all(is_inner(c) for c in conjunct.find_all(exp.Column)):
-            rest.append(conjunct)
-            continue
-        a, b = conjunct.this, conjunct.expression
-        if isinstance(conjunct, exp.EQ) and _only(a, is_inner) and _only(b, is_outer):
-            keys.append((a, b))
-        elif isinstance(conjunct, exp.EQ) and _only(b, is_inner) and _only(a, is_outer):
-            keys.append((b, a))
-        else:
-            raise _Stays(
-                f"it is correlated by {conjunct.sql('spark')}, not by an equality of inner and outer"
-            )
+    keys, rest, stray = sides.correlation(inner)
+    if stray is not None:
+        raise _Stays(f"it is correlated by {stray.sql('spark')}, not by an equality of inner and outer")
     place = _clause(sub, outer)
     grouped = bool(outer.args.get("group"))
     if place not in ("where", "expressions", "having"):
@@ -147,7 +125,7 @@ def _rewrite(outer: exp.Select, sub: exp.Subquery, taken: set[str], columns: Col
         None,
     )
     if shared is None:
-        alias = _fresh("scalar", taken)
+        alias = fresh_alias("scalar", taken)
         if not keys:
             body.set("expressions", [exp.alias_(exp.Literal.number(1), "one")])
         condition = (
@@ -240,13 +218,56 @@ def relations(select: exp.Select, columns: Columns) -> Relations | None:
     return found
 
 
-def _aliases(query: exp.Expr) -> list[str]:
+class Sides:
+    """Which columns of a subquery are its own (of `mine`, its FROM's relations by alias) and which are of the
+    query it is in (`theirs`), never of one further out."""
+
+    def __init__(self, mine: Relations, theirs: Relations) -> None:
+        self.mine, self.theirs = mine, theirs
+
+    def inner(self, c: exp.Column) -> bool:
+        if c.table:
+            return c.table.lower() in self.mine
+        return any(c.name.lower() in cols for cols in self.mine.values() if cols is not None)
+
+    def outer(self, c: exp.Column) -> bool:
+        if c.table:
+            return c.table.lower() in self.theirs and c.table.lower() not in self.mine
+        return not self.inner(c) and any(
+            c.name.lower() in cols for cols in self.theirs.values() if cols is not None
+        )
+
+    def correlation(
+        self, select: exp.Select
+    ) -> tuple[list[tuple[exp.Expr, exp.Expr]], list[exp.Expr], exp.Expr | None]:
+        """The subquery's WHERE as (inner, outer) pairs of its `inner = outer` equalities, its conjuncts of its
+        own columns alone, and the first conjunct that is neither (None when there is none)."""
+        keys: list[tuple[exp.Expr, exp.Expr]] = []
+        rest: list[exp.Expr] = []
+        where = select.args.get("where")
+        for conjunct in conjuncts(where.this) if where is not None else []:
+            if all(self.inner(c) for c in conjunct.find_all(exp.Column)):
+                rest.append(conjunct)
+                continue
+            a, b = conjunct.this, conjunct.expression
+            if isinstance(conjunct, exp.EQ) and _only(a, self.inner) and _only(b, self.outer):
+                keys.append((a, b))
+            elif isinstance(conjunct, exp.EQ) and _only(b, self.inner) and _only(a, self.outer):
+                keys.append((b, a))
+            else:
+                return keys, rest, conjunct
+        return keys, rest, None
+
+
+def aliases(query: exp.Expr) -> list[str]:
+    """The names the query's tables and subqueries are known by (taken, for a new alias)."""
     return [t.alias_or_name for t in query.find_all(exp.Table)] + [
         s.alias for s in query.find_all(exp.Subquery) if s.alias
     ]
 
 
-def _fresh(stem: str, taken: set[str]) -> str:
+def fresh_alias(stem: str, taken: set[str]) -> str:
+    """`stem_1`, or the first `stem_N` not taken (and now taken)."""
     n = 1
     while f"{stem}_{n}" in taken:
         n += 1

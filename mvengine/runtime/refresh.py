@@ -580,7 +580,9 @@ class Refresher:
             )
             return
         snapshot_before = _version_before(tables.snapshot, application, batch_id)
-        moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo)
+        # Inputs with changes: a version that changed no row (a view's batch that committed nothing new) moves
+        # nothing, so the join terms over the other inputs' rows before it are not read.
+        moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo and inputs[n].rows)
         marks = None
         if has_event_time(plan, self.catalog):
             with profile.phase("watermark", spark=False):
