@@ -15,6 +15,12 @@ rounds; `engines` counts the views' batches the driver and Spark computed; --pro
 profile of the incremental batches, and the line of every batch that went to Spark.
 
     python benchmarks/star_schema.py --rows 10000000 --changes 10000 100000 --repeat 3 --profile
+
+With --continuous K, after the bootstrap, `mv refresh --continuous --interval 0.1s` runs over the project in a
+child process instead, and K commits of Spark SQL each UPDATE one sale: for each, the time from its commit to
+the commit of the last view that reflects it (through the views it reads), from the Delta logs.
+
+    python benchmarks/star_schema.py --rows 10000000 --continuous 30
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ import time
 from collections import Counter
 
 from bench_project import bench_refresher, timed  # benchmarks/bench_project.py
+from continuous import reflected_at, refreshing  # benchmarks/continuous.py
 from phases import median_phases  # benchmarks/phases.py
 
+from mvengine.project.layout import source_table
 from mvengine.runtime.session import spark_session
+from mvengine.storage.tables import commit_metadata
 
 SQL = """
 CREATE TABLE sales (
@@ -136,6 +145,10 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="the median phase profile of each size's batches"
     )
+    parser.add_argument(
+        "--continuous", type=int, metavar="K", help="K one-row commits to a `--continuous` refresh instead"
+    )
+    parser.add_argument("--log", help="with --continuous: the refresh's output, with every batch's phases")
     args = parser.parse_args()
     spark = spark_session(master=args.master)
     catalog, refresher, batches = bench_refresher(spark, SQL)
@@ -164,6 +177,9 @@ def main() -> None:
     started = time.monotonic()
     refresher.refresh()
     print(f"bootstrap of {len(VIEWS)} views over {n} sales: {time.monotonic() - started:.1f} s", flush=True)
+    if args.continuous:
+        one_row_latencies(spark, refresher, paths["sales"], args.continuous, args.log)
+        return
     print(f"{'changed':>8} {'incremental s':>14} {'full s':>7} {'full/incr':>10}  engines", flush=True)
     next_id = n
     for changed in args.changes:
@@ -205,6 +221,29 @@ def main() -> None:
             for b in rounds[-1]:
                 if b.engine != "driver":
                     print(f"    {b.line()}", flush=True)
+
+
+def one_row_latencies(spark, refresher, sales: str, commits: int, log: str | None) -> None:
+    """From each one-row commit to sales to the last view's commit that reflects it, under --continuous."""
+    config, catalog = refresher.config, refresher.catalog
+    ref = source_table(catalog.sources["sales"], {})
+    with refreshing(config.project_dir, log):
+        for view in VIEWS:  # the child's Spark starts, and it catches up with the bootstrap
+            reflected_at(config, catalog, view, "sales", ref.open().version(), timeout=600)
+        latencies = []
+        for i in range(commits):
+            spark.sql(f"UPDATE delta.`{sales}` SET amount = amount + 0.01 WHERE id = {i * 7919 % 1_000_000}")
+            version = ref.open().version()
+            committed = int(commit_metadata(ref.open(), version)["timestamp"])
+            last = max(reflected_at(config, catalog, view, "sales", version, timeout=300) for view in VIEWS)
+            latencies.append((last - committed) / 1000)
+            print(f"commit {i + 1:>3}: sales@{version} in every view after {latencies[-1]:.2f} s", flush=True)
+    p95 = statistics.quantiles(latencies, n=20)[-1] if len(latencies) > 1 else latencies[0]
+    print(
+        f"\n{len(latencies)} one-row commits, every view: p50 {statistics.median(latencies):.2f} s, "
+        f"p95 {p95:.2f} s, max {max(latencies):.2f} s",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

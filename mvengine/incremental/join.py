@@ -18,7 +18,7 @@ true (the row matches nothing, as SQL has it); one that reads both sides filters
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -206,7 +206,7 @@ def _semi_anti(
     if changed[probe.tag]:
         semi.append(deltas[probe.tag].join(after, probe.matches("a"), "left_semi"))
         anti.append(deltas[probe.tag].join(after, probe.matches("a"), "left_anti"))
-    probe_old = old(probe)
+    probe_old = old(probe) if moved is not None else None  # (read only when keys can flip)
     if moved is not None and probe_old is not None:
         # Keys whose first match arrived (+1) or whose last match went (-1) in the batch.
         if before is not None:
@@ -339,55 +339,68 @@ def _align_key_types(a: _Framed, b: _Framed) -> None:
 
 def _key_filters(side: _Side, deltas: list[_Framed]) -> dict[str, KeyFilter]:
     """The input rows of `side` that the batch's keys can reach: the first key that is a column of an input,
-    passed through unchanged, narrows that input to the keys the changes of both sides carry."""
+    passed through unchanged, narrows that input to the keys the changes of both sides carry, and so do the
+    columns an equality of a join below ties to it (a fact table joined to the dimension the key is of is read
+    for the facts of those keys, not whole)."""
     for i, key in enumerate(side.keys):
-        found = _input_column(side.node, key)
-        if found is None:
+        found = _input_columns(side.node, key)
+        if not found:
             continue
         values = pc.unique(
             pa.chunked_array(
                 [v for d in deltas for v in d.keys[i].chunks], deltas[0].keys[i].type
             ).drop_null()
         )
-        return {found[0]: (found[1], values)}
+        filters: dict[str, KeyFilter] = {}
+        for name, column in found:
+            filters.setdefault(name, (column, values))
+        return filters
     return {}
 
 
-def _input_column(node: Node, key: exp.Expression) -> tuple[str, str] | None:
-    """(input, column) when `key` is a column of `node` that comes unchanged from a column of an input."""
+def _input_columns(node: Node, key: exp.Expression) -> list[tuple[str, str]]:
+    """(input, column) pairs whose rows hold the key's value in every row of `node` that has one (a NULL key
+    matches nothing): the input column `key` comes from unchanged, and the columns the equalities of the joins
+    on its way tie to it; none when `key` is not a column passed through unchanged."""
     if not isinstance(key, exp.Column):
-        return None
-    position = next(
-        (i for i, f in enumerate(node.fields) if f.name == key.name and f.qualifier == (key.table or None)),
-        None,
-    )
+        return []
+    position = _position(node.fields, key)
+    tied: list[tuple[str, str]] = []
     while position is not None:
         if isinstance(node, Scan):
-            return node.input, node.fields[position].name
+            return [(node.input, node.fields[position].name), *tied]
         if isinstance(node, Filter):
             node = node.child
         elif isinstance(node, Project):
             projected = node.projections[position]
             if not isinstance(projected, exp.Column):
-                return None
+                return []
             child = node.child
-            node, position = (
-                child,
-                next(
-                    (
-                        i
-                        for i, f in enumerate(child.fields)
-                        if f.name == projected.name and f.qualifier == (projected.table or None)
-                    ),
-                    None,
-                ),
-            )
+            node, position = child, _position(child.fields, projected)
         elif isinstance(node, Join) and node.kind not in ("semi", "anti"):
             split = len(node.left.fields)
-            node, position = (node.left, position) if position < split else (node.right, position - split)
+            on_left = position < split
+            side, other = (node.left, node.right) if on_left else (node.right, node.left)
+            position = position if on_left else position - split
+            field = side.fields[position]
+            for pair in node.equi:
+                mine, partner = pair if on_left else pair[::-1]
+                if isinstance(mine, exp.Column) and (mine.name, mine.table or None) == (
+                    field.name,
+                    field.qualifier,
+                ):
+                    tied.extend(_input_columns(other, partner))
+            node = side
         else:
-            return None
-    return None
+            return []
+    return []
+
+
+def _position(fields: Sequence[Field], column: exp.Column) -> int | None:
+    return next(
+        (i for i, f in enumerate(fields) if f.name == column.name and f.qualifier == (column.table or None)),
+        None,
+    )
 
 
 def _pairs_on_driver(
@@ -450,7 +463,7 @@ def _semi_anti_on_driver(
         rows = deltas[probe.tag]
         semi.append(rows.rows.take(match(rows.keys, after_keys, "left semi")[0]))
         anti.append(rows.rows.take(match(rows.keys, after_keys, "left anti")[0]))
-    probe_old = old(probe)
+    probe_old = old(probe) if moved is not None else None  # (read only when keys can flip)
     if moved is not None and probe_old is not None:
         moved_keys = [moved.column(f"k{i}") for i in keys]
         if before is not None:
