@@ -11,7 +11,8 @@ correlated and an uncorrelated scalar subquery, EXISTS, NOT IN, and a filtered s
 Each round changes C sales with Spark SQL through deletion vectors: an UPDATE of C/2 rows, a DELETE of C/4 and a
 MERGE that inserts C/4. Then `refresh()` (incremental) and `refresh(full=True)` (each view recomputed from its
 inputs and diffed against its snapshot) are timed one after the other in one process. Medians of --repeat
-rounds; `engines` counts the views' batches the driver and Spark computed; --profile prints the median phase
+rounds; `engines` counts the views' batches the driver and Spark computed; per view (with its helper views,
+`<view>__scalar_1`, ...), the median milliseconds of its batches both ways; --profile prints the median phase
 profile of the incremental batches, and the line of every batch that went to Spark.
 
     python benchmarks/star_schema.py --rows 10000000 --changes 10000 100000 --repeat 3 --profile
@@ -28,7 +29,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 
 from bench_project import bench_refresher, timed  # benchmarks/bench_project.py
 from continuous import reflected_at, refreshing  # benchmarks/continuous.py
@@ -184,6 +185,7 @@ def main() -> None:
     next_id = n
     for changed in args.changes:
         incremental, full, rounds, engines = [], [], [], Counter()
+        view_ms: dict[tuple[str, str], list[int]] = defaultdict(list)  # (view, "incremental" | "full")
         for r in range(args.repeat):
             first = (r * 7919 + changed * 31) % max(n - changed, 1)
             updated, deleted = max(changed // 2, 1), changed // 4
@@ -209,13 +211,25 @@ def main() -> None:
             streamed = [b for b in batches if b.kind == "stream"]
             rounds.append(streamed)
             engines.update(b.engine for b in streamed)
+            batches.clear()
             full.append(timed(lambda: refresher.refresh(full=True)))
+            for how, reports in (("incremental", streamed), ("full", batches)):
+                for view in VIEWS:  # a view's batch and its helper views' (<view>__scalar_1, ...)
+                    view_ms[view, how].append(
+                        sum(b.millis for b in reports if b.view == view or b.view.startswith(f"{view}__"))
+                    )
         inc, ful = statistics.median(incremental), statistics.median(full)
         print(
             f"{changed:>8} {inc:>14.2f} {ful:>7.1f} {ful / inc:>9.1f}x  "
             + ", ".join(f"{engine} {count}" for engine, count in sorted(engines.items())),
             flush=True,
         )
+        for view in VIEWS:
+            one, whole = (statistics.median(view_ms[view, how]) for how in ("incremental", "full"))
+            print(
+                f"    {view:24} incremental {one:>6.0f} ms, full {whole:>6.0f} ms: {whole / max(one, 1):>6.1f}x",
+                flush=True,
+            )
         if args.profile:
             print(median_phases(rounds), flush=True)
             for b in rounds[-1]:

@@ -34,7 +34,46 @@ from mvengine.plan.types import adjusted_decimal, decimal_result, integer_litera
 
 
 class NotOnDriver(Exception):
-    """This batch cannot be computed on the driver exactly as Spark would compute it: Spark computes it."""
+    """This batch cannot be computed on the driver exactly as Spark would compute it: Spark computes it. The
+    reason is in SQL's words (Spark's type names), and `_Evaluator.value` names the expression it stopped at."""
+
+    located = False  # whether the message names the expression already
+
+
+def _shown(e: exp.Expression) -> str:
+    """An expression as a batch line names it: Spark SQL, its plain names unquoted."""
+    e = e.copy()
+    for name in e.find_all(exp.Identifier):
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name.name):
+            name.set("quoted", False)
+    return e.sql("spark")[:120]
+
+
+def sql_type(t: pa.DataType) -> str:
+    """Spark's name of the type of Arrow type `t` (for what a batch line says)."""
+    if pa.types.is_decimal(t):
+        assert isinstance(t, pa.Decimal128Type)
+        return f"decimal({t.precision},{t.scale})"
+    if pa.types.is_timestamp(t):
+        assert isinstance(t, pa.TimestampType)
+        return "timestamp" if t.tz is not None else "timestamp_ntz"
+    return _SQL_TYPE_NAMES.get(t, str(t))
+
+
+_SQL_TYPE_NAMES = {
+    pa.int8(): "tinyint",
+    pa.int16(): "smallint",
+    pa.int32(): "int",
+    pa.int64(): "bigint",
+    pa.float32(): "float",
+    pa.float64(): "double",
+    pa.bool_(): "boolean",
+    pa.string(): "string",
+    pa.large_string(): "string",
+    pa.binary(): "binary",
+    pa.date32(): "date",
+    pa.null(): "void",
+}
 
 
 _UTC_NAMES = {"UTC", "ETC/UTC", "GMT", "ETC/GMT", "Z", "+00:00", "UTC+00:00", "GMT+00:00"}
@@ -75,7 +114,7 @@ def predicate_mask(e: exp.Expression, table: pa.Table, fields: Sequence[Field]) 
     if values.type == pa.null():
         return pa.chunked_array([pa.repeat(pa.scalar(False), table.num_rows)])
     if values.type != pa.bool_():
-        raise NotOnDriver(f"a condition of type {values.type}")
+        raise NotOnDriver(f"a condition of type {sql_type(values.type)}")
     return pc.fill_null(values, False)
 
 
@@ -85,13 +124,19 @@ class _Evaluator:
         self.fields = fields
 
     def value(self, e: exp.Expression) -> Value:
-        method = getattr(self, f"_{type(e).__name__.lower()}", None)
-        if method is None:
-            op = _COMPARISONS.get(type(e)) or _ARITHMETIC.get(type(e))
-            if op is None:
-                raise NotOnDriver(f"{type(e).__name__} is not evaluated on the driver")
-            return self._comparison(e, op) if type(e) in _COMPARISONS else self._arithmetic(e, op)
-        return method(e)
+        try:
+            method = getattr(self, f"_{type(e).__name__.lower()}", None)
+            if method is None:
+                op = _COMPARISONS.get(type(e)) or _ARITHMETIC.get(type(e))
+                if op is None:
+                    raise NotOnDriver(f"{type(e).__name__} is not evaluated on the driver")
+                return self._comparison(e, op) if type(e) in _COMPARISONS else self._arithmetic(e, op)
+            return method(e)
+        except NotOnDriver as why:  # named at the innermost expression that stopped the driver
+            if not why.located and not isinstance(e, (exp.Column, exp.Literal)):
+                why.args = (f"{why} in {_shown(e)}",)
+                why.located = True
+            raise
 
     # -- leaves ---------------------------------------------------------------------------------------------
 
@@ -177,7 +222,7 @@ class _Evaluator:
         if v.type == pa.null():
             return pa.scalar(None, pa.bool_())
         if v.type != pa.bool_():
-            raise NotOnDriver(f"a {v.type} where a condition is expected")
+            raise NotOnDriver(f"a {sql_type(v.type)} where a condition is expected")
         return v
 
     # -- comparisons ----------------------------------------------------------------------------------------
@@ -223,7 +268,7 @@ class _Evaluator:
             return self._decimal_arithmetic(e, left, right, op)
         target = _common_type(left.type, right.type)
         if not (target in _INTEGRAL or pa.types.is_floating(target)):
-            raise NotOnDriver(f"arithmetic on {target}")
+            raise NotOnDriver(f"arithmetic on {sql_type(target)}")
         return _checked(getattr(pc, op), cast(left, target), cast(right, target))
 
     def _decimal_arithmetic(self, e: exp.Expression, left: Value, right: Value, op: str) -> Value:
@@ -234,10 +279,10 @@ class _Evaluator:
         name = op.removesuffix("_checked")
         a, b = _decimal_operand(e.this, left.type), _decimal_operand(e.expression, right.type)
         if a is None or b is None:
-            raise NotOnDriver(f"{name} of {left.type} and {right.type}")
+            raise NotOnDriver(f"{name} of {sql_type(left.type)} and {sql_type(right.type)}")
         precision, scale = decimal_result(_DECIMAL_OP[op], (a.precision, a.scale), (b.precision, b.scale))
         if precision > 38:
-            raise NotOnDriver(f"{name} of {a} and {b} beyond 38 digits")
+            raise NotOnDriver(f"{name} of {sql_type(a)} and {sql_type(b)} beyond 38 digits")
         operands = (cast(v, _as_decimal(v.type)) for v in (left, right))  # a literal's type: its digits'
         return cast(_checked(getattr(pc, op), *operands), pa.decimal128(precision, scale))
 
@@ -251,7 +296,7 @@ class _Evaluator:
             if not (
                 side.type in _INTEGRAL or pa.types.is_floating(side.type) or pa.types.is_decimal(side.type)
             ):
-                raise NotOnDriver(f"division of {side.type}")
+                raise NotOnDriver(f"division of {sql_type(side.type)}")
         left, right = cast(left, pa.float64()), cast(right, pa.float64())
         if pc.any(pc.equal(right, 0.0)).as_py():
             raise NotOnDriver("a division by zero")
@@ -264,7 +309,7 @@ class _Evaluator:
         quotient overflows its type, or y is 0, Spark decides."""
         a, b = _decimal_operand(e.this, left.type), _decimal_operand(e.expression, right.type)
         if a is None or b is None:
-            raise NotOnDriver(f"division of {left.type} and {right.type}")
+            raise NotOnDriver(f"division of {sql_type(left.type)} and {sql_type(right.type)}")
         precision, scale = adjusted_decimal(
             *decimal_result("div", (a.precision, a.scale), (b.precision, b.scale))
         )
@@ -294,13 +339,13 @@ class _Evaluator:
     def _neg(self, e: exp.Neg) -> Value:
         v = self.value(e.this)
         if not (v.type in _INTEGRAL or pa.types.is_floating(v.type) or pa.types.is_decimal(v.type)):
-            raise NotOnDriver(f"negation of {v.type}")
+            raise NotOnDriver(f"negation of {sql_type(v.type)}")
         return _checked(pc.negate_checked, v)
 
     def _abs(self, e: exp.Abs) -> Value:
         v = self.value(e.this)
         if not (v.type in _INTEGRAL or pa.types.is_floating(v.type) or pa.types.is_decimal(v.type)):
-            raise NotOnDriver(f"abs of {v.type}")
+            raise NotOnDriver(f"abs of {sql_type(v.type)}")
         return _checked(pc.abs_checked, v)
 
     # -- conditionals ---------------------------------------------------------------------------------------
@@ -375,7 +420,7 @@ class _Evaluator:
             return _decimal_as_double(v)
         if integral_to_integral or widening_to_float or (to == pa.string() and v.type in _INTEGRAL):
             return _checked(lambda x: pc.cast(x, to, safe=True), v)
-        raise NotOnDriver(f"a cast from {v.type} to {to}")
+        raise NotOnDriver(f"a cast from {sql_type(v.type)} to {sql_type(to)}")
 
     _trycast = _cast
 
@@ -390,7 +435,7 @@ class _Evaluator:
             return v
         if pa.types.is_timestamp(v.type):
             return _day_or_midnight(v, pa.date32())
-        raise NotOnDriver(f"TO_DATE of {v.type}")
+        raise NotOnDriver(f"TO_DATE of {sql_type(v.type)}")
 
     def _tsordsadd(self, e: exp.TsOrDsAdd) -> Value:
         """DATE_ADD(start, days) and DATE_SUB (sqlglot reads it as DATE_ADD of -days) of a date or timestamp
@@ -400,7 +445,7 @@ class _Evaluator:
             raise NotOnDriver(f"DATE_ADD by {unit.name}")
         start, days = self._date(e.this, "DATE_ADD"), self.value(e.expression)
         if days.type not in (pa.int8(), pa.int16(), pa.int32()):
-            raise NotOnDriver(f"DATE_ADD of {days.type} days")
+            raise NotOnDriver(f"DATE_ADD of {sql_type(days.type)} days")
         added = _checked(pc.add_checked, cast(start, pa.int32()), cast(days, pa.int32()))
         low, high = pc.min_max(added).values() if not isinstance(added, pa.Scalar) else (added, added)
         if low.as_py() is not None and not (_FIRST_DAY <= low.as_py() and high.as_py() <= _LAST_DAY):
@@ -420,7 +465,7 @@ class _Evaluator:
         if pa.types.is_timestamp(v.type):
             return _day_or_midnight(v, pa.date32())
         if not pa.types.is_date32(v.type):
-            raise NotOnDriver(f"{what} of {v.type}")
+            raise NotOnDriver(f"{what} of {sql_type(v.type)}")
         return v
 
     def _year(self, e: exp.Year) -> Value:
@@ -441,7 +486,7 @@ class _Evaluator:
         """A field of a date or timestamp as Spark's INT (of a TIMESTAMP, in the session time zone)."""
         v = self.value(e.this)
         if not (pa.types.is_timestamp(v.type) or (of_dates and pa.types.is_date(v.type))):
-            raise NotOnDriver(f"{type(e).__name__.upper()} of {v.type}")
+            raise NotOnDriver(f"{type(e).__name__.upper()} of {sql_type(v.type)}")
         if pa.types.is_timestamp(v.type) and v.type.tz is not None:
             _in_utc(f"{type(e).__name__.upper()} of a TIMESTAMP")
         return pc.cast(field(v), pa.int32())
@@ -508,7 +553,7 @@ class _Evaluator:
             return pc.cast(v, pa.string())
         if v.type == pa.null():
             return pa.scalar(None, pa.string())
-        raise NotOnDriver(f"a {v.type} where a string is expected")
+        raise NotOnDriver(f"a {sql_type(v.type)} where a string is expected")
 
 
 # The days of 0001-01-01 and 9999-12-31 from 1970-01-01: the dates Spark and Python both hold
@@ -575,11 +620,11 @@ def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
         scale = max(t.scale for t in decimals if t is not None)
         whole = max(t.precision - t.scale for t in decimals if t is not None)
         if whole + scale > 38:
-            raise NotOnDriver(f"{a} and {b} in one type beyond 38 digits")
+            raise NotOnDriver(f"{sql_type(a)} and {sql_type(b)} in one type beyond 38 digits")
         return pa.decimal128(whole + scale, scale)
     if pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz == b.tz:
         return a
-    raise NotOnDriver(f"{a} and {b} together")
+    raise NotOnDriver(f"{sql_type(a)} and {sql_type(b)} together")
 
 
 def comparison_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
@@ -622,7 +667,7 @@ def _decimal_as_double(v: Value) -> Value:
     t = v.type
     assert isinstance(t, pa.Decimal128Type)
     if t.precision > 15:
-        raise NotOnDriver(f"{t} as a double")
+        raise NotOnDriver(f"{sql_type(t)} as a double")
     unscaled = pc.multiply(v, pa.scalar(10**t.scale, pa.decimal128(t.scale + 1, 0)))  # a whole number
     return pc.divide(pc.cast(pc.cast(unscaled, pa.int64()), pa.float64()), pa.scalar(10.0**t.scale))
 
@@ -631,7 +676,7 @@ def _day_or_midnight(v: Value, to: pa.DataType) -> Value:
     """The day a TIMESTAMP falls on, or a day's midnight, as CAST does: in the session time zone for a TIMESTAMP
     (Arrow floors, as Spark does: 1969-12-31 23:59:59.5 is 1969-12-31)."""
     if (v.type if pa.types.is_timestamp(v.type) else to).tz is not None:
-        _in_utc(f"a cast from {v.type} to {to}")
+        _in_utc(f"a cast from {sql_type(v.type)} to {sql_type(to)}")
     return pc.cast(v, to)
 
 
