@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import Node, Scan
-from mvengine.storage.api import arrow_schema, read_arrow
+from mvengine.storage.api import TooManyRows, arrow_schema, read_arrow
 from mvengine.storage.tables import TableRef, read_by_driver, table_rows
 
 # (column name of an input, its values): the rows of an input a rule needs, when not all of them.
@@ -104,8 +104,9 @@ class _Contents(Mapping[str, pa.Table]):
         return len(self._names)
 
 
-# Rows a batch may read of one table on the driver when its changes cannot narrow the read (a bag view's
-# snapshot by a float column, a join's input by an expression): past this, Spark computes the batch.
+# Rows a batch may read of one table on the driver: all of them when its changes cannot narrow the read (a bag
+# view's snapshot by a float column, a join's input by an expression), or those of its keys (a dimension's keys
+# whose facts are most of the fact table): past this, Spark computes the batch.
 DRIVER_READ_ROWS = 2_000_000
 
 
@@ -118,7 +119,10 @@ def read_before(ref: TableRef, version: int, where: KeyFilter | None) -> pa.Tabl
     narrowed = where is not None and not pa.types.is_floating(arrow_schema(dt).field(where[0]).type)
     if not narrowed and table_rows(ref, version) > DRIVER_READ_ROWS:
         raise NotOnDriver(f"the batch would read all {table_rows(ref, version)} rows of {ref.label}")
-    return read_arrow(ref, version=version, where=where)
+    try:  # keys of many rows spread through a large table: Spark reads and joins them faster
+        return read_arrow(ref, version=version, where=where, most=DRIVER_READ_ROWS)
+    except TooManyRows:
+        raise NotOnDriver(f"the batch would read more than {DRIVER_READ_ROWS} rows of {ref.label}") from None
 
 
 # -- Z-sets ---------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -116,18 +116,24 @@ def arrow_schema(dt: Any) -> pa.Schema:
     return spark_to_arrow_schema(delta_to_spark_schema(dt.schema().to_json()))
 
 
+class TooManyRows(Exception):
+    """A read found more rows than the caller would take (`read_arrow(most=...)`)."""
+
+
 def read_arrow(
     ref: TableRef,
     *,
     version: int | None = None,
     where: tuple[str, pa.Array | pa.ChunkedArray] | None = None,
     columns: Sequence[str] | None = None,
+    most: int | None = None,
 ) -> pa.Table:
     """The table at `version` on the driver, by delta-rs, with the types of `arrow_schema`; with `where`
     (a column and values), at least the rows whose column holds one of the values (NULL among them: NULL too;
     the caller matches exactly: a float column, whose -0.0 and NaN compare apart, is not narrowed). The files
     and row groups whose statistics exclude the values are skipped. Only for tables `read_by_driver`: their
-    files' rows, less their deletion vectors. `columns`: only these (without `where`)."""
+    files' rows, less their deletion vectors. `columns`: only these (without `where`). `most`: past this many
+    rows the read stops, with TooManyRows (keys spread through every file of a large table)."""
     dt = ref.open(version=version)
     if not read_by_driver(dt):
         raise StorageError(f"{ref.label} cannot be read on the driver (column mapping or partitions)")
@@ -136,22 +142,38 @@ def read_arrow(
         return target.empty_table()
     read = _read_files_on_driver if in_plain_files(dt) else _scan
     if where is None or pa.types.is_floating(target.field(where[0]).type):
-        return read(ref, dt, target, list(columns) if where is None and columns else target.names)
+        names = list(columns) if where is None and columns else target.names
+        return _gathered(read(ref, dt, target, names), pa.schema([target.field(n) for n in names]), most)
     column, values = where
     try:
         wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # values of a wider type: no narrowing
-        return read(ref, dt, target, target.names)
+        return _gathered(read(ref, dt, target, target.names), target, most)
     if not len(wanted) and not values.null_count:
         return target.empty_table()
     low, high = pc.min_max(wanted).values() if len(wanted) else (pa.scalar(None), pa.scalar(None))
     bounded = not values.null_count and isinstance(low.as_py(), (int, str, bool, datetime, date))
-    rows = read(ref, dt, target, target.names, (column, low, high) if bounded else None)
-    found = rows.column(column)
-    keep = pc.fill_null(pc.is_in(found, wanted), False)
-    if values.null_count:
-        keep = pc.or_(keep, pc.is_null(found))
-    return rows.filter(keep)
+
+    def kept(batch: pa.RecordBatch) -> pa.RecordBatch:
+        found = batch.column(column)
+        keep = pc.fill_null(pc.is_in(found, wanted), False)
+        if values.null_count:
+            keep = pc.or_(keep, pc.is_null(found))
+        return batch.filter(keep)
+
+    batches = read(ref, dt, target, target.names, (column, low, high) if bounded else None)
+    return _gathered((kept(b) for b in batches), target, most)
+
+
+def _gathered(batches: Iterator[pa.RecordBatch], schema: pa.Schema, most: int | None) -> pa.Table:
+    """The batches as one table; past `most` rows, TooManyRows (the rest is not read)."""
+    kept, rows = [], 0
+    for batch in batches:
+        rows += batch.num_rows
+        if most is not None and rows > most:
+            raise TooManyRows(f"more than {most} rows")
+        kept.append(batch)
+    return table_of_batches(kept, schema)
 
 
 Bounds = tuple[str, pa.Scalar, pa.Scalar]  # a column and the least and greatest values wanted of it
@@ -159,7 +181,7 @@ Bounds = tuple[str, pa.Scalar, pa.Scalar]  # a column and the least and greatest
 
 def _read_files_on_driver(
     ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Bounds | None = None
-) -> pa.Table:
+) -> Iterator[pa.RecordBatch]:
     """The rows of the table's files (all, or at least those within `bounds`), read by Arrow as the target
     types (delta-rs writes strings as string views in some files and not in others), from the local disk
     directly when the table is there (delta-rs's default filesystem goes through Python)."""
@@ -169,7 +191,9 @@ def _read_files_on_driver(
         else None
     )
     if bounds is None:
-        return arrow_dataset(dt, schema=target, filesystem=filesystem).to_table(columns=names)
+        dataset = arrow_dataset(dt, schema=target, filesystem=filesystem)
+        yield from dataset.to_batches(columns=names)
+        return
     column, low, high = bounds
     # Files whose statistics exclude the range are skipped by delta-rs, row groups by Arrow (except for strings:
     # Arrow 26 cannot test string-view statistics). delta-rs reads '' in a pruning predicate as NULL (an empty
@@ -180,12 +204,12 @@ def _read_files_on_driver(
     condition = None
     if files is not None and not pa.types.is_string(target.field(column).type):
         condition = (pc.field(column) >= low) & (pc.field(column) <= high)
-    return dataset.to_table(columns=names, filter=condition)
+    yield from dataset.to_batches(columns=names, filter=condition)
 
 
 def _scan(
     ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Bounds | None = None
-) -> pa.Table:
+) -> Iterator[pa.RecordBatch]:
     """The table's rows by delta-rs's scan, which applies deletion vectors (all rows, or at least those within
     `bounds` of an integer column: files and rows outside are skipped), as the target types."""
     predicate = None
@@ -195,7 +219,8 @@ def _scan(
         predicate = f"{name} >= {low.as_py()} AND {name} <= {high.as_py()}"
     schema = pa.schema([target.field(n) for n in names])
     reader = pa.RecordBatchReader.from_stream(dt.scan(columns=names, predicate=predicate))
-    return table_of_batches([conform_batch(b, schema) for b in reader], schema)
+    for batch in reader:
+        yield conform_batch(batch, schema)
 
 
 def _read_files(spark: SparkSession, dt: Any) -> DataFrame:
