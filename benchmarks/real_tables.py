@@ -17,12 +17,9 @@ Medians of --repeat rounds; `engines` counts the views' batches the driver and S
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-from collections import Counter
 
-from bench_project import bench_refresher, timed  # benchmarks/bench_project.py
-from phases import median_phases  # benchmarks/phases.py
+from bench_project import SideBySide, bench_refresher, spark_changes  # benchmarks/bench_project.py
 
 from mvengine.runtime.session import spark_session
 
@@ -84,43 +81,23 @@ def main() -> None:
     print(f"{'changed':>8} {'incremental s':>14} {'full s':>7} {'full/incr':>10}  engines", flush=True)
     next_id = n
     for changed in args.changes:
-        incremental, full, rounds, engines = [], [], [], Counter()
+        side = SideBySide(refresher, batches, VIEWS)
         for r in range(args.repeat):
-            first = (r * 7919 + changed * 31) % max(n - changed, 1)
-            updated, deleted = max(changed // 2, 1), changed // 4
-            inserted = max(changed - updated - deleted, 0)
-            spark.sql(
-                f"UPDATE delta.`{orders}` SET amount = amount + 1.25 WHERE id >= {first} AND id < {first + updated}"
+            next_id = spark_changes(
+                spark,
+                orders,
+                changed,
+                r,
+                n,
+                next_id,
+                "amount = amount + 1.25",
+                lambda first, last: (
+                    f"SELECT id, id % {people} AS customer, CAST(id % 500 AS DECIMAL(12,2)) AS amount, "
+                    f"TIMESTAMP '2026-06-01 12:00:00' AS ts FROM range({first}, {last})"
+                ),
             )
-            if deleted:
-                spark.sql(
-                    f"DELETE FROM delta.`{orders}` WHERE id >= {first + updated} AND id < {first + updated + deleted}"
-                )
-            if inserted:
-                spark.sql(
-                    f"MERGE INTO delta.`{orders}` AS o USING (SELECT id, id % {people} AS customer, "
-                    f"CAST(id % 500 AS DECIMAL(12,2)) AS amount, TIMESTAMP '2026-06-01 12:00:00' AS ts "
-                    f"FROM range({next_id}, {next_id + inserted})) AS s ON o.id = s.id "
-                    "WHEN NOT MATCHED THEN INSERT *"
-                )
-                next_id += inserted
-            batches.clear()
-            incremental.append(timed(refresher.refresh))
-            streamed = [b for b in batches if b.kind == "stream"]
-            rounds.append(streamed)
-            engines.update(b.engine for b in streamed)
-            full.append(timed(lambda: refresher.refresh(full=True)))
-        inc, ful = statistics.median(incremental), statistics.median(full)
-        print(
-            f"{changed:>8} {inc:>14.2f} {ful:>7.1f} {ful / inc:>9.1f}x  "
-            + ", ".join(f"{engine} {count}" for engine, count in sorted(engines.items())),
-            flush=True,
-        )
-        if args.profile:
-            print(median_phases(rounds), flush=True)
-            for b in rounds[-1]:
-                if b.engine != "driver":
-                    print(f"    {b.line()}", flush=True)
+            side.round()
+        side.print(changed, profile=args.profile)
 
 
 if __name__ == "__main__":

@@ -29,11 +29,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections import Counter, defaultdict
 
-from bench_project import bench_refresher, timed  # benchmarks/bench_project.py
+from bench_project import SideBySide, bench_refresher, spark_changes  # benchmarks/bench_project.py
 from continuous import reflected_at, refreshing  # benchmarks/continuous.py
-from phases import median_phases  # benchmarks/phases.py
 
 from mvengine.project.layout import source_table
 from mvengine.runtime.session import spark_session
@@ -184,57 +182,20 @@ def main() -> None:
     print(f"{'changed':>8} {'incremental s':>14} {'full s':>7} {'full/incr':>10}  engines", flush=True)
     next_id = n
     for changed in args.changes:
-        incremental, full, rounds, engines = [], [], [], Counter()
-        view_ms: dict[tuple[str, str], list[int]] = defaultdict(list)  # (view, "incremental" | "full")
+        side = SideBySide(refresher, batches, VIEWS)
         for r in range(args.repeat):
-            first = (r * 7919 + changed * 31) % max(n - changed, 1)
-            updated, deleted = max(changed // 2, 1), changed // 4
-            inserted = max(changed - updated - deleted, 0)
-            spark.sql(
-                f"UPDATE delta.`{paths['sales']}` SET amount = amount + 1.25, quantity = quantity % 10 + 1 "
-                f"WHERE id >= {first} AND id < {first + updated}"
+            next_id = spark_changes(
+                spark,
+                paths["sales"],
+                changed,
+                r,
+                n,
+                next_id,
+                "amount = amount + 1.25, quantity = quantity % 10 + 1",
+                lambda first, last: f"SELECT {sale} FROM range({first}, {last})",
             )
-            if deleted:
-                spark.sql(
-                    f"DELETE FROM delta.`{paths['sales']}` "
-                    f"WHERE id >= {first + updated} AND id < {first + updated + deleted}"
-                )
-            if inserted:
-                spark.sql(
-                    f"MERGE INTO delta.`{paths['sales']}` AS o USING (SELECT {sale} "
-                    f"FROM range({next_id}, {next_id + inserted})) AS s ON o.id = s.id "
-                    "WHEN NOT MATCHED THEN INSERT *"
-                )
-                next_id += inserted
-            batches.clear()
-            incremental.append(timed(refresher.refresh))
-            streamed = [b for b in batches if b.kind == "stream"]
-            rounds.append(streamed)
-            engines.update(b.engine for b in streamed)
-            batches.clear()
-            full.append(timed(lambda: refresher.refresh(full=True)))
-            for how, reports in (("incremental", streamed), ("full", batches)):
-                for view in VIEWS:  # a view's batch and its helper views' (<view>__scalar_1, ...)
-                    view_ms[view, how].append(
-                        sum(b.millis for b in reports if b.view == view or b.view.startswith(f"{view}__"))
-                    )
-        inc, ful = statistics.median(incremental), statistics.median(full)
-        print(
-            f"{changed:>8} {inc:>14.2f} {ful:>7.1f} {ful / inc:>9.1f}x  "
-            + ", ".join(f"{engine} {count}" for engine, count in sorted(engines.items())),
-            flush=True,
-        )
-        for view in VIEWS:
-            one, whole = (statistics.median(view_ms[view, how]) for how in ("incremental", "full"))
-            print(
-                f"    {view:24} incremental {one:>6.0f} ms, full {whole:>6.0f} ms: {whole / max(one, 1):>6.1f}x",
-                flush=True,
-            )
-        if args.profile:
-            print(median_phases(rounds), flush=True)
-            for b in rounds[-1]:
-                if b.engine != "driver":
-                    print(f"    {b.line()}", flush=True)
+            side.round()
+        side.print(changed, profile=args.profile)
 
 
 def one_row_latencies(spark, refresher, sales: str, commits: int, log: str | None) -> None:
