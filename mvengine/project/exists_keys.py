@@ -9,8 +9,8 @@ is the same condition as
 
 A semi or anti join (plan/rewrites/decorrelate.py) learns whether a key has rows on the subquery's side by reading
 that side's rows of the keys the batch touches, as they were before the batch. Over a fact table those rows are
-spread through all of its files, so a batch of a few changes read the whole table. The grouped subquery has one
-row per key; project/join_inputs.py makes it a view of its own (`<view>__exists_1`), whose batches are a
+spread through all of its files, so a batch of a few changes read the whole table. The distinct keys are one
+row per key; project/join_inputs.py makes them a view of its own (`<view>__exists_1`), whose batches are a
 DISTINCT's over the changed rows, and the join then reads at most one row per key of it: the counterpart of the
 index Feldera and DBToaster keep of a semi join's other side.
 
@@ -55,7 +55,7 @@ def rewrite_exists_keys(views: dict[str, ViewDef], columns: Columns) -> dict[str
 
 
 def _rewrite(outer: exp.Select, test: exp.Exists, taken: set[str], columns: Columns) -> str | None:
-    """Make `test`'s subquery read its grouped keys; the keys in words, or None when it stays as written."""
+    """Make `test`'s subquery read its distinct keys; the keys in words, or None when it stays as written."""
     inner = test.this
     from_ = inner.args.get("from_") or inner.args.get("from")
     if from_ is None or inner.args.get("joins") or any(inner.args.get(k) for k in NOT_PLAIN):
