@@ -482,14 +482,63 @@ class _Evaluator:
     def _hour(self, e: exp.Hour) -> Value:
         return self._field(e, pc.hour, of_dates=False)
 
-    def _field(self, e: exp.Expression, field: Callable[[Value], Value], *, of_dates: bool = True) -> Value:
-        """A field of a date or timestamp as Spark's INT (of a TIMESTAMP, in the session time zone)."""
-        v = self.value(e.this)
+    def _field(
+        self,
+        e: exp.Expression,
+        field: Callable[[Value], Value],
+        *,
+        of_dates: bool = True,
+        of: exp.Expression | None = None,
+    ) -> Value:
+        """A field of a date or timestamp (`of`, else e's argument) as Spark's INT (of a TIMESTAMP, in the
+        session time zone)."""
+        name = e.name if isinstance(e, exp.Anonymous) else type(e).__name__.upper()
+        v = self.value(of if of is not None else e.this)
         if not (pa.types.is_timestamp(v.type) or (of_dates and pa.types.is_date(v.type))):
-            raise NotOnDriver(f"{type(e).__name__.upper()} of {sql_type(v.type)}")
+            raise NotOnDriver(f"{name} of {sql_type(v.type)}")
         if pa.types.is_timestamp(v.type) and v.type.tz is not None:
-            _in_utc(f"{type(e).__name__.upper()} of a TIMESTAMP")
+            _in_utc(f"{name} of a TIMESTAMP")
         return pc.cast(field(v), pa.int32())
+
+    def _minute(self, e: exp.Minute) -> Value:
+        return self._field(e, pc.minute, of_dates=False)
+
+    def _extract(self, e: exp.Extract) -> Value:
+        """EXTRACT(YEAR | MONTH | DAY | HOUR | MINUTE FROM x), as the functions of those names (Spark's SECOND
+        is a DECIMAL(8, 6) with the microseconds: Spark computes it)."""
+        unit = e.this.name.upper() if isinstance(e.this, (exp.Var, exp.Identifier, exp.Column)) else ""
+        fields = {"YEAR": (pc.year, True), "MONTH": (pc.month, True), "DAY": (pc.day, True)}
+        fields |= {"HOUR": (pc.hour, False), "MINUTE": (pc.minute, False)}
+        if unit not in fields:
+            raise NotOnDriver(f"EXTRACT of {unit or e.this.sql('spark')}")
+        field, of_dates = fields[unit]
+        named = exp.Anonymous(this=f"EXTRACT {unit}")
+        return self._field(named, field, of_dates=of_dates, of=e.expression)
+
+    def _timestamptrunc(self, e: exp.TimestampTrunc) -> Value:
+        """DATE_TRUNC(unit, x): a TIMESTAMP floored to the unit in the session time zone (a DATE as its midnight;
+        weeks start on Monday, as in Spark)."""
+        unit = _TRUNC_UNITS.get(e.args["unit"].name.upper()) if e.args.get("unit") is not None else None
+        if unit is None:
+            raise NotOnDriver(f"DATE_TRUNC to {e.args.get('unit')}")
+        v = self.value(e.this)
+        if pa.types.is_date(v.type):
+            v = _day_or_midnight(v, pa.timestamp("us", tz="UTC"))
+        if not (pa.types.is_timestamp(v.type) and v.type.tz is not None):
+            raise NotOnDriver(f"DATE_TRUNC of {sql_type(v.type)}")
+        _in_utc("DATE_TRUNC of a TIMESTAMP")
+        return pc.floor_temporal(v, unit=unit)
+
+    def _datetrunc(self, e: exp.DateTrunc) -> Value:
+        """TRUNC(date, unit): the first day of its year, quarter, month or week (Monday), a DATE."""
+        unit = (
+            _TRUNC_UNITS.get(e.args["unit"].name.upper())
+            if isinstance(e.args.get("unit"), exp.Literal)
+            else None
+        )
+        if unit not in ("year", "quarter", "month", "week"):
+            raise NotOnDriver(f"TRUNC to {e.args.get('unit')}")
+        return pc.floor_temporal(self._date(e.this, "TRUNC"), unit=unit)
 
     def _upper(self, e: exp.Upper) -> Value:
         return pc.ascii_upper(self._ascii(e.this))
@@ -545,6 +594,68 @@ class _Evaluator:
             self._string(e.this), self._string(e.expression), "", null_handling="emit_null"
         )
 
+    def _trim(self, e: exp.Trim) -> Value:
+        """TRIM, LTRIM and RTRIM of spaces (Spark trims the space character alone, not tabs or newlines)."""
+        if e.args.get("expression") is not None or e.args.get("collation") is not None:
+            raise NotOnDriver("TRIM of other characters")
+        v = self._string(e.this)
+        position = (e.args.get("position") or "BOTH").upper()
+        trim = {"LEADING": pc.utf8_ltrim, "TRAILING": pc.utf8_rtrim}.get(position, pc.utf8_trim)
+        return trim(v, characters=" ")
+
+    def _concatws(self, e: exp.ConcatWs) -> Value:
+        """CONCAT_WS(sep, a, b, ...): the strings that are not NULL, joined by sep (NULL when sep is)."""
+        separator, *parts = [self._string(p) for p in e.expressions]
+        if not parts:
+            raise NotOnDriver("CONCAT_WS of no strings")
+        return _rows(
+            lambda sep, *strings: None if sep is None else sep.join(s for s in strings if s is not None),
+            [separator, *parts],
+            pa.string(),
+        )
+
+    def _substring(self, e: exp.Substring) -> Value:
+        """SUBSTRING(s, pos[, len]) by characters, as Spark's substringSQL: pos 1 is the first, 0 too, a negative
+        pos counts from the end; len clips the end before a start before the string is clipped."""
+        v = self._string(e.this)
+        arguments = [e.args.get("start"), e.args.get("length")]
+        numbers = [self.value(a) if a is not None else pa.scalar(2**31 - 1, pa.int32()) for a in arguments]
+        if any(n.type not in (pa.int8(), pa.int16(), pa.int32()) for n in numbers):
+            raise NotOnDriver("SUBSTRING by other than INT positions")
+        return _rows(_substring_sql, [v, *numbers], pa.string())
+
+    def _like(self, e: exp.Like) -> Value:
+        return self._matches(e, "\\")
+
+    def _escape(self, e: exp.Escape) -> Value:
+        escape = e.expression
+        if not isinstance(e.this, exp.Like) or not (isinstance(escape, exp.Literal) and escape.is_string):
+            raise NotOnDriver("ESCAPE of other than LIKE")
+        if len(escape.name) != 1:
+            raise NotOnDriver("an ESCAPE of other than one character")
+        return self._matches(e.this, escape.name)
+
+    def _matches(self, e: exp.Like, escape: str) -> Value:
+        """`s LIKE pattern` (a string literal): `_` one character, `%` any run, the escape character before
+        either or itself that character; any other escape is Spark's error, so Spark decides."""
+        pattern = e.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+            raise NotOnDriver("LIKE with a pattern that is not a string literal")
+        regex, text = [], pattern.name
+        i = 0
+        while i < len(text):
+            c = text[i]
+            if c == escape:
+                if i + 1 == len(text) or text[i + 1] not in ("_", "%", escape):
+                    raise NotOnDriver(f"the LIKE pattern {text!r}")
+                regex.append(re.escape(text[i + 1]))
+                i += 2
+                continue
+            regex.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+            i += 1
+        matched = pc.match_substring_regex(self._string(e.this), pattern="(?s)\\A" + "".join(regex) + "\\z")
+        return pc.invert(matched) if e.args.get("negate") else matched  # (NOT LIKE)
+
     def _string(self, e: exp.Expression) -> Value:
         v = self.value(e)
         if v.type == pa.string():
@@ -554,6 +665,39 @@ class _Evaluator:
         if v.type == pa.null():
             return pa.scalar(None, pa.string())
         raise NotOnDriver(f"a {sql_type(v.type)} where a string is expected")
+
+
+# DATE_TRUNC's and TRUNC's units as Spark spells them, by Arrow's floor_temporal unit
+_TRUNC_UNITS = {
+    **dict.fromkeys(("YEAR", "YYYY", "YY"), "year"),
+    "QUARTER": "quarter",
+    **dict.fromkeys(("MONTH", "MM", "MON"), "month"),
+    "WEEK": "week",
+    **dict.fromkeys(("DAY", "DD"), "day"),
+    "HOUR": "hour",
+    "MINUTE": "minute",
+    "SECOND": "second",
+    "MILLISECOND": "millisecond",
+    "MICROSECOND": "microsecond",
+}
+
+
+def _rows(function: Callable[..., object], values: list[Value], to: pa.DataType) -> Value:
+    """`function` of each row's values (Python's), for what Arrow has no kernel of; scalars stay scalars."""
+    if all(isinstance(v, pa.Scalar) for v in values):
+        return pa.scalar(function(*(v.as_py() for v in values)), to)
+    rows = next(len(v) for v in values if not isinstance(v, pa.Scalar))
+    columns = [[v.as_py()] * rows if isinstance(v, pa.Scalar) else v.to_pylist() for v in values]
+    return pa.chunked_array([pa.array([function(*row) for row in zip(*columns)], to)])
+
+
+def _substring_sql(s: str | None, pos: int | None, length: int | None) -> str | None:
+    if s is None or pos is None or length is None:
+        return None
+    start = pos - 1 if pos > 0 else len(s) + pos if pos < 0 else 0
+    end = start + length
+    start = max(start, 0)
+    return "" if start >= end else s[start:end]
 
 
 # The days of 0001-01-01 and 9999-12-31 from 1970-01-01: the dates Spark and Python both hold

@@ -62,6 +62,15 @@ _SUPPORTED: tuple[type[exp.Expr], ...] = (
     exp.Hour,
     exp.TsOrDsAdd,
     exp.DateDiff,
+    exp.Minute,
+    exp.Extract,
+    exp.TimestampTrunc,
+    exp.DateTrunc,
+    exp.Trim,
+    exp.ConcatWs,
+    exp.Substring,
+    exp.Like,
+    exp.Escape,
     *COMPARISONS,
     *ARITHMETIC,
 )
@@ -109,8 +118,10 @@ def unsupported(e: exp.Expression) -> str | None:
             continue
         if isinstance(node, exp.TimeStrToTime) and isinstance(node.parent, exp.TimeToStr):
             continue  # sqlglot's reading of DATE_FORMAT's implicit cast: of a timestamp or date, none
-        if isinstance(node, exp.Var) and isinstance(node.parent, (exp.TsOrDsAdd, exp.DateDiff)):
-            continue  # a unit of DATE_ADD or DATEDIFF (the evaluator takes DAY alone)
+        if isinstance(node, exp.Var) and isinstance(
+            node.parent, (exp.TsOrDsAdd, exp.DateDiff, exp.Extract, exp.TimestampTrunc)
+        ):
+            continue  # a unit of DATE_ADD, DATEDIFF, EXTRACT or DATE_TRUNC (the evaluator says which it takes)
         if not isinstance(node, _SUPPORTED):
             return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"
         if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):

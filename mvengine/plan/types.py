@@ -107,6 +107,8 @@ def _spark_types(e: exp.Expression) -> None:
         e.type = build("INT")
     elif isinstance(e, exp.TimestampTrunc):
         e.type = build("TIMESTAMP")
+    elif isinstance(e, exp.DateTrunc):  # Spark's TRUNC(date, unit): a DATE
+        e.type = build("DATE")
     elif isinstance(e, exp.Window) and isinstance(e.this, exp.AggFunc):  # SUM(x) OVER (...): as over GROUP BY
         f = e.this
         argument = f.this if isinstance(f.this, exp.Expression) and not isinstance(f.this, exp.Star) else None

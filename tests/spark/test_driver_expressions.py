@@ -39,7 +39,7 @@ VALUES = {
     "a": st.one_of(st.none(), st.integers(-3, 3), st.sampled_from([2**31 - 1, -(2**31)])),
     "b": st.one_of(st.none(), st.integers(-3, 3), st.sampled_from([2**63 - 1, 2**40])),
     "x": st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.5, -2.25, math.nan, math.inf, 3.0])),
-    "s": st.one_of(st.none(), st.sampled_from(["", "a", "B", "ab", "straße", "é"])),
+    "s": st.one_of(st.none(), st.sampled_from(["", "a", "B", "ab", "straße", "é", " a b\n ", "a%_b"])),
     "f": st.one_of(st.none(), st.booleans()),
     "d": st.one_of(
         st.none(), st.sampled_from([Decimal("0.00"), Decimal("1.50"), Decimal("-999.99"), Decimal("0.07")])
@@ -120,6 +120,22 @@ def _compose(children):
                 "datediff(DATE '1969-12-31', {})",
                 "date_format({}, 'yyyy-MM-dd HH:mm:ss')",
                 "date_format({}, 'HH:mm')",
+                "minute({})",
+                "extract(YEAR FROM ({}))",
+                "extract(HOUR FROM ({}))",
+                "date_trunc('MONTH', {})",
+                "date_trunc('WEEK', {})",
+                "date_trunc('HOUR', {})",
+                "trunc({}, 'MM')",
+                "trunc({}, 'QUARTER')",
+                "substring({}, 2, 3)",
+                "substring({}, -2)",
+                "trim({})",
+                "ltrim({})",
+                "rtrim({})",
+                "({}) LIKE 'a%'",
+                "({}) NOT LIKE '_%b'",
+                "({}) LIKE '%!%!_%' ESCAPE '!'",
             ]
         ),
         children,
@@ -139,6 +155,8 @@ def _compose(children):
         st.tuples(children, children, children).map(lambda t: f"({t[0]}) BETWEEN ({t[1]}) AND ({t[2]})"),
         st.tuples(children, children).map(lambda t: f"({t[0]}) IN ({t[1]}, 2, NULL)"),
         st.tuples(children, children).map(lambda t: f"concat({t[0]}, {t[1]})"),
+        st.tuples(children, children).map(lambda t: f"concat_ws('-', ({t[0]}), ({t[1]}))"),
+        st.tuples(children, children, children).map(lambda t: f"substring(({t[0]}), ({t[1]}), ({t[2]}))"),
     )
     return st.one_of(unary, binary, other)
 
@@ -186,7 +204,9 @@ def test_a_condition_keeps_true_rows_only():
 
 def test_what_the_driver_leaves_to_spark_is_named():
     assert unsupported(sqlglot.parse_one("a % 2", read="spark")) == "mod (a % 2)"
-    assert unsupported(sqlglot.parse_one("substring(s, 1, 2) = 'a'", read="spark")).startswith("substring")
+    assert unsupported(sqlglot.parse_one("regexp_replace(s, 'a', 'b') = 'a'", read="spark")).startswith(
+        "regexpreplace"
+    )
     assert unsupported(sqlglot.parse_one("a IN (SELECT 1)", read="spark")) is not None
     assert unsupported(sqlglot.parse_one("CASE WHEN a > 1 THEN 'x' END", read="spark")) is None
     assert unsupported(sqlglot.parse_one("date_format(ts, 'EEE, d MMM')", read="spark")).startswith(

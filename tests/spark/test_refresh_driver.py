@@ -21,7 +21,8 @@ SQL = """
 CREATE TABLE m (k INT NOT NULL, x DOUBLE, s STRING, PRIMARY KEY (k) NOT ENFORCED);
 CREATE MATERIALIZED VIEW positive AS SELECT k, x FROM m WHERE x > 0;
 CREATE MATERIALIZED VIEW per_s AS SELECT s, COUNT(*) AS n, SUM(x) AS total FROM m GROUP BY s;
-CREATE MATERIALIZED VIEW prefixes AS SELECT substring(s, 1, 1) AS p, COUNT(*) AS n FROM m GROUP BY substring(s, 1, 1);
+CREATE MATERIALIZED VIEW prefixes AS
+SELECT regexp_replace(s, 'b', 'c') AS p, COUNT(*) AS n FROM m GROUP BY regexp_replace(s, 'b', 'c');
 """
 SCHEMA = pa.schema([pa.field("k", pa.int32(), False), ("x", pa.float64()), ("s", pa.string())])
 
@@ -59,7 +60,7 @@ def test_small_batches_run_on_the_driver_and_others_in_spark(spark, tmp_path):
         assert batches[view].engine == "driver", batches[view].line()
         assert batches[view].line().endswith("on the driver")
         assert all(p.jobs == 0 for p in batches[view].phases), batches[view].profile()
-    # substring() is outside what the driver evaluates: `mv plan` says so, and Spark computes every batch.
+    # regexp_replace() is outside what the driver evaluates: `mv plan` says so, and Spark computes every batch.
     assert batches["prefixes"].engine == "spark" and "on the driver" not in batches["prefixes"].line()
     for view in catalog.plans:
         check_view(spark, catalog, view)
@@ -162,7 +163,8 @@ def test_the_day_of_a_timestamp_and_decimal_money_run_on_the_driver(spark, tmp_p
     """Revenue per customer per day over DECIMAL money: `CAST(ts AS DATE)` (in UTC, the session time zone),
     DECIMAL times INT, a CASE of a DECIMAL and an INT, and their SUMs are computed on the driver (each sent the
     batch to Spark before), around midnight and before 1970 (where the day is the floor), and the view equals
-    its SQL after inserts, updates and deletes."""
+    its SQL after inserts, updates and deletes; so are months and quarters (DATE_TRUNC, TRUNC), EXTRACT, a
+    decimal SUM divided by an integer and a decimal AVG."""
     import datetime as dt
     from decimal import Decimal
 
@@ -176,6 +178,11 @@ CREATE MATERIALIZED VIEW revenue AS
 SELECT customer, CAST(ts AS DATE) AS day, SUM(amount * quantity) AS revenue,
        SUM(CASE WHEN amount > 0 THEN amount ELSE 0 END) AS paid, COUNT(*) AS orders
 FROM orders GROUP BY customer, CAST(ts AS DATE);
+CREATE MATERIALIZED VIEW monthly AS
+SELECT date_trunc('MONTH', ts) AS month, trunc(CAST(ts AS DATE), 'QUARTER') AS quarter,
+       EXTRACT(HOUR FROM ts) AS hour, SUM(amount) / 3 AS third, AVG(amount) AS average, COUNT(*) AS orders
+FROM orders WHERE ts IS NOT NULL
+GROUP BY date_trunc('MONTH', ts), trunc(CAST(ts AS DATE), 'QUARTER'), EXTRACT(HOUR FROM ts);
 """)
     config = load_config(root)
     catalog = load_catalog(config)
@@ -209,8 +216,9 @@ FROM orders GROUP BY customer, CAST(ts AS DATE);
         ]
     )
     batches = refresh(spark, config, catalog)
-    assert batches["revenue"].engine == "driver", batches["revenue"].line()
-    check_view(spark, catalog, "revenue")
+    for view in ("revenue", "monthly"):
+        assert batches[view].engine == "driver", batches[view].line()
+        check_view(spark, catalog, view)
     # an update moves order 2 to the day before and another customer; order 3 goes
     table = pa.Table.from_pylist(
         [
@@ -228,5 +236,6 @@ FROM orders GROUP BY customer, CAST(ts AS DATE);
     )
     write_deltalake(catalog.sources["orders"].path, table, mode="overwrite")
     batches = refresh(spark, config, catalog)
-    assert batches["revenue"].engine == "driver", batches["revenue"].line()
-    check_view(spark, catalog, "revenue")
+    for view in ("revenue", "monthly"):
+        assert batches[view].engine == "driver", batches[view].line()
+        check_view(spark, catalog, view)
