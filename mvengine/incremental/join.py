@@ -18,6 +18,7 @@ true (the row matches nothing, as SQL has it); one that reads both sides filters
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -341,7 +342,7 @@ def _key_filters(side: _Side, deltas: list[_Framed]) -> dict[str, KeyFilter]:
     """The input rows of `side` that the batch's keys can reach: the first key that is a column of an input,
     passed through unchanged, narrows that input to the keys the changes of both sides carry, and so do the
     columns an equality of a join below ties to it (a fact table joined to the dimension the key is of is read
-    for the facts of those keys, not whole)."""
+    for the facts of those keys, not whole); an input the side scans twice is not narrowed."""
     for i, key in enumerate(side.keys):
         found = _input_columns(side.node, key)
         if not found:
@@ -351,10 +352,10 @@ def _key_filters(side: _Side, deltas: list[_Framed]) -> dict[str, KeyFilter]:
                 [v for d in deltas for v in d.keys[i].chunks], deltas[0].keys[i].type
             ).drop_null()
         )
-        filters: dict[str, KeyFilter] = {}
-        for name, column in found:
-            filters.setdefault(name, (column, values))
-        return filters
+        # An input scanned twice (a self-join) is read once for both scans: a filter by one scan's column could
+        # drop rows the other needs, so it is read whole.
+        scans = Counter(n.input for n in side.node.walk() if isinstance(n, Scan))
+        return {name: (column, values) for name, column in found if scans[name] == 1}
     return {}
 
 
