@@ -314,27 +314,23 @@ class _Evaluator:
             *decimal_result("div", (a.precision, a.scale), (b.precision, b.scale))
         )
         quantum, bound = Decimal(1).scaleb(-scale), Decimal(10) ** (precision - scale)
-        rows = next((len(v) for v in (left, right) if not isinstance(v, pa.Scalar)), 1)
-        xs, ys = ([v.as_py()] * rows if isinstance(v, pa.Scalar) else v.to_pylist() for v in (left, right))
-        quotients: list[Decimal | None] = []
-        with localcontext() as exact:
-            exact.prec, exact.rounding = 100, ROUND_HALF_UP  # every quotient below has far fewer digits
-            for x, y in zip(xs, ys):
-                if x is None or y is None:
-                    quotients.append(None)
-                    continue
-                if y == 0:
-                    raise NotOnDriver("a division by zero")
-                quotient = Decimal(x) / Decimal(y)
-                if not _rounds_once(quotient, Decimal(y), b.scale, max(scale, a.scale - b.scale)):
-                    raise NotOnDriver(f"a quotient of {y}, whose digits Spark rounds twice")
-                rounded = quotient.quantize(quantum)
-                if abs(rounded) >= bound:
-                    raise NotOnDriver(f"a quotient beyond DECIMAL({precision}, {scale})")
-                quotients.append(rounded)
-        values = pa.array(quotients, pa.decimal128(precision, scale))
-        both_scalar = isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar)
-        return values[0] if both_scalar else pa.chunked_array([values])
+
+        def quotient(x: Decimal | int | None, y: Decimal | int | None) -> Decimal | None:
+            if x is None or y is None:
+                return None
+            if y == 0:
+                raise NotOnDriver("a division by zero")
+            exact = Decimal(x) / Decimal(y)
+            if not _rounds_once(exact, Decimal(y), b.scale, max(scale, a.scale - b.scale)):
+                raise NotOnDriver(f"a quotient of {y}, whose digits Spark rounds twice")
+            rounded = exact.quantize(quantum)
+            if abs(rounded) >= bound:
+                raise NotOnDriver(f"a quotient beyond DECIMAL({precision}, {scale})")
+            return rounded
+
+        with localcontext() as context:
+            context.prec, context.rounding = 100, ROUND_HALF_UP  # every quotient has far fewer digits
+            return _rows(quotient, [left, right], pa.decimal128(precision, scale))
 
     def _neg(self, e: exp.Neg) -> Value:
         v = self.value(e.this)
