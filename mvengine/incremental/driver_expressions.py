@@ -414,6 +414,8 @@ class _Evaluator:
         widening_to_float = pa.types.is_floating(to) and _WIDTH.get(v.type, 128) <= _WIDTH.get(to, 0)
         if pa.types.is_decimal(v.type) and to == pa.float64():
             return _decimal_as_double(v)
+        if pa.types.is_decimal(to) and _as_decimal(v.type) is not None:
+            return _to_decimal(v, to)
         if integral_to_integral or widening_to_float or (to == pa.string() and v.type in _INTEGRAL):
             return _checked(lambda x: pc.cast(x, to, safe=True), v)
         raise NotOnDriver(f"a cast from {sql_type(v.type)} to {sql_type(to)}")
@@ -790,6 +792,19 @@ def cast(v: Value, to: pa.DataType) -> Value:
         return v
     if pa.types.is_decimal(v.type) and to == pa.float64():
         return _decimal_as_double(v)
+    return _checked(lambda x: pc.cast(x, to, safe=True), v)
+
+
+def _to_decimal(v: Value, to: pa.DataType) -> Value:
+    """CAST of a decimal or an integer to DECIMAL(p, s), as Spark casts: rounded half away from zero at scale s
+    (Java's HALF_UP; Arrow's "half_up" rounds ties towards +inf). A value beyond p digits is NULL or an error
+    by Spark's ANSI setting: Spark decides."""
+    assert isinstance(to, pa.Decimal128Type)
+    source = _as_decimal(v.type)
+    assert source is not None
+    v = cast(v, source)
+    if source.scale > to.scale:
+        v = _checked(lambda x: pc.round(x, ndigits=to.scale, round_mode="half_towards_infinity"), v)
     return _checked(lambda x: pc.cast(x, to, safe=True), v)
 
 

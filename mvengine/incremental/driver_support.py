@@ -53,6 +53,7 @@ _SUPPORTED: tuple[type[exp.Expr], ...] = (
     exp.Concat,
     exp.DPipe,
     exp.DataType,
+    exp.DataTypeParam,
     exp.TimeToStr,
     exp.TsOrDsToDate,
     exp.Year,

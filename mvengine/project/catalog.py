@@ -14,6 +14,7 @@ from mvengine.plan.nodes import Field
 from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, plan_view
 from mvengine.project.dag import build_dag, check_acyclic, topological_order
+from mvengine.project.eager_aggregates import SourceTypes, rewrite_eager_aggregates
 from mvengine.project.exists_keys import rewrite_exists_keys
 from mvengine.project.join_inputs import extract_join_inputs
 from mvengine.project.not_in import rewrite_not_in
@@ -76,6 +77,7 @@ def load_catalog(config: Config) -> Catalog:
     columns = _columns_known(sources, views)
     views = rewrite_exists_keys(rewrite_not_in(views, columns), columns)
     views = rewrite_scalar_subqueries(views, columns)
+    views = rewrite_eager_aggregates(views, columns, _source_types(sources))
     views = extract_join_inputs(views, set(sources) | set(views), config.warehouse)
     graph = build_dag(list(sources), list(views.values()))
     check_acyclic(graph, views)
@@ -111,6 +113,15 @@ def _columns_known(sources: dict[str, SourceDef], views: dict[str, ViewDef]) -> 
     for name, view in views.items():
         names = [c.lower() for c in (view.column_names or view.query.named_selects)]
         by_name[name.lower()] = None if "*" in names else set(names)
+    return lambda name: by_name.get(name.lower())
+
+
+def _source_types(sources: dict[str, SourceDef]) -> SourceTypes:
+    """A source's column types by lower-case column name, and its key, by the source's name (None for a view)."""
+    by_name = {
+        n.lower(): ({f.name.lower(): t for f, t in zip(s.schema, s.sql_types)}, s.key)
+        for n, s in sources.items()
+    }
     return lambda name: by_name.get(name.lower())
 
 

@@ -42,7 +42,17 @@ VALUES = {
     "s": st.one_of(st.none(), st.sampled_from(["", "a", "B", "ab", "straße", "é", " a b\n ", "a%_b"])),
     "f": st.one_of(st.none(), st.booleans()),
     "d": st.one_of(
-        st.none(), st.sampled_from([Decimal("0.00"), Decimal("1.50"), Decimal("-999.99"), Decimal("0.07")])
+        st.none(),
+        st.sampled_from(
+            [
+                Decimal("0.00"),
+                Decimal("1.50"),
+                Decimal("-999.99"),
+                Decimal("0.07"),
+                Decimal("-2.25"),
+                Decimal("0.05"),
+            ]
+        ),
     ),
     "day": st.one_of(st.none(), st.sampled_from([dt.date(2026, 1, 1), dt.date(2026, 11, 23)])),
     "ts": st.one_of(
@@ -105,6 +115,9 @@ def _compose(children):
                 "CAST({} AS DOUBLE)",
                 "CAST({} AS STRING)",
                 "CAST({} AS TINYINT)",
+                "CAST({} AS DECIMAL(5, 1))",
+                "CAST({} AS DECIMAL(3, 0))",
+                "CAST({} AS DECIMAL(22, 4))",
                 "CAST({} AS DATE)",
                 "CAST({} AS TIMESTAMP)",
                 "CAST({} AS TIMESTAMP_NTZ)",
@@ -139,7 +152,7 @@ def _compose(children):
             ]
         ),
         children,
-    ).map(lambda t: t[0].format(t[1]))
+    ).map(lambda t: t[0].format(f"({t[1]})"))  # in parentheses: trim(a IS NULL) is no SQL to sqlglot
     binary = st.tuples(
         st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "<=>", "+", "-", "*", "/", "AND", "OR", "||"]),
         children,

@@ -164,7 +164,8 @@ def test_the_day_of_a_timestamp_and_decimal_money_run_on_the_driver(spark, tmp_p
     DECIMAL times INT, a CASE of a DECIMAL and an INT, and their SUMs are computed on the driver (each sent the
     batch to Spark before), around midnight and before 1970 (where the day is the floor), and the view equals
     its SQL after inserts, updates and deletes; so are months and quarters (DATE_TRUNC, TRUNC), EXTRACT, a
-    decimal SUM divided by an integer and a decimal AVG."""
+    decimal SUM divided by an integer and a decimal AVG; and a SUM of decimal SUMs cast back to SUM's type (the
+    orders re-tested against their customer's average quantity, grouped by quantity first)."""
     import datetime as dt
     from decimal import Decimal
 
@@ -183,6 +184,10 @@ SELECT date_trunc('MONTH', ts) AS month, trunc(CAST(ts AS DATE), 'QUARTER') AS q
        EXTRACT(HOUR FROM ts) AS hour, SUM(amount) / 3 AS third, AVG(amount) AS average, COUNT(*) AS orders
 FROM orders WHERE ts IS NOT NULL
 GROUP BY date_trunc('MONTH', ts), trunc(CAST(ts AS DATE), 'QUARTER'), EXTRACT(HOUR FROM ts);
+CREATE MATERIALIZED VIEW small AS
+SELECT o.customer, SUM(o.amount) AS revenue, SUM(o.amount) / 7 AS per_day, COUNT(*) AS orders
+FROM orders o WHERE o.quantity < (SELECT 2 * AVG(i.quantity) FROM orders i WHERE i.customer = o.customer)
+GROUP BY o.customer;
 """)
     config = load_config(root)
     catalog = load_catalog(config)
@@ -216,7 +221,7 @@ GROUP BY date_trunc('MONTH', ts), trunc(CAST(ts AS DATE), 'QUARTER'), EXTRACT(HO
         ]
     )
     batches = refresh(spark, config, catalog)
-    for view in ("revenue", "monthly"):
+    for view in ("revenue", "monthly", "small__eager_1", "small"):
         assert batches[view].engine == "driver", batches[view].line()
         check_view(spark, catalog, view)
     # an update moves order 2 to the day before and another customer; order 3 goes
@@ -236,6 +241,6 @@ GROUP BY date_trunc('MONTH', ts), trunc(CAST(ts AS DATE), 'QUARTER'), EXTRACT(HO
     )
     write_deltalake(catalog.sources["orders"].path, table, mode="overwrite")
     batches = refresh(spark, config, catalog)
-    for view in ("revenue", "monthly"):
+    for view in ("revenue", "monthly", "small__eager_1", "small"):
         assert batches[view].engine == "driver", batches[view].line()
         check_view(spark, catalog, view)
