@@ -31,7 +31,6 @@ else stays as written, with the reason in `mv plan`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 
 from sqlglot import exp
 
@@ -39,7 +38,14 @@ from mvengine.plan.nodes import conjuncts
 from mvengine.plan.types import T as Type
 from mvengine.plan.types import aggregate_type, infer_type
 from mvengine.project.join_inputs import visible_ctes
-from mvengine.project.scalar_subqueries import Columns, aliases, fresh_alias, relations
+from mvengine.project.scalar_subqueries import (
+    Columns,
+    fresh_alias,
+    owner,
+    relations,
+    rewrite_selects,
+    tables_of,
+)
 from mvengine.sql.views import ViewDef
 
 # A source's column types (lower-case name → type) and its key, by the source's name; None for a view.
@@ -52,24 +58,18 @@ def rewrite_eager_aggregates(
     views: dict[str, ViewDef], columns: Columns, source_types: SourceTypes
 ) -> dict[str, ViewDef]:
     """The views, each table re-tested against a scalar subquery's aggregate pre-aggregated (with a note)."""
-    out = {}
-    for name, view in views.items():
-        query = view.query.copy()
-        notes: list[str] = []
-        taken = {a.lower() for a in aliases(query)}
-        for select in list(query.find_all(exp.Select)):
-            table = _retested_table(select, columns)
-            if table is None:
-                continue
-            written = table.sql("spark")
-            try:
-                notes.append(
-                    f"the rows of {written} are {_rewrite(select, table, taken, columns, source_types)}"
-                )
-            except _Stays as why:
-                notes.append(f"the rows of {written} are joined one by one: {why}")
-        out[name] = replace(view, query=query, rewrites=view.rewrites + tuple(notes)) if notes else view
-    return out
+
+    def rewrite(select: exp.Select, taken: set[str]) -> list[str]:
+        table = _retested_table(select, columns)
+        if table is None:
+            return []
+        written = table.sql("spark")
+        try:
+            return [f"the rows of {written} are {_rewrite(select, table, taken, columns, source_types)}"]
+        except _Stays as why:
+            return [f"the rows of {written} are joined one by one: {why}"]
+
+    return rewrite_selects(views, rewrite)
 
 
 class _Stays(Exception):
@@ -91,29 +91,14 @@ def _retested_table(select: exp.Select, columns: Columns) -> exp.Table | None:
     where = select.args.get("where")
     if not scalars or where is None or not (select.args.get("group") or _aggregates_of(select)):
         return None
-    tables = _tables(select)
+    tables = tables_of(select)
     mine = relations(select, columns) or {}
     for conjunct in conjuncts(where.this):
-        read = {_owner(c, mine) for c in conjunct.find_all(exp.Column)}
+        read = {owner(c, mine) for c in conjunct.find_all(exp.Column)}
         if read & scalars:
             for alias in sorted(a for a in read - scalars if a in tables):
                 return tables[alias]
     return None
-
-
-def _tables(select: exp.Select) -> dict[str, exp.Table]:
-    """The tables among the FROM items of `select`, by lower-case alias."""
-    from_ = select.args.get("from_") or select.args.get("from")
-    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
-    return {t.alias_or_name.lower(): t for t in items if isinstance(t, exp.Table)}
-
-
-def _owner(c: exp.Column, mine: dict[str, set[str] | None]) -> str | None:
-    """The alias of the FROM item a column reads (None when unknown or ambiguous)."""
-    if c.table:
-        return c.table.lower()
-    found = [a for a, cols in mine.items() if cols is not None and c.name.lower() in cols]
-    return found[0] if len(found) == 1 else None
 
 
 def _aggregates_of(select: exp.Select) -> list[exp.AggFunc]:
@@ -151,11 +136,11 @@ def _rewrite(
             raise _Stays("the query holds a subquery outside FROM")
     own = [c for c in select.find_all(exp.Column) if c.find_ancestor(exp.Select) is select]
     for c in own:
-        if _owner(c, mine) is None:
+        if owner(c, mine) is None:
             raise _Stays(f"the column {c.sql('spark')} is not known to be of one table only")
 
     def of_table(c: exp.Column) -> bool:
-        return _owner(c, mine) == alias
+        return owner(c, mine) == alias
 
     composed: list[tuple[exp.AggFunc, Callable[[exp.Expr], exp.Expr]]] = []
     for aggregate in _aggregates_of(select):

@@ -44,21 +44,36 @@ _COUNTS = (exp.Count, exp.CountIf)  # 0, not NULL, over no rows
 
 def rewrite_scalar_subqueries(views: dict[str, ViewDef], columns: Columns) -> dict[str, ViewDef]:
     """The views, each scalar subquery that can be one made a LEFT JOIN (with a note for `mv plan`)."""
+
+    def rewrite(select: exp.Select, taken: set[str]) -> list[str]:
+        notes = []
+        for sub in list(select.find_all(exp.Subquery)):
+            if sub.find_ancestor(exp.Select) is select and _is_scalar(sub):
+                written = sub.sql("spark")
+                try:
+                    notes.append(f"the scalar subquery {written} is {_rewrite(select, sub, taken, columns)}")
+                except _Stays as why:
+                    notes.append(f"the scalar subquery {written} stays in its expression: {why}")
+        return notes
+
+    return rewrite_selects(views, rewrite, inner_first=True)
+
+
+def rewrite_selects(
+    views: dict[str, ViewDef],
+    rewrite: Callable[[exp.Select, set[str]], list[str]],
+    inner_first: bool = False,
+) -> dict[str, ViewDef]:
+    """The views, `rewrite(select, taken)` applied to each SELECT of a copy of each view's query (`taken`: the
+    aliases in use, for new ones), with the notes it returns for `mv plan`; a view it notes nothing of stays."""
     out = {}
     for name, view in views.items():
         query = view.query.copy()
         notes: list[str] = []
         taken = {a.lower() for a in aliases(query)}
-        for select in reversed(list(query.find_all(exp.Select))):  # inner queries first
-            for sub in list(select.find_all(exp.Subquery)):
-                if sub.find_ancestor(exp.Select) is select and _is_scalar(sub):
-                    written = sub.sql("spark")
-                    try:
-                        notes.append(
-                            f"the scalar subquery {written} is {_rewrite(select, sub, taken, columns)}"
-                        )
-                    except _Stays as why:
-                        notes.append(f"the scalar subquery {written} stays in its expression: {why}")
+        selects = list(query.find_all(exp.Select))
+        for select in reversed(selects) if inner_first else selects:
+            notes.extend(rewrite(select, taken))
         out[name] = replace(view, query=query, rewrites=view.rewrites + tuple(notes)) if notes else view
     return out
 
@@ -199,11 +214,9 @@ def _only(e: exp.Expr, test: Callable[[exp.Column], bool]) -> bool:
 def relations(select: exp.Select, columns: Columns) -> Relations | None:
     """The FROM items of `select` by alias, with their columns (None where not known); None when an item is
     neither a table nor a subquery."""
-    from_ = select.args.get("from_") or select.args.get("from")
-    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
     ctes = visible_ctes(select)
     found: Relations = {}
-    for item in items:
+    for item in from_items(select):
         if isinstance(item, exp.Table) and not item.db and item.name.lower() in ctes:
             cte = ctes[item.name.lower()]
             names = [n.lower() for n in (cte.alias_column_names or cte.this.named_selects)]
@@ -216,6 +229,26 @@ def relations(select: exp.Select, columns: Columns) -> Relations | None:
         else:
             return None
     return found
+
+
+def from_items(select: exp.Select) -> list[exp.Expr]:
+    """What `select` reads: its FROM item and each joined one."""
+    from_ = select.args.get("from_") or select.args.get("from")
+    return ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+
+
+def tables_of(select: exp.Select) -> dict[str, exp.Table]:
+    """The tables (and views) among the FROM items of `select`, by lower-case alias."""
+    return {t.alias_or_name.lower(): t for t in from_items(select) if isinstance(t, exp.Table)}
+
+
+def owner(c: exp.Column, relations: Relations) -> str | None:
+    """The alias of the relation a column reads: its qualifier, or the one relation with a column of its name
+    (None when none or several have one)."""
+    if c.table:
+        return c.table.lower()
+    found = [a for a, cols in relations.items() if cols is not None and c.name.lower() in cols]
+    return found[0] if len(found) == 1 else None
 
 
 class Sides:

@@ -45,6 +45,13 @@ CREATE MATERIALIZED VIEW j_semi AS SELECT k, g FROM t WHERE g IN (SELECT g FROM 
 CREATE MATERIALIZED VIEW j_anti AS SELECT g, v FROM b WHERE NOT EXISTS (SELECT 1 FROM t WHERE t.g = b.g);
 CREATE MATERIALIZED VIEW j_exists AS
 SELECT k, g FROM t WHERE EXISTS (SELECT 1 FROM b WHERE b.g = t.g AND b.v + 2 = t.v AND b.v > 0);
+-- a correlated [NOT] EXISTS with a condition other than an equality too (TPC-H Q21's shape): a view of the outer
+-- columns' values that have a match (the join of both tables on the subquery's conditions, distinct); NULL in t.v
+-- or x.g matches nothing
+CREATE MATERIALIZED VIEW j_exists_other AS
+SELECT k, g FROM t WHERE EXISTS (SELECT 1 FROM b WHERE b.g = t.g AND b.v > t.v - 1 AND b.v < 100);
+CREATE MATERIALIZED VIEW j_not_exists_other AS
+SELECT x.k, x.g FROM t x WHERE NOT EXISTS (SELECT 1 FROM t y WHERE y.g = x.g AND y.k <> x.k);
 -- an aggregate over a join; and a chain three views deep: aggregate -> join with a source -> aggregate
 CREATE MATERIALIZED VIEW j_agg AS SELECT t.g, COUNT(*) AS n, SUM(b.v) AS s FROM t JOIN b ON t.g = b.g GROUP BY t.g;
 CREATE MATERIALIZED VIEW c1 AS SELECT g, SUM(v) AS s, COUNT(*) AS n FROM b GROUP BY g;
@@ -80,7 +87,7 @@ SELECT k, g FROM t WHERE g NOT IN (SELECT b.g FROM b WHERE b.v > 0 OR b.v IS NUL
 """
 
 
-# Each example refreshes twenty-one views a few times: few examples, no shrinking (see test_refresh_differential).
+# Each example refreshes twenty-three views a few times: few examples, no shrinking (see test_refresh_differential).
 @settings(
     max_examples=examples(1),
     deadline=None,
