@@ -15,6 +15,7 @@ off the plan's inferred types, which Spark's analysis may correct.
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import re
 from collections.abc import Callable, Sequence
@@ -261,6 +262,10 @@ class _Evaluator:
     # -- arithmetic -----------------------------------------------------------------------------------------
 
     def _arithmetic(self, e: exp.Expression, op: str) -> Value:
+        if isinstance(e.expression, exp.Interval) or (
+            isinstance(e.this, exp.Interval) and op == "add_checked"
+        ):
+            return self._shifted(e, op)
         left, right = self.value(e.this), self.value(e.expression)
         if left.type == pa.null() or right.type == pa.null():
             raise NotOnDriver("arithmetic with NULL")
@@ -270,6 +275,39 @@ class _Evaluator:
         if not (target in _INTEGRAL or pa.types.is_floating(target)):
             raise NotOnDriver(f"arithmetic on {sql_type(target)}")
         return _checked(getattr(pc, op), cast(left, target), cast(right, target))
+
+    def _shifted(self, e: exp.Expression, op: str) -> Value:
+        """A date or timestamp plus or minus `INTERVAL 'n' unit`, as Spark computes it in UTC. Whole days, hours,
+        minutes or seconds (an ANSI day-time interval) move a timestamp by their microseconds, and a date by
+        its days (a DATE still) or to a TIMESTAMP (by hours, minutes or seconds); months or years (a year-month
+        interval) move the calendar month and keep the day, or take the month's last (Jan 31 + 1 month is Feb
+        28). In another session time zone Spark counts days on that zone's calendar: Spark decides (a
+        TIMESTAMP_NTZ has no zone)."""
+        interval, other = (
+            (e.expression, e.this) if isinstance(e.expression, exp.Interval) else (e.this, e.expression)
+        )
+        amount, unit = _interval(interval)
+        amount = -amount if op == "subtract_checked" else amount
+        v = self.value(other)
+        if not (pa.types.is_date32(v.type) or (pa.types.is_timestamp(v.type) and v.type.unit == "us")):
+            raise NotOnDriver(f"{sql_type(v.type)} and an interval")
+        if pa.types.is_timestamp(v.type) and v.type.tz is not None:
+            _in_utc("an interval and a TIMESTAMP")
+        if unit in _MONTHS_OF:
+            return _rows(lambda d: _plus_months(d, amount * _MONTHS_OF[unit]), [v], v.type)
+        if pa.types.is_date32(v.type) and unit == "DAY":
+            return _in_calendar(
+                _checked(pc.add_checked, pc.cast(v, pa.int32()), pa.scalar(amount, pa.int32()))
+            )
+        if pa.types.is_date32(v.type):
+            v = _day_or_midnight(v, pa.timestamp("us", tz="UTC"))
+        micros = pa.scalar(amount * _MICROS_OF[unit], pa.int64())
+        moved = _checked(pc.add_checked, pc.cast(v, pa.int64()), micros)
+        low, high = pc.min_max(moved).values() if not isinstance(moved, pa.Scalar) else (moved, moved)
+        first, last = _FIRST_DAY * _MICROS_OF["DAY"], (_LAST_DAY + 1) * _MICROS_OF["DAY"]
+        if low.as_py() is not None and not (first <= low.as_py() and high.as_py() < last):
+            raise NotOnDriver("a timestamp beyond the years 1 to 9999")
+        return pc.cast(moved, v.type)
 
     def _decimal_arithmetic(self, e: exp.Expression, left: Value, right: Value, op: str) -> Value:
         """+, - and * of decimals (and integers: an integer literal as DECIMAL(its digits, 0), any other as
@@ -445,10 +483,7 @@ class _Evaluator:
         if days.type not in (pa.int8(), pa.int16(), pa.int32()):
             raise NotOnDriver(f"DATE_ADD of {sql_type(days.type)} days")
         added = _checked(pc.add_checked, cast(start, pa.int32()), cast(days, pa.int32()))
-        low, high = pc.min_max(added).values() if not isinstance(added, pa.Scalar) else (added, added)
-        if low.as_py() is not None and not (_FIRST_DAY <= low.as_py() and high.as_py() <= _LAST_DAY):
-            raise NotOnDriver("a date beyond the years 1 to 9999")
-        return pc.cast(added, pa.date32())
+        return _in_calendar(added)
 
     def _datediff(self, e: exp.DateDiff) -> Value:
         """DATEDIFF(end, start): the days from start to end, an INT."""
@@ -502,9 +537,16 @@ class _Evaluator:
         return self._field(e, pc.minute, of_dates=False)
 
     def _extract(self, e: exp.Extract) -> Value:
-        """EXTRACT(YEAR | MONTH | DAY | HOUR | MINUTE FROM x), as the functions of those names (Spark's SECOND
-        is a DECIMAL(8, 6) with the microseconds: Spark computes it)."""
+        """EXTRACT(YEAR | MONTH | DAY | HOUR | MINUTE FROM x), as the functions of those names; SECOND is Spark's
+        DECIMAL(8, 6), the seconds with their microseconds."""
         unit = e.this.name.upper() if isinstance(e.this, (exp.Var, exp.Identifier, exp.Column)) else ""
+        if unit == "SECOND":
+            named, of = exp.Anonymous(this="EXTRACT SECOND"), e.expression
+            micros = [  # (Arrow's microsecond is the one within its millisecond)
+                pc.multiply(pc.cast(self._field(named, f, of_dates=False, of=of), pa.int64()), scale)
+                for f, scale in ((pc.second, 1_000_000), (pc.millisecond, 1_000), (pc.microsecond, 1))
+            ]
+            return _micros_as_seconds(pc.add(pc.add(micros[0], micros[1]), micros[2]))
         fields = {"YEAR": (pc.year, True), "MONTH": (pc.month, True), "DAY": (pc.day, True)}
         fields |= {"HOUR": (pc.hour, False), "MINUTE": (pc.minute, False)}
         if unit not in fields:
@@ -624,6 +666,18 @@ class _Evaluator:
 
     def _like(self, e: exp.Like) -> Value:
         return self._matches(e, "\\")
+
+    def _ilike(self, e: exp.ILike) -> Value:
+        """`s ILIKE pattern`: LIKE of both lower-cased, as Spark rewrites it (ASCII strings only, as LOWER)."""
+        pattern = e.expression
+        if not (isinstance(pattern, exp.Literal) and pattern.is_string and pattern.name.isascii()):
+            raise NotOnDriver("ILIKE with a pattern that is not an ASCII string literal")
+        lowered = exp.Like(
+            this=exp.Lower(this=e.this.copy()),
+            expression=exp.Literal.string(pattern.name.lower()),
+            negate=e.args.get("negate"),
+        )
+        return self._matches(lowered, "\\")
 
     def _escape(self, e: exp.Escape) -> Value:
         escape = e.expression
@@ -806,6 +860,49 @@ def _to_decimal(v: Value, to: pa.DataType) -> Value:
     if source.scale > to.scale:
         v = _checked(lambda x: pc.round(x, ndigits=to.scale, round_mode="half_towards_infinity"), v)
     return _checked(lambda x: pc.cast(x, to, safe=True), v)
+
+
+def _in_calendar(days: Value) -> Value:
+    """Days from 1970-01-01 as DATEs, where all are of the years 1 to 9999 (which Python holds too)."""
+    low, high = pc.min_max(days).values() if not isinstance(days, pa.Scalar) else (days, days)
+    if low.as_py() is not None and not (_FIRST_DAY <= low.as_py() and high.as_py() <= _LAST_DAY):
+        raise NotOnDriver("a date beyond the years 1 to 9999")
+    return pc.cast(days, pa.date32())
+
+
+_MICROS_OF = {"DAY": 86_400_000_000, "HOUR": 3_600_000_000, "MINUTE": 60_000_000, "SECOND": 1_000_000}
+_MONTHS_OF = {"YEAR": 12, "MONTH": 1}
+
+
+def _interval(e: exp.Interval) -> tuple[int, str]:
+    """`INTERVAL 'n' unit` as (n, the unit in the singular), for a whole n and one unit of _MICROS_OF or
+    _MONTHS_OF."""
+    unit = e.args.get("unit")
+    name = unit.name.upper().removesuffix("S") if isinstance(unit, exp.Var) else ""
+    if not (isinstance(e.this, exp.Literal) and re.fullmatch(r"-?\d{1,9}", e.this.name.strip())):
+        raise NotOnDriver(f"the interval {e.sql('spark')}")
+    if name not in _MICROS_OF and name not in _MONTHS_OF:
+        raise NotOnDriver(f"an interval of {unit.sql('spark') if unit is not None else 'no unit'}")
+    return int(e.this.name.strip()), name
+
+
+def _plus_months(moment: dt.date | None, months: int) -> dt.date | None:
+    """A date or datetime `months` calendar months later, on the same day or the month's last (Java's
+    plusMonths)."""
+    if moment is None:
+        return None
+    year, month = divmod(moment.year * 12 + moment.month - 1 + months, 12)
+    if not 1 <= year <= 9999:
+        raise NotOnDriver("a date beyond the years 1 to 9999")
+    return moment.replace(
+        year=year, month=month + 1, day=min(moment.day, calendar.monthrange(year, month + 1)[1])
+    )
+
+
+def _micros_as_seconds(micros: Value) -> Value:
+    """Microseconds (fewer than 10^8) as seconds in a DECIMAL(8, 6), exactly."""
+    millionth = pa.scalar(Decimal("0.000001"), pa.decimal128(6, 6))
+    return pc.cast(pc.multiply(pc.cast(micros, pa.decimal128(19, 0)), millionth), pa.decimal128(8, 6))
 
 
 def _decimals_alone(a: pa.DataType, b: pa.DataType) -> bool:

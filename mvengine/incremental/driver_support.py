@@ -54,6 +54,8 @@ _SUPPORTED: tuple[type[exp.Expr], ...] = (
     exp.DPipe,
     exp.DataType,
     exp.DataTypeParam,
+    exp.Interval,
+    exp.ILike,
     exp.TimeToStr,
     exp.TsOrDsToDate,
     exp.Year,
@@ -120,9 +122,9 @@ def unsupported(e: exp.Expression) -> str | None:
         if isinstance(node, exp.TimeStrToTime) and isinstance(node.parent, exp.TimeToStr):
             continue  # sqlglot's reading of DATE_FORMAT's implicit cast: of a timestamp or date, none
         if isinstance(node, exp.Var) and isinstance(
-            node.parent, (exp.TsOrDsAdd, exp.DateDiff, exp.Extract, exp.TimestampTrunc)
+            node.parent, (exp.TsOrDsAdd, exp.DateDiff, exp.Extract, exp.TimestampTrunc, exp.Interval)
         ):
-            continue  # a unit of DATE_ADD, DATEDIFF, EXTRACT or DATE_TRUNC (the evaluator says which it takes)
+            continue  # a unit of DATE_ADD, DATEDIFF, EXTRACT, DATE_TRUNC or INTERVAL (the evaluator says which)
         if not isinstance(node, _SUPPORTED):
             return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"
         if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):

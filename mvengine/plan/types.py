@@ -143,6 +143,26 @@ def _spark_types(e: exp.Expression) -> None:
         )
         if wider is not None:
             e.type = wider
+    elif isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.this, exp.Interval) != isinstance(
+        e.expression, exp.Interval
+    ):
+        # A date moved by days, months or years stays a DATE; by hours, minutes or seconds it is a TIMESTAMP.
+        interval, moved = (
+            (e.this, e.expression) if isinstance(e.this, exp.Interval) else (e.expression, e.this)
+        )
+        moved_type = annotate_types(moved, dialect=DIALECT, overwrite_types=False).type
+        unit = interval.args.get("unit")
+        by_days = isinstance(unit, exp.Var) and unit.name.upper().removesuffix("S") in (
+            "DAY",
+            "MONTH",
+            "YEAR",
+        )
+        if moved_type is not None and moved_type.this == T.DATE:
+            e.type = build("DATE" if by_days else "TIMESTAMP")
+        elif moved_type is not None and moved_type.this in (T.TIMESTAMP, T.TIMESTAMPTZ, T.TIMESTAMPNTZ):
+            e.type = moved_type
+    elif isinstance(e, exp.Extract) and e.this.name.upper() == "SECOND":
+        e.type = build("DECIMAL(8, 6)")  # the seconds with their microseconds
     elif isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
         # A number written with a decimal point is a DECIMAL literal in Spark, not a DOUBLE.
         sides = [
