@@ -115,7 +115,7 @@ def read_before(ref: TableRef, version: int, where: KeyFilter | None) -> pa.Tabl
     NotOnDriver when delta-rs cannot read it or it is too large to read whole."""
     dt = ref.open(version=version)
     if not read_by_driver(dt):
-        raise NotOnDriver(f"{ref.label} has column mapping or partitions")
+        raise NotOnDriver(f"{ref.label} has column mapping")
     narrowed = where is not None and not pa.types.is_floating(arrow_schema(dt).field(where[0]).type)
     if not narrowed and table_rows(ref, version) > DRIVER_READ_ROWS:
         raise NotOnDriver(f"the batch would read all {table_rows(ref, version)} rows of {ref.label}")

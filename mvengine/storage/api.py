@@ -136,7 +136,7 @@ def read_arrow(
     rows the read stops, with TooManyRows (keys spread through every file of a large table)."""
     dt = ref.open(version=version)
     if not read_by_driver(dt):
-        raise StorageError(f"{ref.label} cannot be read on the driver (column mapping or partitions)")
+        raise StorageError(f"{ref.label} cannot be read on the driver (column mapping)")
     target = arrow_schema(dt)
     if not dt.file_uris():
         return target.empty_table()

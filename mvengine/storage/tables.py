@@ -257,14 +257,15 @@ def in_plain_files(dt: DeltaTable) -> bool:
 
 def read_by_driver(dt: DeltaTable) -> bool:
     """Whether delta-rs reads the table's rows on the driver: its files' rows (`in_plain_files`), or those rows
-    less its deletion vectors, which delta-rs's scan applies (its change data feed reads the `_change_data` files
-    Spark's deletes, updates and merges write beside them)."""
+    less its deletion vectors and with the values of its partition columns, which delta-rs's scan applies and
+    adds (its change data feed reads the `_change_data` files Spark's deletes, updates and merges write beside
+    them, partition values too). Not with column mapping: delta-rs's scan maps the columns, but its change data
+    feed does not read such a table yet."""
     protocol, metadata = dt.protocol(), dt.metadata()
     return (
         protocol.min_reader_version in (1, 3)
         and set(protocol.reader_features or []) <= PLAIN_READER_FEATURES | {"deletionVectors"}
         and metadata.configuration.get("delta.columnMapping.mode", "none") == "none"
-        and not metadata.partition_columns
     )
 
 

@@ -16,6 +16,7 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 
@@ -104,16 +105,22 @@ def test_sources_written_by_spark_with_deletion_vectors_and_by_both_engines(spar
             )
 
 
-def test_a_source_with_deletion_vectors_is_refreshed_on_the_driver(spark, tmp_path: Path):
+@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
+def test_a_source_with_deletion_vectors_is_refreshed_on_the_driver(spark, tmp_path: Path, partitioned: bool):
     """Issue 42: a batch that read a Spark-written table with deletion vectors (a join's other side before the
     batch, or its change feed) went to Spark. delta-rs's scan applies them and its change data feed reads the
     `_change_data` files Spark writes: such batches now run on the driver without a Spark job, through deletes,
-    updates and merges on both sides, and every view equals its SQL."""
+    updates and merges on both sides, and every view equals its SQL. So do they when the table is partitioned
+    (by `label`, which the updates change: a row moves to another partition's files)."""
     config, catalog = _project(tmp_path)
     t, d = catalog.sources["t"].path, catalog.sources["d"].path
-    spark.sql(f"""CREATE TABLE delta.`{d}` (g STRING NOT NULL, label STRING) USING delta TBLPROPERTIES (
+    spark.sql(f"""CREATE TABLE delta.`{d}` (g STRING NOT NULL, label STRING) USING delta
+                  {"PARTITIONED BY (label)" if partitioned else ""} TBLPROPERTIES (
                   'delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')""")
-    spark.sql(f"INSERT INTO delta.`{d}` SELECT CAST(id AS STRING), CONCAT('L', id) FROM range(4)")
+    assert DeltaTable(d).metadata().partition_columns == (["label"] if partitioned else [])
+    spark.sql(
+        f"INSERT INTO delta.`{d}` SELECT CAST(id AS STRING), CONCAT('L', id % 2) FROM range(0, 4, 1, 1)"
+    )  # a file of 2 rows a partition
     reports: list = []
     refresher = Refresher(spark, config, catalog, report=reports.append)
     refresher.prepare_sources()  # creates t with delta-rs
