@@ -30,6 +30,7 @@ SCHEMA = pa.schema(
         ("s", pa.string()),
         ("f", pa.bool_()),
         ("d", pa.decimal128(5, 2)),
+        ("m", pa.decimal128(38, 10)),
         ("day", pa.date32()),
         ("ts", pa.timestamp("us", tz="UTC")),
     ]
@@ -51,6 +52,19 @@ VALUES = {
                 Decimal("0.07"),
                 Decimal("-2.25"),
                 Decimal("0.05"),
+            ]
+        ),
+    ),
+    "m": st.one_of(  # DECIMAL(38, 10) at its limits: results past 38 digits, and Spark's scale cut
+        st.none(),
+        st.sampled_from(
+            [
+                Decimal("0E-10"),
+                Decimal("1.5000000000"),
+                Decimal("-0.0000000001"),
+                Decimal("9999999999999999999999999999.9999999999"),
+                Decimal("-9999999999999999999999999999.9999999999"),
+                Decimal("12345678901234567890.0123456789"),
             ]
         ),
     ),
@@ -79,6 +93,7 @@ LEAVES = st.sampled_from(
         "s",
         "f",
         "d",
+        "m",
         "day",
         "ts",
         "0",
