@@ -148,9 +148,17 @@ def main() -> None:
         "--continuous", type=int, metavar="K", help="K one-row commits to a `--continuous` refresh instead"
     )
     parser.add_argument("--log", help="with --continuous: the refresh's output, with every batch's phases")
+    parser.add_argument(
+        "--driver-max-changes",
+        type=int,
+        help="[refresh] driver_max_changes of the project (0: every batch in Spark; default: mvengine's)",
+    )
     args = parser.parse_args()
     spark = spark_session(master=args.master)
-    catalog, refresher, batches = bench_refresher(spark, SQL)
+    conf = None
+    if args.driver_max_changes is not None:
+        conf = f"[refresh]\ndriver_max_changes = {args.driver_max_changes}\n"
+    catalog, refresher, batches = bench_refresher(spark, SQL, conf)
     paths = {name: catalog.sources[name].path for name in ("sales", "customers", "products", "stores")}
     n = args.rows
     sizes = {"customers": max(n // 100, 1), "products": max(n // 1000, 1), "stores": STORES}

@@ -114,8 +114,8 @@ def read_before(ref: TableRef, version: int, where: KeyFilter | None) -> pa.Tabl
     """A table at `version` on the driver (at least the rows `where` names; all of them without it), or
     NotOnDriver when delta-rs cannot read it or it is too large to read whole."""
     dt = ref.open(version=version)
-    if not read_by_driver(dt):
-        raise NotOnDriver(f"{ref.label} has column mapping")
+    if not read_by_driver(ref, dt):
+        raise NotOnDriver(f"{ref.label} has column mapping and is not on a local path")
     narrowed = where is not None and not pa.types.is_floating(arrow_schema(dt).field(where[0]).type)
     if not narrowed and table_rows(ref, version) > DRIVER_READ_ROWS:
         raise NotOnDriver(f"the batch would read all {table_rows(ref, version)} rows of {ref.label}")

@@ -454,6 +454,11 @@ class _Evaluator:
             return _decimal_as_double(v)
         if pa.types.is_decimal(to) and _as_decimal(v.type) is not None:
             return _to_decimal(v, to)
+        if (
+            pa.types.is_decimal(v.type) and to in _INTEGRAL
+        ):  # the whole part; one that does not fit: Spark decides
+            whole = _checked(lambda x: pc.round(x, ndigits=0, round_mode="towards_zero"), v)
+            return _checked(lambda x: pc.cast(x, to, safe=True), whole)
         if integral_to_integral or widening_to_float or (to == pa.string() and v.type in _INTEGRAL):
             return _checked(lambda x: pc.cast(x, to, safe=True), v)
         raise NotOnDriver(f"a cast from {sql_type(v.type)} to {sql_type(to)}")

@@ -70,7 +70,7 @@ def duplicated_source_key(refresher, plan: ViewPlan, cut: dict[str, int], during
             continue
         try:
             keys = read_arrow(refresher.source_ref(name), version=cut[name], columns=source.key)
-        except StorageError:  # deletion vectors or column mapping: not read on the driver
+        except StorageError:  # column mapping on an object store: not read on the driver
             continue
         counts = keys.group_by(list(source.key), use_threads=False).aggregate([([], "count_all")])
         twice = counts.filter(pc.greater(counts.column("count_all"), 1))

@@ -135,8 +135,8 @@ def read_arrow(
     files' rows, less their deletion vectors. `columns`: only these (without `where`). `most`: past this many
     rows the read stops, with TooManyRows (keys spread through every file of a large table)."""
     dt = ref.open(version=version)
-    if not read_by_driver(dt):
-        raise StorageError(f"{ref.label} cannot be read on the driver (column mapping)")
+    if not read_by_driver(ref, dt):
+        raise StorageError(f"{ref.label} cannot be read on the driver (column mapping, not on a local path)")
     target = arrow_schema(dt)
     if not dt.file_uris():
         return target.empty_table()
@@ -296,7 +296,7 @@ def read_change_feed(
     if first == last + 1:
         return ChangeFeed(spark, schema, arrow=spark_to_arrow_schema(schema).empty_table())
     require_version_range(ref, dt, first, last)
-    if driver_rows and read_by_driver(dt):
+    if driver_rows and read_by_driver(ref, dt):
         rows = _changes_on_driver(ref, first, last, schema, driver_rows)
         if rows is not None:
             return ChangeFeed(spark, schema, arrow=rows)

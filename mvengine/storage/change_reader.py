@@ -6,13 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from mvengine.errors import StorageError
-from mvengine.storage.tables import TableRef, require_cdf, require_version_range
+from mvengine.storage.objects import is_local
+from mvengine.storage.tables import (
+    TableRef,
+    commit_history,
+    has_column_mapping,
+    require_cdf,
+    require_version_range,
+)
 from mvengine.storage.types import conform_batch, spark_to_arrow_schema
 
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -63,8 +73,12 @@ def split_versions(ref: TableRef, first: int, last: int, files_per_partition: in
 
 
 def change_batches(ref: TableRef, versions: VersionRange, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the change data feed of `versions` (not yet cast for Spark)."""
+    """Arrow batches of the change data feed of `versions` (not yet cast for Spark): by delta-rs, or by
+    delta-kernel-rs for a table with column mapping, whose feed delta-rs does not read yet."""
     dt = ref.open()
+    if has_column_mapping(dt):
+        yield from kernel_change_batches(ref, dt, versions, columns)
+        return
     try:
         reader = dt.load_cdf(starting_version=versions.first, ending_version=versions.last, columns=columns)
     except Exception as e:
@@ -75,6 +89,56 @@ def change_batches(ref: TableRef, versions: VersionRange, columns: list[str]) ->
             "and their files must not have been vacuumed",
         ) from None
     yield from pa.RecordBatchReader.from_stream(reader)
+
+
+def kernel_change_batches(
+    ref: TableRef, dt: DeltaTable, versions: VersionRange, columns: list[str]
+) -> Iterator[pa.RecordBatch]:
+    """The change data feed of a table with column mapping, read by delta-kernel-rs (Delta Sharing's Python
+    client's reader: `delta-kernel-rust-sharing-wrapper`), which maps the files' physical columns to the
+    table's. Each commit is timed by its commitInfo, as delta-rs and `mv history` time it (the kernel takes the
+    log file's modification time). A range over which the table's schema changed (a renamed column) is not
+    read: Delta's connector refuses it too."""
+    import delta_kernel_rust_sharing_wrapper as kernel
+
+    if not is_local(ref.uri):
+        raise StorageError(
+            f"the change data feed of {ref.label}, which has column mapping, is read on a local path only",
+            hint="mvengine reads it with Delta's Spark connector there",
+        )
+    uri = ref.uri if "://" in ref.uri else Path(ref.uri).absolute().as_uri()
+    try:
+        interface = kernel.PythonInterface(uri)
+        table = kernel.Table(uri)
+        builder = kernel.TableChangesScanBuilder(table, interface, versions.first, versions.last)
+        reader = builder.build().execute(interface)
+    except Exception as e:
+        raise StorageError(
+            f"cannot read the change data feed of {ref.label}, versions {versions.first}..{versions.last}: "
+            f"{ref.redact(str(e))[:500]}",
+            hint="the change data feed must have been on at those versions, and the table's columns the same "
+            "through them (a renamed or dropped column starts a new range: refresh the views with --full)",
+        ) from None
+    times = {
+        e["version"]: e["timestamp"]
+        for e in commit_history(dt, since=versions.first)
+        if versions.first <= e.get("version", -1) <= versions.last and e.get("timestamp") is not None
+    }
+    for batch in reader:
+        if not batch.num_rows:
+            continue
+        batch = batch.select(columns)
+        if "_commit_timestamp" in batch.schema.names and times:
+            position = batch.schema.get_field_index("_commit_timestamp")
+            recorded = (
+                pa.array([times.get(v) for v in batch.column("_commit_version").to_pylist()], pa.int64())
+                .cast(pa.timestamp("ms"))
+                .cast(batch.schema.field(position).type)
+            )
+            batch = batch.set_column(
+                position, "_commit_timestamp", pc.coalesce(recorded, batch.column(position))
+            )
+        yield batch
 
 
 class VersionRangePartition(InputPartition):

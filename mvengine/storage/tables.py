@@ -16,7 +16,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from mvengine.config import redact_text
 from mvengine.errors import CdfDisabledError, StorageError, UnsupportedError
-from mvengine.storage.objects import STORE_HINT, store_error
+from mvengine.storage.objects import STORE_HINT, is_local, store_error
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
 # Reader features that the pyarrow-dataset read path of delta-rs cannot apply.
@@ -255,18 +255,24 @@ def in_plain_files(dt: DeltaTable) -> bool:
     )
 
 
-def read_by_driver(dt: DeltaTable) -> bool:
-    """Whether delta-rs reads the table's rows on the driver: its files' rows (`in_plain_files`), or those rows
-    less its deletion vectors and with the values of its partition columns, which delta-rs's scan applies and
-    adds (its change data feed reads the `_change_data` files Spark's deletes, updates and merges write beside
-    them, partition values too). Not with column mapping: delta-rs's scan maps the columns, but its change data
-    feed does not read such a table yet."""
-    protocol, metadata = dt.protocol(), dt.metadata()
+def read_by_driver(ref: TableRef, dt: DeltaTable) -> bool:
+    """Whether the table's rows are read on the driver: its files' rows (`in_plain_files`), or those rows less
+    its deletion vectors, with the values of its partition columns and its columns mapped from the files' names,
+    which delta-rs's scan applies, adds and maps. Its change data feed reads the `_change_data` files Spark's
+    deletes, updates and merges write beside them: delta-rs's, or delta-kernel-rs's for a table with column
+    mapping, which delta-rs does not read yet (change_reader.py; on a local path)."""
+    protocol = dt.protocol()
     return (
-        protocol.min_reader_version in (1, 3)
-        and set(protocol.reader_features or []) <= PLAIN_READER_FEATURES | {"deletionVectors"}
-        and metadata.configuration.get("delta.columnMapping.mode", "none") == "none"
+        protocol.min_reader_version in (1, 2, 3)
+        and set(protocol.reader_features or [])
+        <= PLAIN_READER_FEATURES | {"deletionVectors", "columnMapping"}
+        and (not has_column_mapping(dt) or is_local(ref.uri))
     )
+
+
+def has_column_mapping(dt: DeltaTable) -> bool:
+    """Whether the table's files name its columns otherwise than the table does (column mapping by name or id)."""
+    return dt.metadata().configuration.get("delta.columnMapping.mode", "none") != "none"
 
 
 def require_version_range(ref: TableRef, dt: DeltaTable, first: int, last: int) -> None:

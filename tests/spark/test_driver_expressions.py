@@ -215,12 +215,16 @@ def test_the_driver_computes_what_spark_computes(spark, ansi, rows, sql):  # (an
     assert_as_spark(spark, pa.Table.from_pylist(rows, schema=SCHEMA), sql)
 
 
-# Month ends, a leap day, before 1970, microseconds and NULL, for what a few random examples rarely reach.
+# Month ends, a leap day, before 1970, microseconds, decimals to truncate and NULL: what few random examples reach.
 CALENDAR_ROWS = [
-    {"day": dt.date(2024, 2, 29), "ts": dt.datetime(2026, 1, 31, 10, 0, 7, 250_001, tzinfo=dt.UTC)},
+    {
+        "day": dt.date(2024, 2, 29),
+        "ts": dt.datetime(2026, 1, 31, 10, 0, 7, 250_001, tzinfo=dt.UTC),
+        "d": Decimal("99.99"),
+    },
     {"day": dt.date(2026, 3, 31), "ts": dt.datetime(1969, 12, 31, 23, 59, 59, 500_000, tzinfo=dt.UTC)},
     {"day": dt.date(1900, 1, 31), "ts": dt.datetime(2024, 2, 29, 23, 0, tzinfo=dt.UTC), "s": "AbC"},
-    {"day": None, "ts": None, "s": "aB%"},
+    {"day": None, "ts": None, "s": "aB%", "d": Decimal("-2.75")},
 ]
 
 
@@ -241,9 +245,12 @@ CALENDAR_ROWS = [
         "EXTRACT(SECOND FROM ts)",
         "s ILIKE 'ab%'",
         "s NOT ILIKE '%\\%'",
+        "CAST(d AS INT)",
+        "CAST(d AS TINYINT)",
+        "CAST(-d AS BIGINT)",
     ],
 )
-def test_intervals_seconds_and_ilike_as_spark(spark, sql):
+def test_intervals_seconds_ilike_and_decimal_casts_as_spark(spark, sql):
     assert_as_spark(spark, pa.Table.from_pylist(CALENDAR_ROWS, schema=SCHEMA), sql, required=True)
 
 

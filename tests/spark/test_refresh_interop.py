@@ -105,19 +105,30 @@ def test_sources_written_by_spark_with_deletion_vectors_and_by_both_engines(spar
             )
 
 
-@pytest.mark.parametrize("partitioned", [False, True], ids=["unpartitioned", "partitioned"])
-def test_a_source_with_deletion_vectors_is_refreshed_on_the_driver(spark, tmp_path: Path, partitioned: bool):
+LAYOUTS = {
+    "plain": ("", ""),
+    "partitioned": ("PARTITIONED BY (label)", ""),
+    "column mapping": ("", ", 'delta.columnMapping.mode' = 'name'"),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_source_with_deletion_vectors_is_refreshed_on_the_driver(spark, tmp_path: Path, layout: str):
     """Issue 42: a batch that read a Spark-written table with deletion vectors (a join's other side before the
     batch, or its change feed) went to Spark. delta-rs's scan applies them and its change data feed reads the
     `_change_data` files Spark writes: such batches now run on the driver without a Spark job, through deletes,
     updates and merges on both sides, and every view equals its SQL. So do they when the table is partitioned
-    (by `label`, which the updates change: a row moves to another partition's files)."""
+    (by `label`, which the updates change: a row moves to another partition's files), and when its columns are
+    mapped (delta-rs's scan maps them; delta-kernel-rs reads its change feed, which delta-rs does not)."""
     config, catalog = _project(tmp_path)
     t, d = catalog.sources["t"].path, catalog.sources["d"].path
-    spark.sql(f"""CREATE TABLE delta.`{d}` (g STRING NOT NULL, label STRING) USING delta
-                  {"PARTITIONED BY (label)" if partitioned else ""} TBLPROPERTIES (
-                  'delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')""")
-    assert DeltaTable(d).metadata().partition_columns == (["label"] if partitioned else [])
+    partitioning, mapping = LAYOUTS[layout]
+    spark.sql(f"""CREATE TABLE delta.`{d}` (g STRING NOT NULL, label STRING) USING delta {partitioning}
+                  TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true'
+                  {mapping})""")
+    metadata = DeltaTable(d).metadata()
+    assert metadata.partition_columns == (["label"] if partitioning else [])
+    assert metadata.configuration.get("delta.columnMapping.mode", "none") == ("name" if mapping else "none")
     spark.sql(
         f"INSERT INTO delta.`{d}` SELECT CAST(id AS STRING), CONCAT('L', id % 2) FROM range(0, 4, 1, 1)"
     )  # a file of 2 rows a partition
