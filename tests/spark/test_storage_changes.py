@@ -134,3 +134,44 @@ def test_every_reader_of_a_feed_gives_the_same_rows_and_commit_times(spark, tmp_
     )
     assert on_driver.schema.simpleString() == by_mvdelta.schema.simpleString()
     assert bag(on_driver) == bag(by_connector) == bag(by_mvdelta)
+
+
+@settings(
+    max_examples=examples(2), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(commits=COMMITS, data=st.data())
+def test_the_feed_of_a_table_with_column_mapping_is_the_same_by_every_reader(
+    spark, tmp_path_factory, commits, data
+):
+    """A table Spark made with column mapping (and deletion vectors): its files name the columns `col-<uuid>`,
+    and delta-rs does not read its feed. delta-kernel-rs reads it on the driver and in mvdelta's workers, with
+    the rows and commit times of Delta's connector."""
+    ref = TableRef(str(tmp_path_factory.mktemp("mapped") / "t"))
+    spark.sql(f"""CREATE TABLE delta.`{ref.uri}` (id BIGINT, v STRING) USING delta TBLPROPERTIES (
+                  'delta.columnMapping.mode' = 'name', 'delta.enableChangeDataFeed' = 'true',
+                  'delta.enableDeletionVectors' = 'true')""")
+    spark.sql(f"INSERT INTO delta.`{ref.uri}` VALUES (0, 'a')")
+    for kind, arg in commits:
+        if kind == "insert":
+            spark.sql(f"INSERT INTO delta.`{ref.uri}` VALUES " + ", ".join(f"({i}, 'i')" for i in arg))
+        elif kind == "merge":
+            rows = " UNION ALL ".join(f"SELECT CAST({i} AS BIGINT) AS id" for i in arg)
+            spark.sql(f"""MERGE INTO delta.`{ref.uri}` AS t USING ({rows}) AS s ON t.id = s.id
+                          WHEN MATCHED THEN UPDATE SET v = 'm'
+                          WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, 'm')""")
+        elif kind == "spark_update":
+            spark.sql(f"UPDATE delta.`{ref.uri}` SET v = 'u' WHERE id = {arg}")
+        else:
+            spark.sql(f"DELETE FROM delta.`{ref.uri}` WHERE id = {arg}")
+    last = DeltaTable(ref.uri).version()
+    first = data.draw(st.integers(1, last))
+    feed = read_change_feed(spark, ref, first, last, driver_rows=1_000)
+    assert feed.arrow is not None  # read on the driver
+    by_mvdelta = (
+        spark.read.format(FORMAT)
+        .option("readChangeFeed", "true")
+        .option("startingVersion", first)
+        .option("endingVersion", last)
+        .load(ref.uri)
+    )
+    assert bag(feed.rows) == bag(read_changes(spark, ref, first, last)) == bag(by_mvdelta)
