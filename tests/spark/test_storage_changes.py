@@ -115,23 +115,15 @@ def test_every_reader_of_a_feed_gives_the_same_rows_and_commit_times(spark, tmp_
             write_table(spark.createDataFrame([(i, "i") for i in arg], "id long, v string"), ref)
         elif kind == "merge":
             merge_into(spark.createDataFrame([(i, "m") for i in arg], "id long, v string"), ref, ["id"])
-        elif kind == "spark_update":
-            spark.sql(f"UPDATE delta.`{ref.uri}` SET v = 'u' WHERE id = {arg}")
         else:
-            spark.sql(f"DELETE FROM delta.`{ref.uri}` WHERE id = {arg}")
+            _update_or_delete(spark, ref, kind, arg)
     last = DeltaTable(ref.uri).version()
     first = data.draw(st.integers(0, last))
     feed = read_change_feed(spark, ref, first, last, driver_rows=1_000)
     assert feed.arrow is not None and feed.counts()[0] == feed.arrow.num_rows
     on_driver = feed.rows
     by_connector = read_changes(spark, ref, first, last)
-    by_mvdelta = (
-        spark.read.format(FORMAT)
-        .option("readChangeFeed", "true")
-        .option("startingVersion", first)
-        .option("endingVersion", last)
-        .load(ref.uri)
-    )
+    by_mvdelta = _by_mvdelta(spark, ref, first, last)
     assert on_driver.schema.simpleString() == by_mvdelta.schema.simpleString()
     assert bag(on_driver) == bag(by_connector) == bag(by_mvdelta)
 
@@ -159,19 +151,30 @@ def test_the_feed_of_a_table_with_column_mapping_is_the_same_by_every_reader(
             spark.sql(f"""MERGE INTO delta.`{ref.uri}` AS t USING ({rows}) AS s ON t.id = s.id
                           WHEN MATCHED THEN UPDATE SET v = 'm'
                           WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, 'm')""")
-        elif kind == "spark_update":
-            spark.sql(f"UPDATE delta.`{ref.uri}` SET v = 'u' WHERE id = {arg}")
         else:
-            spark.sql(f"DELETE FROM delta.`{ref.uri}` WHERE id = {arg}")
+            _update_or_delete(spark, ref, kind, arg)
     last = DeltaTable(ref.uri).version()
     first = data.draw(st.integers(1, last))
     feed = read_change_feed(spark, ref, first, last, driver_rows=1_000)
     assert feed.arrow is not None  # read on the driver
-    by_mvdelta = (
+    by_mvdelta = _by_mvdelta(spark, ref, first, last)
+    assert bag(feed.rows) == bag(read_changes(spark, ref, first, last)) == bag(by_mvdelta)
+
+
+def _update_or_delete(spark, ref: TableRef, kind: str, id_: int) -> None:
+    """A COMMITS step of Spark SQL's: an UPDATE or a DELETE of the rows of one id."""
+    if kind == "spark_update":
+        spark.sql(f"UPDATE delta.`{ref.uri}` SET v = 'u' WHERE id = {id_}")
+    else:
+        spark.sql(f"DELETE FROM delta.`{ref.uri}` WHERE id = {id_}")
+
+
+def _by_mvdelta(spark, ref: TableRef, first: int, last: int):
+    """The feed of versions first..last read by mvdelta, in Spark's Python workers."""
+    return (
         spark.read.format(FORMAT)
         .option("readChangeFeed", "true")
         .option("startingVersion", first)
         .option("endingVersion", last)
         .load(ref.uri)
     )
-    assert bag(feed.rows) == bag(read_changes(spark, ref, first, last)) == bag(by_mvdelta)
