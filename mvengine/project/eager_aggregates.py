@@ -21,11 +21,11 @@ state, so project/join_inputs.py makes it a view of its own (`<view>__eager_1`).
 table's columns alone move into that view, so they add no column to its key.
 
 Taken: a grouped query (or one aggregate of all its rows) whose WHERE compares a column of a source table with a
-scalar subquery's aggregate, where that table is an inner join input (no RIGHT or FULL join in the query, no
-LEFT JOIN to it), its aggregates are SUM (of integers or decimals), COUNT, MIN and MAX of its columns alone (or
-COUNT(*), or MIN/MAX of other columns), without DISTINCT or FILTER, the query has no window, DISTINCT or other
-subquery left, and its columns read outside the aggregates are not a key of the table (one row per row). Anything
-else stays as written, with the reason in `mv plan`.
+correlated scalar subquery's aggregate (per key), where that table is an inner join input (no RIGHT or FULL join in
+the query, no LEFT JOIN to it), its aggregates are SUM (of integers or decimals), COUNT, MIN and MAX of its columns
+alone (or COUNT(*), or MIN/MAX of other columns), without DISTINCT or FILTER, the query has no window, DISTINCT or
+other subquery left, and its columns read outside the aggregates are not a key of the table (one row per row).
+Anything else stays as written, with the reason in `mv plan`.
 """
 
 from __future__ import annotations
