@@ -21,11 +21,11 @@ state, so project/join_inputs.py makes it a view of its own (`<view>__eager_1`).
 table's columns alone move into that view, so they add no column to its key.
 
 Taken: a grouped query (or one aggregate of all its rows) whose WHERE compares a column of a source table with a
-correlated scalar subquery's aggregate (per key), where that table is an inner join input (no RIGHT or FULL join in
-the query, no LEFT JOIN to it), its aggregates are SUM (of integers or decimals), COUNT, MIN and MAX of its columns
-alone (or COUNT(*), or MIN/MAX of other columns), without DISTINCT or FILTER, the query has no window, DISTINCT or
-other subquery left, and its columns read outside the aggregates are not a key of the table (one row per row).
-Anything else stays as written, with the reason in `mv plan`.
+scalar subquery's aggregate (per key, or of all rows), where that table is an inner join input (no RIGHT or FULL
+join in the query, no LEFT JOIN to it), its aggregates are SUM (of integers or decimals), COUNT, MIN and MAX of its
+columns alone (or COUNT(*), or MIN/MAX of other columns), without DISTINCT or FILTER, the query has no window,
+DISTINCT or other subquery left, and its columns read outside the aggregates are not a key of the table (one row
+per row). Anything else stays as written, with the reason in `mv plan`.
 """
 
 from __future__ import annotations
@@ -77,16 +77,17 @@ class _Stays(Exception):
 
 
 def _scalar_aliases(select: exp.Select) -> set[str]:
-    """The aliases of the joins project/scalar_subqueries.py made of correlated scalar subqueries."""
+    """The aliases of the joins project/scalar_subqueries.py made of scalar subqueries (per key, or one row:
+    a moved global aggregate tests every row again)."""
     return {
         j.this.alias.lower()
         for j in select.args.get("joins") or []
-        if isinstance(j.this, exp.Subquery) and j.this.meta.get("scalar") and j.this.this.args.get("group")
+        if isinstance(j.this, exp.Subquery) and j.this.meta.get("scalar")
     }
 
 
 def _retested_table(select: exp.Select, columns: Columns) -> exp.Table | None:
-    """The FROM table whose column a WHERE conjunct compares with a per-key scalar subquery's aggregate."""
+    """The FROM table whose column a WHERE conjunct compares with a scalar subquery's aggregate."""
     scalars = _scalar_aliases(select)
     where = select.args.get("where")
     if not scalars or where is None or not (select.args.get("group") or _aggregates_of(select)):
@@ -149,8 +150,10 @@ def _rewrite(
             continue  # MIN or MAX of other tables' columns: the same over one row per group
         if aggregate.args.get("distinct") or isinstance(aggregate.this, exp.Distinct):
             raise _Stays(f"{aggregate.sql('spark')} is over distinct values")
-        if isinstance(aggregate.parent, exp.Filter) or not all(of_table(c) for c in read):
-            raise _Stays(f"{aggregate.sql('spark')} reads columns of other tables, or has a FILTER")
+        if isinstance(aggregate.parent, exp.Filter):
+            raise _Stays(f"{aggregate.sql('spark')} has a FILTER")
+        if not all(of_table(c) for c in read):
+            raise _Stays(f"{aggregate.sql('spark')} reads columns of other tables than {table.name}")
         composed.append((aggregate, _composed(aggregate, types)))
 
     # The WHERE's conjuncts over the table alone filter its rows before they are grouped.

@@ -13,3 +13,8 @@ CREATE MATERIALIZED VIEW small_orders_by_id AS
 SELECT o.id, SUM(o.price) AS revenue FROM orders o
 WHERE o.qty < (SELECT AVG(i.qty) FROM orders i WHERE i.product_id = o.product_id)
 GROUP BY o.id;
+-- Against an aggregate of all rows (one row, joined on a constant key): a moved average tests every order
+-- again, so the orders are grouped by (product_id, qty) too.
+CREATE MATERIALIZED VIEW busy_categories AS
+SELECT p.category, COUNT(*) AS n FROM orders o JOIN products p ON o.product_id = p.id
+WHERE o.qty > (SELECT AVG(qty) FROM orders) GROUP BY p.category;
