@@ -303,10 +303,8 @@ class _Evaluator:
             v = _day_or_midnight(v, pa.timestamp("us", tz="UTC"))
         micros = pa.scalar(amount * _MICROS_OF[unit], pa.int64())
         moved = _checked(pc.add_checked, pc.cast(v, pa.int64()), micros)
-        low, high = pc.min_max(moved).values() if not isinstance(moved, pa.Scalar) else (moved, moved)
-        first, last = _FIRST_DAY * _MICROS_OF["DAY"], (_LAST_DAY + 1) * _MICROS_OF["DAY"]
-        if low.as_py() is not None and not (first <= low.as_py() and high.as_py() < last):
-            raise NotOnDriver("a timestamp beyond the years 1 to 9999")
+        day = _MICROS_OF["DAY"]
+        _within(moved, _FIRST_DAY * day, (_LAST_DAY + 1) * day - 1, "a timestamp beyond the years 1 to 9999")
         return pc.cast(moved, v.type)
 
     def _decimal_arithmetic(self, e: exp.Expression, left: Value, right: Value, op: str) -> Value:
@@ -531,12 +529,16 @@ class _Evaluator:
         """A field of a date or timestamp (`of`, else e's argument) as Spark's INT (of a TIMESTAMP, in the
         session time zone)."""
         name = e.name if isinstance(e, exp.Anonymous) else type(e).__name__.upper()
-        v = self.value(of if of is not None else e.this)
+        return pc.cast(field(self._moment(of if of is not None else e.this, name, of_dates)), pa.int32())
+
+    def _moment(self, e: exp.Expression, what: str, of_dates: bool) -> Value:
+        """The timestamp (or, `of_dates`, date) whose field `what` is taken: in UTC, the session time zone."""
+        v = self.value(e)
         if not (pa.types.is_timestamp(v.type) or (of_dates and pa.types.is_date(v.type))):
-            raise NotOnDriver(f"{name} of {sql_type(v.type)}")
+            raise NotOnDriver(f"{what} of {sql_type(v.type)}")
         if pa.types.is_timestamp(v.type) and v.type.tz is not None:
-            _in_utc(f"{name} of a TIMESTAMP")
-        return pc.cast(field(v), pa.int32())
+            _in_utc(f"{what} of a TIMESTAMP")
+        return v
 
     def _minute(self, e: exp.Minute) -> Value:
         return self._field(e, pc.minute, of_dates=False)
@@ -546,9 +548,9 @@ class _Evaluator:
         DECIMAL(8, 6), the seconds with their microseconds."""
         unit = e.this.name.upper() if isinstance(e.this, (exp.Var, exp.Identifier, exp.Column)) else ""
         if unit == "SECOND":
-            named, of = exp.Anonymous(this="EXTRACT SECOND"), e.expression
+            v = self._moment(e.expression, "EXTRACT SECOND", of_dates=False)
             micros = [  # (Arrow's microsecond is the one within its millisecond)
-                pc.multiply(pc.cast(self._field(named, f, of_dates=False, of=of), pa.int64()), scale)
+                pc.multiply(pc.cast(f(v), pa.int64()), scale)
                 for f, scale in ((pc.second, 1_000_000), (pc.millisecond, 1_000), (pc.microsecond, 1))
             ]
             return _micros_as_seconds(pc.add(pc.add(micros[0], micros[1]), micros[2]))
@@ -869,10 +871,15 @@ def _to_decimal(v: Value, to: pa.DataType) -> Value:
 
 def _in_calendar(days: Value) -> Value:
     """Days from 1970-01-01 as DATEs, where all are of the years 1 to 9999 (which Python holds too)."""
-    low, high = pc.min_max(days).values() if not isinstance(days, pa.Scalar) else (days, days)
-    if low.as_py() is not None and not (_FIRST_DAY <= low.as_py() and high.as_py() <= _LAST_DAY):
-        raise NotOnDriver("a date beyond the years 1 to 9999")
+    _within(days, _FIRST_DAY, _LAST_DAY, "a date beyond the years 1 to 9999")
     return pc.cast(days, pa.date32())
+
+
+def _within(values: Value, least: int, most: int, beyond: str) -> None:
+    """NotOnDriver(`beyond`) unless every value (NULLs aside) lies in least..most."""
+    low, high = pc.min_max(values).values() if not isinstance(values, pa.Scalar) else (values, values)
+    if low.as_py() is not None and not (least <= low.as_py() and high.as_py() <= most):
+        raise NotOnDriver(beyond)
 
 
 _MICROS_OF = {"DAY": 86_400_000_000, "HOUR": 3_600_000_000, "MINUTE": 60_000_000, "SECOND": 1_000_000}

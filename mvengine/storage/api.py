@@ -341,13 +341,11 @@ def _changes_on_driver(
 ) -> pa.Table | None:
     """The feed read by delta-rs as Arrow with the types Spark takes; None when it has more than `most` rows."""
     arrow_schema = spark_to_arrow_schema(schema)
-    batches, rows = [], 0
-    for batch in change_batches(ref, VersionRange(first, last), arrow_schema.names):
-        rows += batch.num_rows
-        if rows > most:
-            return None
-        batches.append(conform_batch(batch, arrow_schema))
-    return table_of_batches(batches, arrow_schema)
+    batches = change_batches(ref, VersionRange(first, last), arrow_schema.names)
+    try:
+        return _gathered((conform_batch(b, arrow_schema) for b in batches), arrow_schema, most)
+    except TooManyRows:
+        return None
 
 
 def _local(ref: TableRef) -> bool:
