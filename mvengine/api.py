@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from mvengine.runtime.refresh import BatchReport
+    from mvengine.runtime.steps import Step
 
 TEMP_VIEW = re.compile(r"`?__mv_(\w+?)_v\d+`?")  # what `mv query` reads a table as (see reading.time_travel)
 
@@ -123,10 +124,22 @@ class Project:
         refresher.refresh(views or None, full=full, interval_s=interval_s)
         return reports
 
+    def refresh_steps(
+        self, views: list[str] | None = None, *, full: bool = False
+    ) -> tuple[dict[str, int] | None, list[Step]]:
+        """What `refresh(views, full=full)` would do now, from the Delta logs alone (no Spark), writing nothing:
+        the cut of a pipeline batch left half-done that it would finish first (None: none), then each view's
+        step (runtime/steps.py), in dependency order."""
+        from mvengine.runtime.refresh_plan import pending_cut, planned_steps, prepare_sources
+
+        plans = self.catalog.views_to_refresh(views or None)
+        prepare_sources(self.config, self.catalog, create=False)
+        return pending_cut(self.config), planned_steps(self.config, self.catalog, plans, full=full)
+
     def stale(self, views: list[str] | None = None) -> list[str]:
         """The views a refresh of `views` (default: all) would write, in DAG order: never refreshed, SQL
         changed, a batch left unfinished, or an input moved. Reads Delta logs only: no Spark."""
-        from mvengine.runtime.freshness import stale_views
+        from mvengine.runtime.refresh_plan import stale_views
 
         return stale_views(self.config, self.catalog, self.catalog.views_to_refresh(views or None))
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mvengine.errors import ConfigError, SqlError
+from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
 
 CONFIG_PATH = Path("conf") / "mvengine.toml"
 DEFAULT_SPARK_CONF: dict[str, str] = {
@@ -61,15 +62,7 @@ class Config:
     spark_log_level: str = "ERROR"
     storage_options: dict[str, str] = field(default_factory=dict)
     refresh_interval_s: float = 1.0
-    # A view under refresh_policy 'auto' is recomputed instead of maintained when a batch changes more than
-    # this share of its inputs' rows (recompute_above_in_spark for a batch too large for the driver), and at
-    # least recompute_min_changes rows (benchmarks/README.md, "Incremental or full").
-    recompute_above: float = 0.8
-    recompute_above_in_spark: float = 0.1
-    recompute_min_changes: int = 100_000
-    # A batch whose inputs changed by at most this many rows is computed on the driver (incremental/driver.py)
-    # when the view's expressions allow it; larger ones by Spark.
-    driver_max_changes: int = 2_000_000
+    policy: ExecutionPolicy = DEFAULT_POLICY  # [refresh]'s thresholds: where batches run (policy.py)
     require_bounded_state: bool = False  # [plan]: views whose state grows without bound are errors
 
     @property
@@ -162,10 +155,20 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
             str(refresh.get("interval", "1s")), file=str(path), line=_line_of(text, "interval")
         ),
         require_bounded_state=require_bounded,
-        recompute_above=_share(refresh, "recompute_above", 0.8, str(path), text),
-        recompute_above_in_spark=_share(refresh, "recompute_above_in_spark", 0.1, str(path), text),
-        recompute_min_changes=_count(refresh, "recompute_min_changes", 100_000, str(path), text),
-        driver_max_changes=_count(refresh, "driver_max_changes", 2_000_000, str(path), text),
+        policy=ExecutionPolicy(
+            recompute_above=_share(
+                refresh, "recompute_above", DEFAULT_POLICY.recompute_above, str(path), text
+            ),
+            recompute_above_in_spark=_share(
+                refresh, "recompute_above_in_spark", DEFAULT_POLICY.recompute_above_in_spark, str(path), text
+            ),
+            recompute_min_changes=_count(
+                refresh, "recompute_min_changes", DEFAULT_POLICY.recompute_min_changes, str(path), text
+            ),
+            driver_max_changes=_count(
+                refresh, "driver_max_changes", DEFAULT_POLICY.driver_max_changes, str(path), text
+            ),
+        ),
     )
 
 

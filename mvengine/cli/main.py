@@ -123,7 +123,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "  mv refresh team_totals         that view and what it reads\n"
         "  mv refresh --full              recompute every view from its inputs\n"
         "  mv refresh --continuous        keep every view fresh until Ctrl-C or SIGTERM\n"
-        "  mv refresh --wait              wait for a refresh under way in another process, then run\n",
+        "  mv refresh --wait              wait for a refresh under way in another process, then run\n"
+        "  mv refresh --dry-run           say what each view would do, and why; write nothing\n",
     )
     refresh.add_argument("views", nargs="*", metavar="VIEW", help="views to refresh (default: all)")
     refresh.add_argument(
@@ -145,6 +146,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         action="store_true",
         help="when another process is refreshing this project's warehouse, wait for it to end "
         "instead of stopping with an error (one refresh at a time per warehouse)",
+    )
+    refresh.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the step each view would take and why (rebuild, apply its inputs' changes, recompute, "
+        "fire EMIT timers, skip, or wait for an input), read from the Delta logs alone: no Spark starts and "
+        "nothing is written. Where a batch runs (driver or Spark) is chosen once its changes are counted",
     )
     refresh.add_argument(
         "--profile",
@@ -503,6 +511,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             interval=args.interval,
             profile=args.profile,
             wait=args.wait,
+            dry_run=args.dry_run,
         )
     from mvengine.cli import reading
 

@@ -28,12 +28,20 @@ def run_refresh(
     interval: str | None,
     profile: bool = False,
     wait: bool = False,
+    dry_run: bool = False,
 ) -> int:
     config = project.config
     if interval is not None and not continuous:
         raise MvError(
             "--interval only applies with --continuous", hint="mv refresh --continuous --interval 5s"
         )
+    if dry_run:
+        if continuous:
+            raise MvError(
+                "--dry-run says what one refresh would do; it cannot run --continuous",
+                hint="mv refresh --dry-run (add --full to see a recomputation's steps)",
+            )
+        return _dry_run(project, console, views, full=full)
     period = parse_duration(interval) if interval is not None else config.refresh_interval_s
     catalog = project.catalog  # SQL mistakes are reported before Spark starts
     for name in _orphans(config, catalog):
@@ -162,6 +170,17 @@ class _Status:
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()
+
+
+def _dry_run(project: Project, console: Console, views: list[str], *, full: bool) -> int:
+    pending, steps = project.refresh_steps(views or None, full=full)
+    if pending is not None:
+        cut = ", ".join(f"{n}@{v}" for n, v in sorted(pending.items()))
+        console.out(f"first, the pipeline batch left half-done is run again to its cut: {cut}")
+    for step in steps:
+        console.out(step.line())
+    console.out("nothing was written (--dry-run)")
+    return 0
 
 
 def _orphans(config: Config, catalog: Catalog) -> list[str]:

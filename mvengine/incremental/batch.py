@@ -16,10 +16,6 @@ from mvengine.incremental.zset import inserts
 from mvengine.plan.nodes import Node, Scan
 from mvengine.storage.types import conform_batch, spark_to_arrow_schema, table_of_batches
 
-# Up to this many rows, a small batch's intermediate results and changelog are collected to the driver (a Spark
-# job costs ~150 ms here whatever its size; a few thousand rows in Python cost milliseconds).
-DRIVER_ROWS = 100_000
-
 
 @dataclass
 class Batch:
@@ -76,8 +72,8 @@ class Batch:
         """`keep(df)`, but in a small batch (`state.on_driver`) the rows are collected once as Arrow and go on
         as a local DataFrame: the plans built over it are planned in milliseconds, where a checkpoint of a
         rule's plan costs its planning and broadcast jobs again (about 0.3 s an aggregate)."""
-        if self.state.on_driver:
-            collected = collect_small(df)
+        if self.state.on_driver:  # (at most ExecutionPolicy.collect_to_driver rows)
+            collected = collect_small(df, self.state.policy.collect_to_driver)
             if collected is not None:
                 return self.spark.createDataFrame(collected, schema=df.schema)
         return self.keep(df)
@@ -88,7 +84,7 @@ class Batch:
         self.checkpoints.clear()
 
 
-def collect_small(df: DataFrame, limit: int = DRIVER_ROWS) -> pa.Table | None:
+def collect_small(df: DataFrame, limit: int) -> pa.Table | None:
     """The DataFrame's rows as Arrow (with the types Spark's writers take), in one Spark job; None when it holds
     more than `limit` rows, or a type Arrow cannot carry."""
     try:

@@ -30,11 +30,6 @@ RULES = _rules("delta")
 DRIVER_RULES = _rules("driver_delta")
 
 
-def supports(root: Node) -> bool:
-    """Whether every operator of the plan has a delta rule."""
-    return all(type(node) in RULES for node in root.walk())
-
-
 def view_delta(
     root: Node, batch: Batch, *, unfiltered: Callable[[DataFrame], None] | None = None
 ) -> DataFrame:

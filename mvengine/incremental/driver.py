@@ -104,25 +104,22 @@ class _Contents(Mapping[str, pa.Table]):
         return len(self._names)
 
 
-# Rows a batch may read of one table on the driver: all of them when its changes cannot narrow the read (a bag
-# view's snapshot by a float column, a join's input by an expression), or those of its keys (a dimension's keys
-# whose facts are most of the fact table): past this, Spark computes the batch.
-DRIVER_READ_ROWS = 2_000_000
-
-
-def read_before(ref: TableRef, version: int, where: KeyFilter | None) -> pa.Table:
+def read_before(ref: TableRef, version: int, where: KeyFilter | None, most: int) -> pa.Table:
     """A table at `version` on the driver (at least the rows `where` names; all of them without it), or
-    NotOnDriver when delta-rs cannot read it or it is too large to read whole."""
+    NotOnDriver when delta-rs cannot read it or it would read more than `most` rows
+    (ExecutionPolicy.driver_read_rows): all of them when the batch's changes cannot narrow the read (a bag view's
+    snapshot by a float column, a join's input by an expression), or those of its keys (a dimension's keys whose
+    facts are most of the fact table)."""
     dt = ref.open(version=version)
     if not read_by_driver(ref, dt):
         raise NotOnDriver(f"{ref.label} has column mapping and is not on a local path")
     narrowed = where is not None and not pa.types.is_floating(arrow_schema(dt).field(where[0]).type)
-    if not narrowed and table_rows(ref, version) > DRIVER_READ_ROWS:
+    if not narrowed and table_rows(ref, version) > most:
         raise NotOnDriver(f"the batch would read all {table_rows(ref, version)} rows of {ref.label}")
     try:  # keys of many rows spread through a large table: Spark reads and joins them faster
-        return read_arrow(ref, version=version, where=where, most=DRIVER_READ_ROWS)
+        return read_arrow(ref, version=version, where=where, most=most)
     except TooManyRows:
-        raise NotOnDriver(f"the batch would read more than {DRIVER_READ_ROWS} rows of {ref.label}") from None
+        raise NotOnDriver(f"the batch would read more than {most} rows of {ref.label}") from None
 
 
 # -- Z-sets ---------------------------------------------------------------------------------------------------

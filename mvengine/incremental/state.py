@@ -18,16 +18,9 @@ from pyspark.sql import functions as F
 from mvengine.config import join_uri
 from mvengine.incremental.driver import match
 from mvengine.incremental.zset import null_safe_equal, quote
+from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
 from mvengine.storage.api import arrow_schema, merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, version_before
-
-# Up to this many affected keys, a state read is narrowed by `key IN (...)`, which the Delta data source
-# pushes down to skip files by their min/max statistics; beyond it, by `key BETWEEN min AND max` of the
-# affected keys, which skips the files of other key ranges (keys that arrive in order, such as ids or times,
-# keep their files apart). Listing the keys costs a Spark job, so it is done only for state tables larger than
-# PUSHDOWN_MIN_BYTES.
-PUSHDOWN_KEYS = 5000
-PUSHDOWN_MIN_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -40,6 +33,7 @@ class StateStore:
     fresh: bool  # the view is (re)built: its operators start from no state...
     persistent: frozenset[str] = frozenset()  # ...except these view-level tables, which carry on
     on_driver: bool = False  # the batch is small: writes go from the driver (see storage.api.write_table)
+    policy: ExecutionPolicy = DEFAULT_POLICY
     # Table name prefix → a condition on its rows (`t."col"`) that the batch's MERGE into it deletes: the rows of
     # windows past the view's allowed lateness (runtime/event_time.purge_conditions).
     purge: dict[str, str] = field(default_factory=dict)
@@ -74,7 +68,7 @@ class StateStore:
         state = self.read(name, template)
         if self._starts_empty(name) or not self.ref(name).exists() or not key_columns:
             return state
-        if _size_bytes(self.ref(name)) < PUSHDOWN_MIN_BYTES:
+        if _size_bytes(self.ref(name)) < self.policy.state_pushdown_min_bytes:
             return state
         column = F.col(quote(key_columns[0]))
         # One Spark job tells the range and about how many keys there are; listing them costs a second one,
@@ -83,9 +77,10 @@ class StateStore:
             F.min(column), F.max(column), F.count_if(column.isNull()), F.approx_count_distinct(column)
         ).collect()[0]
         values = []
-        if estimate <= PUSHDOWN_KEYS:
-            values = [r[0] for r in keys.select(column).distinct().limit(PUSHDOWN_KEYS + 1).collect()]
-        if estimate > PUSHDOWN_KEYS or len(values) > PUSHDOWN_KEYS:
+        most = self.policy.state_pushdown_keys
+        if estimate <= most:
+            values = [r[0] for r in keys.select(column).distinct().limit(most + 1).collect()]
+        if estimate > most or len(values) > most:
             narrow = column.between(low, high) if low is not None else F.lit(False)
         else:
             narrow = column.isin([v for v in values if v is not None]) if low is not None else F.lit(False)

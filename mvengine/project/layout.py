@@ -65,12 +65,15 @@ def app_id(view: str, generation: int) -> str:
     return f"mvengine:{view}:g{generation}"
 
 
-@dataclass(frozen=True)
-class Committed:
-    """What one commit of a view's snapshot records (its custom commit metadata)."""
+# The keys of a snapshot commit's custom metadata (DESIGN.md §5), written and read by CommitRecord only.
+_PREFIX = "mvengine."
 
-    version: int
-    timestamp_ms: int
+
+@dataclass(frozen=True, kw_only=True)
+class CommitRecord:
+    """What one commit of a view's snapshot records (its custom commit metadata): written by the batch that
+    commits it (`metadata()`), read back by the refresh, `mv status`, `mv history` and the UI (`from_info`)."""
+
     batch_id: int
     generation: int
     sql_hash: str
@@ -84,32 +87,56 @@ class Committed:
     rows_in: int | None = None  # changes the batch read (None: a recomputation, or not recorded)
     batch_ms: int | None = None  # the batch's time up to this commit (None: not recorded)
     engine: str | None = None  # "driver" or "spark" (None: not recorded)
+    version: int = -1  # the snapshot version that records it, and its commit time (-1: not committed yet)
+    timestamp_ms: int = -1
+
+    def metadata(self) -> dict[str, str]:
+        """The commit's custom metadata: what `from_info` reads back."""
+        written: dict[str, str] = {
+            "inputs": json.dumps(self.inputs, sort_keys=True),
+            "input_ids": json.dumps(self.input_ids, sort_keys=True),
+            "batch_id": str(self.batch_id),
+            "generation": str(self.generation),
+            "sql_hash": self.sql_hash,
+            "kind": self.kind,
+        }
+        optional: dict[str, int | str | None] = {
+            "changes": self.changes,
+            "engine": self.engine,
+            "rows_in": self.rows_in,
+            "watermark": self.watermark,
+            "batch_ms": self.batch_ms,
+        }
+        written.update({k: str(v) for k, v in optional.items() if v is not None})
+        if self.expectations:
+            written["expectations"] = json.dumps(self.expectations)
+        return {_PREFIX + k: v for k, v in written.items()}
 
     @classmethod
-    def from_info(cls, ref: TableRef, info: dict[str, Any]) -> Committed:
+    def from_info(cls, ref: TableRef, info: dict[str, Any]) -> CommitRecord:
         """From one entry of the table's history (its commitInfo)."""
-        if "mvengine.batch_id" not in info:
+        if _PREFIX + "batch_id" not in info:
             raise MvError(
                 f"{ref.label} was not written by mvengine (its commit {info.get('version')} has no "
                 "mvengine.batch_id)",
                 hint="move the table away, or give the view another 'path'",
             )
-        changes = info.get("mvengine.changes")
+        recorded = {k.removeprefix(_PREFIX): v for k, v in info.items() if k.startswith(_PREFIX)}
         return cls(
-            int(info["version"]),
-            int(info["timestamp"]),
-            int(info["mvengine.batch_id"]),
-            int(info["mvengine.generation"]),
-            info["mvengine.sql_hash"],
-            info["mvengine.kind"],
-            json.loads(info["mvengine.inputs"]),
-            None if changes is None else int(changes),
-            json.loads(info.get("mvengine.input_ids", "{}")),
-            int(info["mvengine.watermark"]) if info.get("mvengine.watermark") else None,
-            json.loads(info.get("mvengine.expectations", "[]")),
-            _int_or_none(info.get("mvengine.rows_in")),
-            _int_or_none(info.get("mvengine.batch_ms")),
-            info.get("mvengine.engine"),
+            version=int(info["version"]),
+            timestamp_ms=int(info["timestamp"]),
+            batch_id=int(recorded["batch_id"]),
+            generation=int(recorded["generation"]),
+            sql_hash=recorded["sql_hash"],
+            kind=recorded["kind"],
+            inputs=json.loads(recorded["inputs"]),
+            changes=_int_or_none(recorded.get("changes")),
+            input_ids=json.loads(recorded.get("input_ids", "{}")),
+            watermark=_int_or_none(recorded.get("watermark") or None),
+            expectations=json.loads(recorded.get("expectations", "[]")),
+            rows_in=_int_or_none(recorded.get("rows_in")),
+            batch_ms=_int_or_none(recorded.get("batch_ms")),
+            engine=recorded.get("engine"),
         )
 
 
@@ -117,18 +144,23 @@ def _int_or_none(value: str | None) -> int | None:
     return None if value is None else int(value)
 
 
-def last_commit(ref: TableRef) -> Committed | None:
+def recorded_at(ref: TableRef, version: int) -> CommitRecord:
+    """What the snapshot's commit `version` records."""
+    return CommitRecord.from_info(ref, commit_metadata(ref.open(), version))
+
+
+def last_commit(ref: TableRef) -> CommitRecord | None:
     """The latest commit of a view's snapshot, or None when the view was never refreshed."""
     if not ref.exists():
         return None
     dt = ref.open()
-    return Committed.from_info(ref, commit_metadata(dt, dt.version()))
+    return CommitRecord.from_info(ref, commit_metadata(dt, dt.version()))
 
 
-def snapshot_commits(ref: TableRef) -> list[Committed]:
+def snapshot_commits(ref: TableRef) -> list[CommitRecord]:
     """Every commit of a view's snapshot still in its log, oldest first ([] when never refreshed)."""
     if not ref.exists():
         return []
     return sorted(
-        (Committed.from_info(ref, info) for info in commit_history(ref.open())), key=lambda c: c.version
+        (CommitRecord.from_info(ref, info) for info in commit_history(ref.open())), key=lambda c: c.version
     )

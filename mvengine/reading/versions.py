@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from mvengine.config import Config
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
-from mvengine.project.layout import Committed, snapshot_commits, source_table, view_tables
+from mvengine.project.layout import CommitRecord, snapshot_commits, source_table, view_tables
 from mvengine.storage.tables import TableRef, commit_history, parse_timestamp
 
 
@@ -45,7 +45,7 @@ class Versions:
     config: Config
     catalog: Catalog
     _commits: dict[str, list[Commit]] = field(default_factory=dict, init=False)
-    _snapshots: dict[str, dict[int, Committed]] = field(default_factory=dict, init=False)
+    _snapshots: dict[str, dict[int, CommitRecord]] = field(default_factory=dict, init=False)
 
     # -- names and tables -----------------------------------------------------------------------------------
 
@@ -124,7 +124,7 @@ class Versions:
 
     # -- a view's snapshot commits and lineage --------------------------------------------------------------
 
-    def snapshot_commits(self, view: str) -> dict[int, Committed]:
+    def snapshot_commits(self, view: str) -> dict[int, CommitRecord]:
         if view not in self._snapshots:
             commits = snapshot_commits(self.table(view))
             if not commits:
@@ -132,7 +132,7 @@ class Versions:
             self._snapshots[view] = {c.version: c for c in commits}
         return self._snapshots[view]
 
-    def snapshot_commit(self, view: str, version: int) -> Committed:
+    def snapshot_commit(self, view: str, version: int) -> CommitRecord:
         commits = self.snapshot_commits(view)
         if version not in commits:
             self.check_version(view, version)

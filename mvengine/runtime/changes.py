@@ -17,16 +17,10 @@ from pyspark.sql import types as T
 from mvengine.incremental.batch import Batch, collect_small
 from mvengine.incremental.driver import consolidated
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, from_change_feed
+from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
 from mvengine.storage.api import RETRACTIONS, ChangeFeed, read_change_feed
 from mvengine.storage.change_reader import CHANGE_COLUMNS
 from mvengine.storage.tables import TableRef
-
-# An input's changes of at most this many rows are read by delta-rs on the driver as Arrow (up to
-# `[refresh] driver_max_changes` for a view whose batches the driver computes: no Spark at all). Above it, for a
-# batch Spark computes, moving the rows from Python into Spark costs more than delta-rs in Spark's Python workers
-# (mvdelta). Both beat Delta's connector, which first rebuilds the table's state in a Spark job
-# (benchmarks/README.md, "Which reader, which writer").
-DRIVER_CHANGE_ROWS = 50_000
 
 # Types whose values Spark groups without changing them (not floating point, not nested).
 GROUPED_EXACTLY = (
@@ -81,6 +75,7 @@ class ViewOutput:
 @dataclass
 class BatchChanges:
     spark: SparkSession
+    policy: ExecutionPolicy = DEFAULT_POLICY
     outputs: dict[str, ViewOutput] = field(default_factory=dict)
     _feeds: dict[tuple[str, int, int], ChangeFeed] = field(default_factory=dict)
     _counted: dict[tuple[str, int, int], InputChanges] = field(default_factory=dict)
@@ -89,11 +84,16 @@ class BatchChanges:
     checked: dict[tuple[str, int, int], list] = field(default_factory=dict)
 
     def read(
-        self, wanted: dict[str, tuple[TableRef, int, int]], *, driver_rows: int = DRIVER_CHANGE_ROWS
+        self, wanted: dict[str, tuple[TableRef, int, int]], *, driver_rows: int | None = None
     ) -> dict[str, InputChanges]:
         """Each input's changes over its range. A view's output of this batch is taken from memory when it
-        covers the range; any other range is read from the table's change feed (once per batch), on the driver
-        when it holds at most `driver_rows` rows."""
+        covers the range; any other range is read from the table's change feed (once per batch), by delta-rs on
+        the driver as Arrow when it holds at most `driver_rows` rows: the policy's change_feed_on_driver, or up
+        to driver_max_changes for a view whose batches the driver computes (no Spark at all). Both beat Delta's
+        connector, which first rebuilds the table's state in a Spark job (benchmarks/README.md, "Which reader,
+        which writer")."""
+        least = self.policy.change_feed_on_driver
+        driver_rows = least if driver_rows is None else driver_rows
         found: dict[str, InputChanges] = {}
         for name, (ref, lo, hi) in wanted.items():
             output = self.outputs.get(name)
@@ -102,7 +102,7 @@ class BatchChanges:
                 continue
             key = (ref.uri, lo, hi)
             feed = self._feeds.get(key)
-            if feed is None or (feed.in_spark and driver_rows > DRIVER_CHANGE_ROWS):
+            if feed is None or (feed.in_spark and driver_rows > least):
                 if feed is not None:  # read by Spark for another view; this one can take more on the driver
                     feed.release()
                     self._counted.pop(key, None)

@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 
 from mvengine.errors import DuplicateKeyError, MvError, StorageError
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.project.layout import Committed
+from mvengine.project.layout import CommitRecord
+from mvengine.runtime.context import RefreshContext
 from mvengine.storage.api import read_arrow
 from mvengine.storage.objects import is_local, local_path
 from mvengine.storage.tables import TableRef
@@ -25,15 +26,20 @@ MISSING_FILE = ("No such file", "not found", "FILE_NOT_EXIST", "does not exist",
 
 
 def cause_of(
-    refresher, plan: ViewPlan, last: Committed | None, cut: dict[str, int], during: str, error: BaseException
+    ctx: RefreshContext,
+    plan: ViewPlan,
+    last: CommitRecord | None,
+    cut: dict[str, int],
+    during: str,
+    error: BaseException,
 ) -> MvError | None:
     """The error to raise instead of `error`, which stopped the view's batch `during` (None: keep it)."""
     if isinstance(error, DuplicateKeyError):
-        return duplicated_source_key(refresher, plan, cut, during)
+        return duplicated_source_key(ctx, plan, cut, during)
     return (
         disk_full(plan, during, error)
         or out_of_memory(plan, during, error)
-        or vacuumed_input(refresher, plan, last, cut, during, error)
+        or vacuumed_input(ctx, plan, last, cut, during, error)
     )
 
 
@@ -60,16 +66,18 @@ def disk_full(plan: ViewPlan, during: str, error: BaseException) -> MvError | No
     )
 
 
-def duplicated_source_key(refresher, plan: ViewPlan, cut: dict[str, int], during: str) -> MvError | None:
+def duplicated_source_key(
+    ctx: RefreshContext, plan: ViewPlan, cut: dict[str, int], during: str
+) -> MvError | None:
     """For a batch with two rows for one key of a keyed view: the first source the view reads (directly or
     through views) that holds a key of its declared PRIMARY KEY more than once at the batch's cut."""
-    catalog = refresher.catalog
+    catalog = ctx.catalog
     for name in sorted(nx.ancestors(catalog.graph, plan.name)):
         source = catalog.sources.get(name)
         if source is None or not source.key or name not in cut:
             continue
         try:
-            keys = read_arrow(refresher.source_ref(name), version=cut[name], columns=source.key)
+            keys = read_arrow(ctx.source_ref(name), version=cut[name], columns=source.key)
         except StorageError:  # column mapping on an object store: not read on the driver
             continue
         counts = keys.group_by(list(source.key), use_threads=False).aggregate([([], "count_all")])
@@ -89,7 +97,12 @@ def duplicated_source_key(refresher, plan: ViewPlan, cut: dict[str, int], during
 
 
 def vacuumed_input(
-    refresher, plan: ViewPlan, last: Committed | None, cut: dict[str, int], during: str, error: BaseException
+    ctx: RefreshContext,
+    plan: ViewPlan,
+    last: CommitRecord | None,
+    cut: dict[str, int],
+    during: str,
+    error: BaseException,
 ) -> MvError | None:
     """For a batch that failed on a missing file: the first source whose files the batch needs (those of the
     version the view last read, which the delta rules read the source as, and the changes since) were removed,
@@ -97,9 +110,9 @@ def vacuumed_input(
     if last is None or not any(word in str(error) for word in MISSING_FILE):
         return None
     for name in plan.inputs:
-        if name not in refresher.catalog.sources or name not in last.inputs or name not in cut:
+        if name not in ctx.catalog.sources or name not in last.inputs or name not in cut:
             continue
-        ref = refresher.source_ref(name)
+        ref = ctx.source_ref(name)
         gone = _missing_file(ref, last.inputs[name], cut[name])
         if gone is None:
             continue

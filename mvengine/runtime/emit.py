@@ -64,7 +64,7 @@ def view_changes(
     """The changes of a batch computed by Spark; when the batch is small, its Z-set is collected once and the
     rest is done on the driver."""
     if batch.state.on_driver:
-        collected = collect_small(zset)
+        collected = collect_small(zset, batch.state.policy.collect_to_driver)
         if collected is not None:
             try:
                 return changes_on_driver(
@@ -120,7 +120,14 @@ def changes_on_driver(
 
         def copies_before(rows: pa.Table) -> pa.Table:
             assert snapshot_before is not None  # asked only when there is a snapshot
-            return count_rows(read_before(snapshot, snapshot_before, (columns[0], rows.column(columns[0]))))
+            return count_rows(
+                read_before(
+                    snapshot,
+                    snapshot_before,
+                    (columns[0], rows.column(columns[0])),
+                    state.policy.driver_read_rows,
+                )
+            )
 
         found = bag_changes(
             zset,

@@ -33,11 +33,11 @@ from mvengine.plan.operators.aggregate import windowed
 from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, event_time_windows
 from mvengine.project.catalog import Catalog, source_relation
+from mvengine.project.layout import recorded_at
 from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
-from mvengine.storage.tables import TableRef, arrow_dataset, commit_metadata
+from mvengine.storage.tables import TableRef, arrow_dataset
 
-WATERMARK = "mvengine.watermark"
 PENDING = "emit_pending"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DUE = "_due"  # when a held row is due in processing time (µs), NULL: when the watermark reaches its bound
@@ -139,8 +139,7 @@ def recorded_watermark(snapshot: TableRef, version: int | None) -> int | None:
     """The watermark a view's snapshot commit records (None for none, or no such version)."""
     if version is None or version < 0:
         return None
-    value = commit_metadata(snapshot.open(), version).get(WATERMARK)
-    return None if value in (None, "") else int(value)
+    return recorded_at(snapshot, version).watermark
 
 
 def batch_watermarks(

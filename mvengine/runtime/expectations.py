@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # pyspark is imported only when a batch runs in Spark
     from pyspark.sql import DataFrame
 
 SAMPLE_ROWS = 5  # failing rows an error shows
-EXPECTATIONS = "mvengine.expectations"  # a view commit's metadata: its batch's outcomes, as JSON
 # A comparison of a column with a number, as ExpectColumnValuesToBeBetween's bound and whether it is strict.
 _COMPARISONS: dict[type[exp.Expr], tuple[str, bool]] = {
     exp.GT: ("min_value", True),

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from functools import partial
 
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import last_commit, view_tables
@@ -34,25 +34,32 @@ from mvengine.runtime.diagnose import cause_of
 from mvengine.runtime.event_time import has_timers, next_due, now_micros
 from mvengine.runtime.expectations import ExpectationFailed
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_checkpoint, pipeline_folder
+from mvengine.runtime.refresh_plan import columns_changed, timers_due
+from mvengine.runtime.steps import SKIP, WAIT, decide, waiting_for
+from mvengine.runtime.view_runner import ViewRunner
 from mvengine.storage.api import batch_ranges, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
-
-if TYPE_CHECKING:  # the refresher runs a pipeline (Refresher.refresh): the pipeline only names its type
-    from mvengine.runtime.refresh import Refresher
 
 QUERY_NAME = "mvengine_pipeline"
 
 
 class Pipeline:
     def __init__(
-        self, refresher: Refresher, plans: list[ViewPlan], *, rebuild: set[str] | None = None
+        self,
+        views: ViewRunner,
+        plans: list[ViewPlan],
+        *,
+        rebuild: set[str] | None = None,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.refresher = refresher
+        self.views = views
+        self.ctx = views.ctx
         self.plans = plans
         self.rebuild = set(rebuild or ())  # views to recompute once (--full)
-        self.sources = refresher.sources_of(plans)
-        self.checkpoint = pipeline_checkpoint(refresher.config.warehouse)
-        self.cuts = CutRecord(pipeline_folder(refresher.config.warehouse), refresher.config.storage_options)
+        self.stopping = stopping
+        self.sources = self.ctx.sources_of(plans)
+        self.checkpoint = pipeline_checkpoint(self.ctx.config.warehouse)
+        self.cuts = CutRecord(pipeline_folder(self.ctx.config.warehouse), self.ctx.config.storage_options)
         self._failures: list[BaseException] = []
         self.last_cut: dict[str, int] | None = None  # the cut of the last batch
         self.next_timer: int | None = None  # when rows held by an EMIT policy are next due (µs)
@@ -69,17 +76,17 @@ class Pipeline:
         if pending is not None:
             self.batch({n: v for n, v in pending.items() if n in self.sources})
         elif (failure := self.cuts.failure()) is not None:
-            self.refresher.notice(
+            self.ctx.notice(
                 f"the last batch failed in view {failure[0]} before it wrote anything: planned "
                 "again, up to the inputs' newest versions"
             )
-        if not self.refresher.stopping():
+        if not self.stopping():
             self.batch(cut)
 
     def batch(self, cut: dict[str, int]) -> None:
         """One pipeline batch, recorded: every view brought to `cut`."""
         self.cuts.begin(cut)
-        self.refresher.writing.clear()
+        self.ctx.writing.clear()
         with logs_read_once():
             self.advance(cut)
         self.cuts.done(cut)
@@ -88,7 +95,7 @@ class Pipeline:
 
     def _next_timer(self) -> int | None:
         """The earliest time (µs) a view's EMIT policy holds rows until (event_time.next_due)."""
-        options = self.refresher.config.storage_options
+        options = self.ctx.config.storage_options
         dues = [
             d
             for plan in self.plans
@@ -119,18 +126,18 @@ class Pipeline:
         """For a new checkpoint, the versions the query starts after: the oldest any view reflects."""
         starting: dict[str, int] = {}
         for plan in self.plans:
-            last = last_commit(view_tables(plan, self.refresher.config.storage_options).snapshot)
+            last = last_commit(view_tables(plan, self.ctx.config.storage_options).snapshot)
             for name in plan.inputs:
                 if name in self.sources and last is not None and name in last.inputs:
                     starting[name] = min(starting.get(name, last.inputs[name]), last.inputs[name])
         for name in self.sources:
             if name not in starting:
-                starting[name] = self.refresher.source_ref(name).open().version()
+                starting[name] = self.ctx.source_ref(name).open().version()
         return starting
 
     def _start(self, starting: dict[str, int], *, interval_s: float):
-        spark = self.refresher.spark
-        refs = {n: self.refresher.source_ref(n) for n in self.sources}
+        spark = self.ctx.spark
+        refs = {n: self.ctx.source_ref(n) for n in self.sources}
         stream = stream_version_ranges(spark, refs, starting_versions=starting)
         writer = (
             stream.writeStream.queryName(QUERY_NAME)
@@ -140,7 +147,7 @@ class Pipeline:
         )
         started = time.monotonic()
         query = writer.start()
-        self.refresher.notice(
+        self.ctx.notice(
             f"pipeline query {query.id} started over {len(refs)} source"
             f"{'' if len(refs) == 1 else 's'} for {len(self.plans)} view"
             f"{'' if len(self.plans) == 1 else 's'} in {int((time.monotonic() - started) * 1000)} ms"
@@ -189,47 +196,50 @@ class Pipeline:
     # -- one batch over the DAG -----------------------------------------------------------------------------
 
     def advance(self, cut: dict[str, int]) -> None:
-        """Bring every view whose inputs allow it to `cut`, in DAG order."""
-        refresher = self.refresher
-        changes = BatchChanges(refresher.spark)
+        """Bring every view whose inputs allow it to `cut`, in DAG order: each view's step decided
+        (steps.decide), then run."""
+        ctx, views = self.ctx, self.views
+        options = ctx.config.storage_options
+        changes = BatchChanges(ctx.spark, ctx.policy)
         at_cut: dict[str, int] = {}  # view -> its snapshot version, once it reflects the cut
         try:
             try:
-                refresher.check_before_batch(self.plans, cut, changes)
+                views.expectations.before_batch(self.plans, cut, changes)
             except ExpectationFailed as e:
                 self.cuts.fail(cut, e.view, str(e))  # nothing written: the next refresh plans its batch anew
                 raise
             for plan in self.plans:
-                upstream = [n for n in plan.inputs if n in refresher.catalog.plans]
-                sources = [n for n in plan.inputs if n in refresher.catalog.sources]
-                if any(n not in at_cut for n in upstream) or any(n not in cut for n in sources):
+                facts = views.facts(plan)
+                if waiting_for(facts, cut, at_cut):
                     continue  # an input is not at this cut (yet)
-                targets = {n: cut[n] if n in cut else at_cut[n] for n in plan.inputs}
-                tables = view_tables(plan, refresher.config.storage_options)
+                tables = view_tables(plan, ctx.config.storage_options)
                 last = last_commit(tables.snapshot)
+                targets = {n: cut[n] if n in cut else at_cut[n] for n in plan.inputs}
                 during = (
                     f"batch {0 if last is None else last.batch_id + 1} (inputs "
                     + ", ".join(f"{n}@{v}" for n, v in targets.items())
                     + ")"
                 )
+                rebuild = plan.name in self.rebuild
                 try:
-                    if plan.name not in self.rebuild:
-                        refresher.check_same_sources(plan, last)
-                        if last is not None and any(last.inputs.get(n, -1) > cut[n] for n in sources):
-                            continue  # rebuilt at a later cut: the query has not reached it yet
-                    refresher.guarded(
-                        plan,
-                        refresher.advance,
-                        plan,
+                    if not rebuild:
+                        views.check_same_sources(plan, last)
+                    step = decide(
+                        facts,
                         last,
-                        targets,
-                        changes,
-                        rebuild=plan.name in self.rebuild,
-                        during=during,
+                        cut,
+                        at_cut,
+                        rebuild=rebuild,
+                        columns_changed=partial(columns_changed, plan, options),
+                        timers_due=partial(timers_due, plan, options),
                     )
+                    if step.action == WAIT:
+                        continue  # rebuilt at a later cut: the query has not reached it yet
+                    if step.action != SKIP:
+                        views.guarded(plan, views.run, plan, step, changes, during=during)
                 except Exception as e:
-                    cause = cause_of(refresher, plan, last, cut, during, e)
-                    if plan.name not in refresher.writing:
+                    cause = cause_of(ctx, plan, last, cut, during, e)
+                    if plan.name not in ctx.writing:
                         self.cuts.fail(cut, plan.name, str(cause or e))
                     if cause is not None:
                         raise cause from e

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 QUARANTINE_COLUMNS = ("_expectation", "_version", "_batch")  # what a quarantine row adds to the table's row
-VALIDATE_ON_DRIVER_ROWS = 1_000_000  # larger tables are validated by GX's Spark engine
 
 
 @dataclass
@@ -95,7 +94,7 @@ def validate(
             )
         dt = ref.open()
         rows: object = None
-        if validator.suite(name, expectations)[2] or _rows(dt) > VALIDATE_ON_DRIVER_ROWS:
+        if validator.suite(name, expectations)[2] or _rows(dt) > config.policy.validate_on_driver:
             from mvengine.storage.api import read_table
 
             rows = read_table(spark(), ref)

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from mvengine.project.catalog import Catalog
-from mvengine.project.layout import Committed
+from mvengine.project.layout import CommitRecord
 from mvengine.reading.explain import describe as plan_text
 from mvengine.reading.status import status
 from mvengine.reading.versions import Versions, show_time
@@ -74,7 +74,7 @@ def view_panel(versions: Versions, name: str) -> dict[str, Any]:
     }
 
 
-def _lag_before(versions: Versions, view: str, before: Committed, batch: Committed) -> float:
+def _lag_before(versions: Versions, view: str, before: CommitRecord, batch: CommitRecord) -> float:
     """How stale the view was just before this batch landed: seconds from the oldest source commit it brought
     in (one the version before did not reflect) to its commit."""
     now, then = versions.source_versions(view, batch.version), versions.source_versions(view, before.version)

@@ -35,6 +35,7 @@ from mvengine.incremental.compiler import view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, consolidated, match
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
+from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
 from mvengine.project.catalog import Catalog, load_catalog
 from tests.conftest import examples, oracle
 
@@ -81,6 +82,7 @@ class MemoryState:
 
     spark: object
     on_driver: bool = False  # as StateStore's: a small batch, whose rules keep their results on the driver
+    policy: ExecutionPolicy = DEFAULT_POLICY  # as StateStore's: how many rows the rules collect to the driver
     tables: dict[str, pa.Table] = field(default_factory=dict)
     _pending: list[tuple[str, object, tuple[str, ...], str | None]] = field(default_factory=list)
 

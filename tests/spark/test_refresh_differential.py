@@ -228,6 +228,7 @@ def refresh_steps(
     check=None,
     apply=None,
     engines: tuple[str, ...] = ("driver", "spark"),
+    policy: dict[str, float] | None = None,
 ) -> dict[str, set[str]]:
     """Refresh the project, then per step: apply its commits, refresh, and check every view (`check`, by
     default check_view). The steps that commit something take the engines of `engines` by turns: "driver"
@@ -235,23 +236,32 @@ def refresh_steps(
     differential test runs both, each going on from the state the other left (issue 35). With
     `all_incremental`, first check that every view is planned incremental. Returns, per view, the kinds and
     engines of its batches ("stream/spark": the delta rule in Spark). `apply(spark, catalog, commit)` commits a
-    step's change (default apply_commit, for the sources of SOURCES)."""
+    step's change (default apply_commit, for the sources of SOURCES). `policy`: thresholds of the project's
+    execution policy to set (mvengine/policy.py), beyond what its config says."""
     config = load_config(root)
+    config = replace(config, policy=replace(config.policy, **(policy or {})))
     catalog = load_catalog(config)
     if all_incremental:
         assert {n: p.strategy for n, p in catalog.plans.items()} == {n: "incremental" for n in catalog.plans}
     ran: dict[str, set[str]] = {}
-    refresher = Refresher(
-        spark, config, catalog, report=lambda r: ran.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}")
-    )
+    in_spark = replace(config, policy=replace(config.policy, driver_max_changes=0))
+    refreshers = {
+        engine: Refresher(
+            spark,
+            in_spark if engine == "spark" else config,
+            catalog,
+            report=lambda r: ran.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}"),
+        )
+        for engine in ("driver", "spark")
+    }
+    refresher = refreshers["driver"]
     refresher.refresh()
-    in_spark = replace(config, driver_max_changes=0)
     turn = 0
     for commits in steps:
         for commit in commits:
             (apply or apply_commit)(spark, catalog, commit)
         if commits:
-            refresher.config = in_spark if engines[turn % len(engines)] == "spark" else config
+            refresher = refreshers[engines[turn % len(engines)]]
             turn += 1
         refresher.refresh()
         with oracle():
@@ -298,16 +308,16 @@ def test_every_view_is_maintained_incrementally(tmp_path, name):
     assert catalog.plans[name].strategy == "incremental", catalog.plans[name].reason
 
 
-def test_a_bootstrap_above_the_driver_bound_writes_through_spark(spark, tmp_path, monkeypatch):
-    """Inputs above DRIVER_ROWS (here 0) are bootstrapped with Spark's writes and checkpoints, not the driver's
-    (a small bootstrap collects its results and writes them with delta-rs): both give the same views."""
-    from mvengine.runtime import refresh
-
-    monkeypatch.setattr(refresh, "DRIVER_ROWS", 0)
+def test_a_bootstrap_above_the_driver_bound_writes_through_spark(spark, tmp_path):
+    """Inputs above the policy's write_from_driver (here 0) are bootstrapped with Spark's writes and checkpoints,
+    not the driver's (a small bootstrap collects its results and writes them with delta-rs): both give the same
+    views."""
     root = make_project(tmp_path)
     config = load_config(root)
     catalog = load_catalog(config)
     Refresher(spark, config, catalog).prepare_sources()
     apply_commit(spark, catalog, ("upsert_t", [(1, "a", 3), (2, "b", -1), (3, None, None)]))
     apply_commit(spark, catalog, ("insert_b", [("a", 1), ("a", 1), (None, None)]))
-    refresh_steps(spark, root, [[]])  # the bootstrap, then every view checked against its SQL
+    refresh_steps(
+        spark, root, [[]], policy={"write_from_driver": 0}
+    )  # the bootstrap, then every view checked

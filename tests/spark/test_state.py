@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from mvengine.incremental import state as state_module
 from mvengine.incremental.state import StateStore
+from mvengine.policy import ExecutionPolicy
 from mvengine.storage.api import write_table
 from tests.conftest import rows
 
 
 @pytest.mark.parametrize("most_keys", [10, 1], ids=["key list", "key range"])
-def test_a_narrowed_state_read_keeps_every_row_of_the_affected_keys(spark, tmp_path, monkeypatch, most_keys):
-    monkeypatch.setattr(state_module, "PUSHDOWN_MIN_BYTES", 0)  # narrow however small the table
-    monkeypatch.setattr(state_module, "PUSHDOWN_KEYS", most_keys)
-    store = StateStore(spark, str(tmp_path), {}, "view-1", 5, fresh=False)
+def test_a_narrowed_state_read_keeps_every_row_of_the_affected_keys(spark, tmp_path, most_keys):
+    # Narrowed however small the table, to at most `most_keys` keys listed.
+    policy = ExecutionPolicy(state_pushdown_min_bytes=0, state_pushdown_keys=most_keys)
+    store = StateStore(spark, str(tmp_path), {}, "view-1", 5, fresh=False, policy=policy)
     table = spark.createDataFrame([(k, k * 10) for k in range(100)] + [(None, -1)], "k int, n long")
     write_table(table, store.ref("acc"))
     keys = spark.createDataFrame([(7,), (42,), (None,)], "k int")

@@ -29,6 +29,13 @@ def project(root: Path) -> Path:
 
 def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_path):
     root = project(tmp_path)
+    planned = run("--project", str(root), "refresh", "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.splitlines() == [
+        "totals: rebuild, batch 0 [bootstrap] inputs scores@0 (new view)",
+        "nothing was written (--dry-run)",
+    ]
+    assert not (root / "warehouse").exists()  # not even the source table
     first = run("--project", str(root), "refresh")
     assert first.returncode == 0, first.stderr
     spark_line, line = first.stdout.splitlines()[:2]
@@ -45,6 +52,11 @@ def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_
     scores = load_catalog(load_config(root)).sources["scores"].path
     schema = pa.schema([pa.field("name", pa.string(), False), ("team", pa.string()), ("score", pa.int32())])
     write_deltalake(scores, pa.table({"name": ["ann"], "team": ["red"], "score": [3]}, schema), mode="append")
+    planned = run("--project", str(root), "refresh", "--dry-run")
+    assert (
+        planned.stdout.splitlines()[0]
+        == "totals: apply, batch 1 [stream] inputs scores@0→1 (its inputs moved)"
+    )
     profiled = run("--project", str(root), "refresh", "--profile")
     assert profiled.returncode == 0, profiled.stderr
     # A one-shot refresh runs its one batch without a streaming query (only --continuous starts one), and a
@@ -65,6 +77,11 @@ def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_
     (root / "views" / "totals.sql").write_text(
         VIEW.replace("SUM(score) AS total", "SUM(score) AS total, COUNT(*) AS n")
     )
+    planned = run("--project", str(root), "refresh", "--dry-run", "totals")
+    assert planned.stdout.splitlines()[0] == (
+        "totals: rebuild, batch 0 [bootstrap] inputs scores@1 (SQL changed: rebuilt from the inputs; its columns "
+        "changed, so its snapshot and changelog start over)"
+    )
     changed = run("--project", str(root), "refresh", "totals")
     assert changed.returncode == 0, changed.stderr
     assert (
@@ -77,6 +94,8 @@ def test_refresh_mistakes_are_one_line(tmp_path):
     root = project(tmp_path)
     result = run("--project", str(root), "refresh", "--interval", "1s")
     assert result.returncode == 1 and "--interval only applies with --continuous" in result.stderr
+    result = run("--project", str(root), "refresh", "--dry-run", "--continuous")
+    assert result.returncode == 1 and "--dry-run says what one refresh would do" in result.stderr
     result = run("--project", str(root), "refresh", "total")
     assert result.returncode == 1 and "no source or view named 'total'" in result.stderr
     assert "did you mean totals?" in result.stderr

@@ -59,3 +59,8 @@ def operators() -> dict[type[Node], AnyOperator]:
 def operator_of(node: Node) -> AnyOperator | None:
     """The operator of a node's exact type (a subclass, such as SessionAggregate, is an operator of its own)."""
     return _OPERATORS.get(type(node))
+
+
+def has_delta_rules(root: Node) -> bool:
+    """Whether every operator of the plan has a delta rule (incremental/compiler.py applies them)."""
+    return all((o := operator_of(node)) is not None and o.rule is not None for node in root.walk())

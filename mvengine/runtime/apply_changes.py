@@ -1,0 +1,373 @@
+"""An incremental batch of a view: its delta rule over its inputs' changes, computed on the driver (Arrow,
+incremental/driver.py) or by Spark, as the execution policy chooses (policy.py); or, when the policy finds the
+changes too many for it to pay, the view recomputed instead."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import reduce
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from mvengine.errors import MvError
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.compiler import view_delta, view_delta_on_driver
+from mvengine.incremental.driver import DriverBatch, conform, read_before
+from mvengine.incremental.driver_expressions import NotOnDriver
+from mvengine.incremental.state import StateStore
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.layout import ViewTables, app_id
+from mvengine.runtime.batch_expectations import BatchExpectations
+from mvengine.runtime.batch_report import BatchReport
+from mvengine.runtime.changes import BatchChanges, InputChanges, ViewOutput
+from mvengine.runtime.commit import commit_batch
+from mvengine.runtime.context import RefreshContext
+from mvengine.runtime.emit import ViewChanges, changes_on_driver, view_changes
+from mvengine.runtime.event_time import (
+    Watermarks,
+    batch_watermarks,
+    has_event_time,
+    hold_back,
+    late_cutoff,
+    purge_conditions,
+    with_emit_timing,
+)
+from mvengine.runtime.expectations import Outcome
+from mvengine.runtime.profile import Profile
+from mvengine.runtime.recompute import recompute, version_before_batch
+from mvengine.storage.api import arrow_schema, read_table
+from mvengine.storage.tables import TableRef, table_rows
+
+
+def apply_changes(
+    ctx: RefreshContext,
+    expectations: BatchExpectations,
+    plan: ViewPlan,
+    tables: ViewTables,
+    generation: int,
+    batch_id: int,
+    versions_before: dict[str, int],
+    targets: dict[str, int],
+    changes: BatchChanges,
+    *,
+    note: str = "",
+    finishing: bool = False,
+) -> None:
+    """One incremental batch of the view: its delta rule over its inputs' changes from `versions_before`
+    to `targets` (`finishing`: a batch whose snapshot is committed, never recomputed instead), computed on
+    the driver when it is small and the driver computes it exactly (incremental/driver.py), else by Spark.
+    Its own changes join `changes.outputs`, for the views downstream; the batch's DataFrames live until
+    the pipeline batch ends (`changes.release`)."""
+    started = time.monotonic()
+    refs = ctx.input_refs(plan)
+    application = app_id(plan.name, generation)
+    profile = Profile(ctx.spark)
+    ranges = {n: (versions_before[n], targets[n]) for n in plan.inputs}
+    with profile.phase("read changes"):
+        inputs = changes.read(
+            {n: (refs[n], lo, hi) for n, (lo, hi) in ranges.items()},
+            driver_rows=ctx.policy.feed_rows_on_driver(ctx.driver_reason(plan)),
+        )
+        _check_claims(ctx, plan, inputs, ranges)
+    outcomes: list[Outcome] = []
+    if expectations.expected(plan):
+        with profile.phase("expectations", spark=False):
+            outcomes = expectations.of_sources(plan, ranges, batch_id, changes, inputs)
+    rows_in = sum(c.rows for c in inputs.values())
+    choice = ctx.engine(plan, rows_in)
+    reason = (
+        ""
+        if finishing
+        else ctx.policy.recompute_instead(
+            changes=rows_in,
+            input_rows=lambda: sum(table_rows(refs[n], targets[n]) for n in plan.inputs),
+            choice=choice,
+            refresh_policy=plan.view.refresh_policy,
+            by_arrival=plan.by_arrival,
+        )
+    )
+    if reason:
+        recompute(
+            ctx,
+            expectations,
+            plan,
+            tables,
+            generation + 1,
+            batch_id,
+            "bootstrap",
+            True,
+            targets,
+            note=reason,
+            checked=outcomes,
+        )
+        return
+    snapshot_before = version_before_batch(tables.snapshot, application, batch_id)
+    # Inputs with changes: a version that changed no row (a view's batch that committed nothing new) moves
+    # nothing, so the join terms over the other inputs' rows before it are not read.
+    moved = frozenset(n for n, (lo, hi) in ranges.items() if hi > lo and inputs[n].rows)
+    marks = None
+    if has_event_time(plan, ctx.catalog):
+        with profile.phase("watermark", spark=False):
+            marks = batch_watermarks(plan, ctx.catalog, refs, targets, tables.snapshot, snapshot_before)
+    computed = (
+        _on_driver(
+            ctx,
+            plan,
+            tables,
+            inputs,
+            refs,
+            ranges,
+            moved,
+            application,
+            batch_id,
+            snapshot_before,
+            profile,
+            marks,
+        )
+        if choice.on_driver
+        else None
+    )
+    engine = "spark" if computed is None else "driver"
+    if computed is None:
+        if not choice.on_driver:  # (else the driver met a value it does not compute exactly: noted)
+            profile.notes.append(f"computed by Spark: {choice.reason}")
+        computed = _in_spark(
+            ctx,
+            plan,
+            tables,
+            inputs,
+            refs,
+            ranges,
+            moved,
+            application,
+            batch_id,
+            snapshot_before,
+            profile,
+            changes,
+            marks,
+        )
+    out, state, unfiltered = computed
+    if plan.view.expectations:
+        with profile.phase("expectations", spark=engine == "spark"):
+            outcomes += expectations.of_view(
+                plan,
+                tables,
+                batch_id,
+                unfiltered,
+                after=lambda: expectations.table_after(tables, snapshot_before, out.zset),
+            )
+    out.changelog = with_emit_timing(out.changelog, plan, marks)
+    commit_batch(
+        ctx,
+        plan,
+        tables,
+        state,
+        out,
+        batch_id=batch_id,
+        generation=generation,
+        kind="stream",
+        inputs=targets,
+        profile=profile,
+        spark=engine == "spark",
+        marks=marks,
+        outcomes=outcomes,
+        started=started,
+        rows_in=rows_in,
+    )
+    version_before = -1 if snapshot_before is None else snapshot_before
+    zset = out.zset
+    output = (
+        InputChanges(ctx.spark, out.rows, out.retractions, arrow=zset)
+        if isinstance(zset, pa.Table)
+        else InputChanges(ctx.spark, out.rows, out.retractions, _frame=zset)
+    )
+    changes.outputs[plan.name] = ViewOutput(version_before, version_before + 1, output)
+    note = "; ".join(n for n in (note, *profile.notes) if n)
+    ctx.report(
+        BatchReport(
+            plan.name,
+            batch_id,
+            "stream",
+            targets,
+            rows_in,
+            out.rows,
+            ctx.recorded_ms(plan, started),
+            note,
+            profile.phases,
+            engine,
+            expectations=outcomes,
+        )
+    )
+
+
+def _on_driver(
+    ctx: RefreshContext,
+    plan: ViewPlan,
+    tables: ViewTables,
+    inputs: dict[str, InputChanges],
+    refs: dict[str, TableRef],
+    ranges: dict[str, tuple[int, int]],
+    moved: frozenset[str],
+    application: str,
+    batch_id: int,
+    snapshot_before: int | None,
+    profile: Profile,
+    marks: Watermarks | None,
+) -> tuple[ViewChanges, StateStore, pa.Table] | None:
+    """The batch computed on the driver, and the view's changes before its own expectations' filter; None
+    (nothing staged) when it must go to Spark."""
+    arrows = {n: c.on_driver(ctx.policy.driver_max_changes) for n, c in inputs.items()}
+    if any(a is None for a in arrows.values()):
+        return None
+    state = StateStore(
+        ctx.spark,
+        tables.state,
+        ctx.config.storage_options,
+        application,
+        batch_id,
+        fresh=False,
+        on_driver=True,
+        policy=ctx.policy,
+    )
+    batch = DriverBatch(
+        arrows,
+        state,
+        before=_driver_reader(ctx, refs, ranges),
+        moved=moved,
+        late_before=late_cutoff(plan, marks),
+    )
+    state.purge = purge_conditions(plan, batch.late_before)
+    try:
+        with profile.phase("delta rule", spark=False):
+            unfiltered: list[pa.Table] = []
+            zset = view_delta_on_driver(
+                plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None
+            )
+            zset = conform(zset, arrow_schema(tables.snapshot.open()))
+            zset = hold_back(plan, zset, state, marks)
+        with profile.phase("compute changes", spark=False):
+            out = changes_on_driver(
+                plan,
+                zset,
+                state,
+                snapshot=tables.snapshot,
+                snapshot_before=snapshot_before,
+                batch_id=batch_id,
+            )
+            out.late = pa.concat_tables(batch.late) if batch.late else None
+    except NotOnDriver as e:
+        profile.notes.append(f"computed by Spark: {e}")
+        return None
+    return out, state, unfiltered[0] if unfiltered else zset
+
+
+def _driver_reader(ctx: RefreshContext, refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]]):
+    """Reads an input as it was before the batch, on the driver (only the rows a key filter names)."""
+    return lambda name, where: read_before(refs[name], ranges[name][0], where, ctx.policy.driver_read_rows)
+
+
+def _in_spark(
+    ctx: RefreshContext,
+    plan: ViewPlan,
+    tables: ViewTables,
+    inputs: dict[str, InputChanges],
+    refs: dict[str, TableRef],
+    ranges: dict[str, tuple[int, int]],
+    moved: frozenset[str],
+    application: str,
+    batch_id: int,
+    snapshot_before: int | None,
+    profile: Profile,
+    changes: BatchChanges,
+    marks: Watermarks | None,
+) -> tuple[ViewChanges, StateStore, DataFrame]:
+    """The batch computed by Spark, and the view's changes before its own expectations' filter."""
+    rows_in = sum(c.rows for c in inputs.values())
+    state = StateStore(
+        ctx.spark,
+        tables.state,
+        ctx.config.storage_options,
+        application,
+        batch_id,
+        fresh=False,
+        on_driver=rows_in <= ctx.policy.write_from_driver,
+        policy=ctx.policy,
+    )
+    before = {n: _reader(ctx.spark, refs[n], lo) for n, (lo, hi) in ranges.items()}
+    batch = Batch(
+        ctx.spark,
+        {n: c.frame() for n, c in inputs.items()},
+        state,
+        before=before,
+        moved=moved,
+        late_before=late_cutoff(plan, marks),
+    )
+    state.purge = purge_conditions(plan, batch.late_before)
+    changes.keep_until_released(batch)
+    with profile.phase("plan delta rule"):
+        unfiltered: list[DataFrame] = []
+        zset = view_delta(plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None)
+    if plan.view.emit is not None:
+        with profile.phase("emit policy"):
+            zset = ctx.spark.createDataFrame(
+                hold_back(plan, zset.toArrow(), state, marks), schema=zset.schema
+            )
+    with profile.phase("compute changes"):
+        out = view_changes(
+            plan,
+            zset,
+            batch,
+            snapshot=tables.snapshot,
+            snapshot_before=snapshot_before,
+            batch_id=batch_id,
+        )
+        out.late = reduce(DataFrame.unionAll, batch.late) if batch.late else None
+    return out, state, unfiltered[0] if unfiltered else zset
+
+
+def _check_claims(
+    ctx: RefreshContext, plan: ViewPlan, inputs: dict[str, InputChanges], ranges: dict[str, tuple[int, int]]
+) -> None:
+    """No input that claims append-only (a source declared so, or a view planned so) may delete or update
+    a row: the view trusts the claim (a MIN/MAX keeps only the current extreme), so a retraction would
+    make it silently wrong."""
+    for name, found in inputs.items():
+        if found.retractions and _claims_append_only(ctx, name):
+            lo, hi = ranges[name]
+            raise MvError(
+                f"{_kind(ctx, name)} {name} is {'declared' if name in ctx.catalog.sources else 'planned'} "
+                f"append-only, but its versions {lo + 1}..{hi} delete or update {found.retractions} rows; "
+                f"view {plan.name} would go wrong, so nothing was written",
+                hint=_append_only_hint(ctx, name, lo),
+            )
+
+
+def _claims_append_only(ctx: RefreshContext, name: str) -> bool:
+    if name in ctx.catalog.sources:
+        return ctx.catalog.sources[name].append_only
+    return ctx.catalog.plans[name].changelog == "append-only"
+
+
+def _kind(ctx: RefreshContext, name: str) -> str:
+    return "source" if name in ctx.catalog.sources else "view"
+
+
+def _append_only_hint(ctx: RefreshContext, name: str, lo: int) -> str:
+    if name not in ctx.catalog.sources:
+        return (
+            f"a source that view {name} reads is declared append-only but deleted or updated rows: find "
+            f"it with mv history, then fix its declaration or its data"
+        )
+    source = ctx.catalog.sources[name]
+    return (
+        f"if the source does change rows, drop 'append_only' = 'true' from its CREATE TABLE "
+        f"({source.file}:{source.line}): the views over it are then rebuilt to keep what deletes need; "
+        f"otherwise undo those commits (restore the table to version {lo}) and refresh"
+    )
+
+
+def _reader(spark: SparkSession, ref: TableRef, version: int) -> Callable[[], DataFrame]:
+    """A reader of the table at `version`, for a rule that reads an input as it was before the batch."""
+    return lambda: read_table(spark, ref, version=version)

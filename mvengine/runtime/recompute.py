@@ -1,0 +1,215 @@
+"""Recomputing a view from its inputs: the bootstrap of an incremental view (a new generation, its state built
+by its delta rules over every input row as an insert), and every batch of a full-refresh view (its SQL run by
+Spark, diffed against its snapshot)."""
+
+from __future__ import annotations
+
+import time
+
+from deltalake.exceptions import DeltaError
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from mvengine.config import join_uri
+from mvengine.errors import StorageError
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.compiler import view_delta
+from mvengine.incremental.state import StateStore
+from mvengine.incremental.zset import MTIME, WEIGHT, inserts
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.layout import ViewTables, app_id
+from mvengine.runtime.batch_expectations import BatchExpectations
+from mvengine.runtime.batch_report import BatchReport
+from mvengine.runtime.commit import commit_batch
+from mvengine.runtime.context import RefreshContext
+from mvengine.runtime.emit import EMIT_STATE, view_changes
+from mvengine.runtime.event_time import (
+    Watermarks,
+    batch_watermarks,
+    hold_back,
+    watermark_passed,
+    with_emit_timing,
+)
+from mvengine.runtime.expectations import Outcome, inserted
+from mvengine.runtime.profile import Profile
+from mvengine.sql.expectations import kept_rows
+from mvengine.storage.api import read_table, remove_folder
+from mvengine.storage.objects import list_folders
+from mvengine.storage.tables import TableRef, commit_metadata, table_rows, version_before
+
+
+def recompute(
+    ctx: RefreshContext,
+    expectations: BatchExpectations,
+    plan: ViewPlan,
+    tables: ViewTables,
+    generation: int,
+    batch_id: int,
+    kind: str,
+    incremental: bool,
+    versions: dict[str, int],
+    *,
+    resuming: bool = False,
+    note: str = "",
+    checked: list[Outcome] | None = None,
+) -> None:
+    """Compute the view anew from its inputs at `versions`, and commit it as a batch. Its sources'
+    expectations are checked on their whole tables, unless `checked` holds their outcomes over the batch's
+    changes (a batch that recomputes instead of applying them)."""
+    started = time.monotonic()
+    ctx.start_spark()
+    refs = ctx.input_refs(plan)
+    application = app_id(plan.name, generation)
+    mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
+    if kind == "bootstrap" and not resuming:
+        # A new generation starts from no operator state (the emit revisions of the view's keys stay).
+        for name in list_folders(tables.state, ctx.config.storage_options):
+            if name != EMIT_STATE:
+                remove_folder(TableRef(join_uri(tables.state, name), ctx.config.storage_options))
+    state = StateStore(
+        ctx.spark,
+        tables.state,
+        ctx.config.storage_options,
+        application,
+        batch_id,
+        fresh=(kind == "bootstrap"),
+        persistent=frozenset({EMIT_STATE}),
+        on_driver=_rows_within(refs, versions, ctx.policy.write_from_driver),
+        policy=ctx.policy,
+    )
+    batch = Batch(ctx.spark, {}, state)
+    profile = Profile(ctx.spark)
+    try:
+        with profile.phase("plan inputs"):
+            snapshot_before = version_before_batch(tables.snapshot, application, batch_id)
+            marks = batch_watermarks(plan, ctx.catalog, refs, versions, tables.snapshot, snapshot_before)
+            outcomes = (
+                list(checked)
+                if checked is not None
+                else expectations.of_sources(plan, {n: (-1, v) for n, v in versions.items()}, batch_id)
+            )
+            unfiltered: list[DataFrame] = []
+            if incremental:
+                batch.changes = {
+                    n: inserts(read_table(ctx.spark, r, version=versions[n]), mtime) for n, r in refs.items()
+                }
+                new_rows = view_delta(
+                    plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None
+                )
+            else:
+                computed = _compute(ctx, plan, refs, versions)
+                unfiltered.append(inserts(computed, mtime))
+                new_rows = inserts(_kept(plan, computed), mtime)
+            outcomes += expectations.of_view(
+                plan,
+                tables,
+                batch_id,
+                unfiltered[0] if unfiltered else new_rows,
+                recomputed=True,
+                after=lambda: inserted(new_rows),
+            )
+            if plan.view.emit is not None and incremental:  # (re)built: nothing of it is late yet
+                fresh = Watermarks(None, marks.after if marks else None)
+                new_rows = ctx.spark.createDataFrame(
+                    hold_back(plan, new_rows.toArrow(), state, fresh), schema=new_rows.schema
+                )
+            elif plan.view.emit is not None:
+                new_rows = new_rows.where(watermark_passed(plan, marks))
+            changes = new_rows
+            if snapshot_before is not None:
+                old = read_table(ctx.spark, tables.snapshot, version=snapshot_before)
+                changes = changes.unionByName(
+                    old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME))
+                )
+        with profile.phase("compute changes"):
+            out = view_changes(
+                plan,
+                changes,
+                batch,
+                snapshot=tables.snapshot,
+                snapshot_before=snapshot_before,
+                batch_id=batch_id,
+            )
+            out.changelog = with_emit_timing(out.changelog, plan, marks)
+        commit_batch(
+            ctx,
+            plan,
+            tables,
+            state,
+            out,
+            batch_id=batch_id,
+            generation=generation,
+            kind=kind,
+            inputs=versions,
+            profile=profile,
+            marks=marks,
+            outcomes=outcomes,
+            started=started,
+        )
+        rows_out = out.rows
+    finally:
+        batch.release()
+    ctx.report(
+        BatchReport(
+            plan.name,
+            batch_id,
+            kind,
+            versions,
+            None,
+            rows_out,
+            ctx.recorded_ms(plan, started),
+            note,
+            profile.phases,
+            expectations=outcomes,
+        )
+    )
+
+
+def _compute(
+    ctx: RefreshContext, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]
+) -> DataFrame:
+    """The view's query run by Spark over its inputs at the given versions (a source without the rows its
+    DROP ROW / QUARANTINE expectations fail, as the plan's filters over it say)."""
+    for name, ref in refs.items():
+        rows = read_table(ctx.spark, ref, version=versions[name])
+        source = ctx.catalog.sources.get(name)
+        kept = kept_rows(source.expectations) if source is not None else None
+        (rows if kept is None else rows.where(kept.sql("spark"))).createOrReplaceTempView(name)
+    return ctx.spark.sql(plan.spark_sql).toDF(*[c.name for c in plan.columns])
+
+
+def _kept(plan: ViewPlan, rows: DataFrame) -> DataFrame:
+    """The view's rows its own DROP ROW / QUARANTINE expectations leave (as its plan's root filter does)."""
+    kept = kept_rows(plan.view.expectations)
+    return rows if kept is None else rows.where(kept.sql("spark"))
+
+
+def _rows_within(refs: dict[str, TableRef], versions: dict[str, int], most: int) -> bool:
+    """Whether the inputs hold at most `most` rows in all at these versions, by their logs' row counts: a
+    recomputation over so few writes its results from the driver, as a small incremental batch does (a Spark
+    write job costs about ten times as much as collecting a few rows and writing them with delta-rs)."""
+    total = 0
+    for name, ref in refs.items():
+        try:
+            total += table_rows(ref, versions[name])
+        except (DeltaError, StorageError):  # a table delta-rs cannot read: Spark writes
+            return False
+    return total <= most
+
+
+def version_before_batch(ref: TableRef, app_id: str, batch_id: int) -> int | None:
+    """The snapshot's version before this batch (None when the batch creates it)."""
+    if not ref.exists():
+        return None
+    version = version_before(ref, app_id, batch_id)
+    return version if version >= 0 else None
+
+
+def _latest_commit_time(refs: dict[str, TableRef], versions: dict[str, int]) -> str:
+    """The commit time of the newest input version a recomputation reads (its rows' _mtime)."""
+    times = []
+    for name, ref in refs.items():
+        info = commit_metadata(ref.open(), versions[name])
+        times.append(int(info["timestamp"]))
+    millis = max(times) if times else int(time.time() * 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(millis / 1000)) + f".{millis % 1000:03d}"

@@ -1,0 +1,103 @@
+"""The steps a refresh would run, read from the Delta logs alone (delta-rs, no Spark): what `mv refresh
+--dry-run` prints, and whether `mv refresh` has anything to do before it starts a JVM."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from mvengine.config import Config
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.catalog import Catalog
+from mvengine.project.layout import app_id, last_commit, source_table, view_tables
+from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
+from mvengine.runtime.steps import SKIP, WAIT, Step, decide, decide_interrupted, view_facts
+from mvengine.storage.sources import ensure_source_table
+from mvengine.storage.tables import is_committed
+
+
+def prepare_sources(config: Config, catalog: Catalog, *, create: bool) -> None:
+    """Check every source table, and create those missing (with `create`; without, a refresh could)."""
+    for source in catalog.sources.values():
+        ensure_source_table(
+            source_table(source, config.storage_options),
+            source.schema,
+            declared_at=f"{source.file}:{source.line}",
+            create=create,
+            path_declared=source.path_declared,
+        )
+
+
+def columns_changed(plan: ViewPlan, storage_options: dict[str, str]) -> bool:
+    """Whether the view's snapshot has other columns than its plan (a rebuild then starts its tables over)."""
+    fields = view_tables(plan, storage_options).snapshot.open().schema().fields
+    return [f.name for f in fields] != [c.name for c in plan.columns]
+
+
+def timers_due(plan: ViewPlan, storage_options: dict[str, str]) -> bool:
+    """Whether rows the view's EMIT policy holds until a processing time are due now."""
+    from mvengine.runtime.event_time import next_due, now_micros  # (Spark's Python modules: only when asked)
+
+    due = next_due(plan, view_tables(plan, storage_options).state, storage_options)
+    return due is not None and due <= now_micros()
+
+
+def interrupted(plan: ViewPlan, catalog: Catalog, storage_options: dict[str, str]) -> Step | None:
+    """The step that finishes the view's half-written last batch (None when there is none)."""
+    tables = view_tables(plan, storage_options)
+    last = last_commit(tables.snapshot)
+    committed = last is not None and is_committed(
+        tables.changelog, app_id(plan.name, last.generation), last.batch_id
+    )
+    return decide_interrupted(view_facts(plan, catalog), last, committed)
+
+
+def pending_cut(config: Config) -> dict[str, int] | None:
+    """The cut of a pipeline batch a crash or a failure left half-done: the next refresh runs it first."""
+    return CutRecord(pipeline_folder(config.warehouse), config.storage_options).pending()
+
+
+def planned_steps(
+    config: Config, catalog: Catalog, plans: list[ViewPlan], *, full: bool = False
+) -> list[Step]:
+    """The steps a refresh of `plans` (in DAG order) to the sources' current versions would run, each view's
+    decided as the refresh decides it (steps.decide): an upstream view that moves is taken to commit one new
+    snapshot version. A batch left half-done is finished first; its steps are not listed."""
+    options = config.storage_options
+    cut = {  # (a source not created yet: the refresh creates it, at version 0)
+        name: ref.open().version() if ref.exists() else 0
+        for name, source in catalog.sources.items()
+        if any(name in p.inputs for p in plans)
+        for ref in [source_table(source, options)]
+    }
+    at_cut: dict[str, int] = {}
+    steps: list[Step] = []
+    for plan in plans:
+        finish = interrupted(plan, catalog, options)
+        if finish is not None:
+            steps.append(finish)
+        last = last_commit(view_tables(plan, options).snapshot)
+        step = decide(
+            view_facts(plan, catalog),
+            last,
+            cut,
+            at_cut,
+            rebuild=full,
+            columns_changed=partial(columns_changed, plan, options),
+            timers_due=partial(timers_due, plan, options),
+        )
+        steps.append(step)
+        if step.action == WAIT:
+            continue
+        if step.action == SKIP:
+            assert last is not None  # a view never refreshed is rebuilt
+            at_cut[plan.name] = last.version
+        else:
+            at_cut[plan.name] = 0 if last is None or step.start_over else last.version + 1
+    return steps
+
+
+def stale_views(config: Config, catalog: Catalog, plans: list[ViewPlan]) -> list[str]:
+    """The views (of `plans`, in DAG order) that a refresh would write: never refreshed, SQL changed, a batch
+    left unfinished, an input at a newer version than the view reflects, or a view it reads stale."""
+    steps = planned_steps(config, catalog, plans)
+    return list(dict.fromkeys(s.view for s in steps if s.action not in (SKIP, WAIT)))

@@ -1,0 +1,177 @@
+"""Runs the steps of a refresh (runtime/steps.py), one view at a time: each step goes to its executor, the
+view's failures are attributed to it, and what the pipeline needs of a view to decide its step is read here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mvengine.errors import MvError
+from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.layout import CommitRecord, recorded_at, view_tables
+from mvengine.runtime.apply_changes import apply_changes
+from mvengine.runtime.batch_expectations import BatchExpectations
+from mvengine.runtime.changes import BatchChanges
+from mvengine.runtime.context import RefreshContext
+from mvengine.runtime.recompute import recompute
+from mvengine.runtime.steps import APPLY, FINISH, FIRE_TIMERS, REBUILD, RECOMPUTE, Step, ViewFacts, view_facts
+from mvengine.storage.api import remove_folder
+from mvengine.storage.tables import TableRef
+
+
+@dataclass
+class ViewRunner:
+    ctx: RefreshContext
+
+    def __post_init__(self) -> None:
+        self.expectations = BatchExpectations(self.ctx)
+
+    # -- what a decision reads ------------------------------------------------------------------------------
+
+    def facts(self, plan: ViewPlan) -> ViewFacts:
+        return view_facts(plan, self.ctx.catalog)
+
+    def check_same_sources(self, plan: ViewPlan, last: CommitRecord | None) -> None:
+        """A source deleted and created anew since the view last read it (another table id, or fewer versions
+        than the view reflects) is another table: its versions cannot be diffed against the view's."""
+        if last is None:
+            return
+        for name in plan.inputs:
+            if name not in self.ctx.catalog.sources or name not in last.inputs:
+                continue
+            ref = self.ctx.source_ref(name)
+            dt = ref.open()
+            recorded, now = last.input_ids.get(name), dt.metadata().id
+            if (recorded is not None and recorded != now) or last.inputs[name] > dt.version():
+                raise MvError(
+                    f"source {name} ({ref.uri}) was deleted and created again since view {plan.name} last read it "
+                    f"at version {last.inputs[name]} (table id {recorded or 'not recorded'}, now {now}, at version "
+                    f"{dt.version()}): the view describes the old table, so nothing was written",
+                    hint=f"mv refresh --full {plan.name} recomputes the view (and the views over it) from the new "
+                    "table; if the table was replaced by mistake, restore the old one at that path",
+                )
+
+    # -- running a step -------------------------------------------------------------------------------------
+
+    def guarded(
+        self, plan: ViewPlan, work: Callable[..., object], *args: object, during: str = "", **kwargs: object
+    ) -> None:
+        """Run a view's work, its failures attributed to it and to the batch it was `during` (_view_error)."""
+        try:
+            work(*args, **kwargs)
+        except MvError:
+            raise
+        except Exception as e:
+            error = _view_error(plan, e, during)
+            if error is e:
+                raise
+            raise error from e
+
+    def run(self, plan: ViewPlan, step: Step, changes: BatchChanges) -> None:
+        """Run the view's step (any but SKIP) in a pipeline batch whose changes are `changes`."""
+        ctx, tables = self.ctx, view_tables(plan, self.ctx.config.storage_options)
+        incremental = self.facts(plan).incremental
+        targets = dict(step.targets)
+        if step.action == FINISH and step.kind != "stream":
+            recompute(
+                ctx,
+                self.expectations,
+                plan,
+                tables,
+                step.generation,
+                step.batch_id,
+                step.kind,
+                incremental,
+                targets,
+                resuming=True,
+                note=step.reason,
+            )
+        elif step.action == FINISH:
+            before = recorded_at(tables.snapshot, tables.snapshot.open().version() - 1)
+            apply_changes(
+                ctx,
+                self.expectations,
+                plan,
+                tables,
+                step.generation,
+                step.batch_id,
+                before.inputs,
+                targets,
+                changes,
+                note=step.reason,
+                finishing=True,
+            )
+        elif step.action == REBUILD:
+            if step.start_over:
+                for ref in (tables.snapshot, tables.changelog):
+                    if ref.exists():
+                        remove_folder(ref)
+                remove_folder(TableRef(tables.state, ctx.config.storage_options))
+            recompute(
+                ctx,
+                self.expectations,
+                plan,
+                tables,
+                step.generation,
+                step.batch_id,
+                step.kind,
+                incremental,
+                targets,
+                note=step.reason,
+            )
+        elif step.action in (APPLY, FIRE_TIMERS):
+            apply_changes(
+                ctx,
+                self.expectations,
+                plan,
+                tables,
+                step.generation,
+                step.batch_id,
+                dict(step.versions_before),
+                targets,
+                changes,
+                note=step.reason if step.action == FIRE_TIMERS else "",
+            )
+        elif step.action == RECOMPUTE:
+            checked = self.expectations.of_sources(
+                plan,
+                {n: (step.versions_before.get(n, -1), v) for n, v in targets.items()},
+                step.batch_id,
+                changes,
+            )
+            recompute(
+                ctx,
+                self.expectations,
+                plan,
+                tables,
+                step.generation,
+                step.batch_id,
+                "full",
+                False,
+                targets,
+                checked=checked,
+            )
+        else:
+            raise ValueError(f"no executor for step {step.action!r}")
+
+
+def _view_error(plan: ViewPlan, e: Exception, during: str = "") -> Exception:
+    """A failure while refreshing a view, attributed to it. Spark's own errors about the query or its data
+    (an unknown function, a division by zero under ANSI mode, a bad cast) are the user's to fix and become an
+    MvError naming the view's file and line; anything else (Spark's INTERNAL_ERROR classes included) is a bug:
+    `e` itself, with a note saying which view it stopped."""
+    from pyspark.errors import PySparkException
+
+    condition = (e.getCondition() or "") if isinstance(e, PySparkException) else ""
+    if isinstance(e, PySparkException) and condition and not condition.startswith("INTERNAL_ERROR"):
+        message = (e.getMessage() or str(e)).strip().splitlines()[0]
+        return MvError(
+            f"{plan.view.file}:{plan.view.line}: view {plan.name}: {during + ': ' if during else ''}"
+            f"Spark cannot compute it: {message}",
+            hint="fix the view's SQL, or the input rows it fails on (mv plan checks names and types, "
+            "not every function or value), then run mv refresh again: the batch is planned anew "
+            f"up to the inputs' newest versions; as a last resort, mv refresh --full {plan.name} "
+            "recomputes the view from its inputs",
+        )
+    e.add_note(f"refreshing view {plan.name}" + (f", {during}" if during else ""))
+    return e
