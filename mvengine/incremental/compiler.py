@@ -13,17 +13,29 @@ from pyspark.sql import DataFrame
 
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch
+from mvengine.incremental.engine import ArrowEngine, SparkEngine
 from mvengine.plan.nodes import Filter, Node
 from mvengine.plan.operators import operators
 
 
 def _rules(name: str) -> dict[type[Node], Callable[..., Any]]:
-    """Each operator's rule `name` (delta, driver_delta), from the module its operator names."""
+    """Each operator's rule in the form `name` (delta: Spark, driver_delta: Arrow), from the module its operator
+    names: its `rule`, written once against the engine interface (incremental/engine.py) and run by that form's
+    engine, or (an operator not yet written so) its function of that name."""
     found = {}
     for node_type, operator in operators().items():
         if operator.rule is not None and (name == "delta" or operator.on_driver):
-            found[node_type] = getattr(import_module(operator.rule), name)
+            module = import_module(operator.rule)
+            one = getattr(module, "rule", None)
+            found[node_type] = getattr(module, name) if one is None else _run_by(name, one)
     return found
+
+
+def _run_by(name: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+    """A rule written once, run by the engine of the form `name`."""
+    if name == "delta":
+        return lambda node, batch, child_delta: rule(node, SparkEngine(batch, child_delta))
+    return lambda node, batch, child_delta: rule(node, ArrowEngine(batch, child_delta))
 
 
 RULES = _rules("delta")

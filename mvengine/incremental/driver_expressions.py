@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from mvengine.incremental.driver_support import ARITHMETIC as _ARITHMETIC
 from mvengine.incremental.driver_support import COMPARISONS as _COMPARISONS
-from mvengine.incremental.driver_support import strftime_pattern
+from mvengine.incremental.driver_support import EVALUATED, strftime_pattern
 from mvengine.incremental.zset import MTIME
 from mvengine.plan.nodes import Field
 from mvengine.plan.types import adjusted_decimal, decimal_result, integer_literal_digits
@@ -126,13 +126,13 @@ class _Evaluator:
 
     def value(self, e: exp.Expression) -> Value:
         try:
-            method = getattr(self, f"_{type(e).__name__.lower()}", None)
-            if method is None:
-                op = _COMPARISONS.get(type(e)) or _ARITHMETIC.get(type(e))
-                if op is None:
-                    raise NotOnDriver(f"{type(e).__name__} is not evaluated on the driver")
-                return self._comparison(e, op) if type(e) in _COMPARISONS else self._arithmetic(e, op)
-            return method(e)
+            if type(e) not in EVALUATED:
+                raise NotOnDriver(f"{type(e).__name__} is not evaluated on the driver")
+            if type(e) in _COMPARISONS:
+                return self._comparison(e, _COMPARISONS[type(e)])
+            if type(e) in _ARITHMETIC:
+                return self._arithmetic(e, _ARITHMETIC[type(e)])
+            return getattr(self, f"_{type(e).__name__.lower()}")(e)
         except NotOnDriver as why:  # named at the innermost expression that stopped the driver
             if not why.located and not isinstance(e, (exp.Column, exp.Literal)):
                 why.args = (f"{why} in {_shown(e)}",)

@@ -25,58 +25,63 @@ ARITHMETIC: dict[type[exp.Expr], str] = {
     exp.Sub: "subtract_checked",
     exp.Mul: "multiply_checked",
 }
-_SUPPORTED: tuple[type[exp.Expr], ...] = (
-    exp.Column,
-    exp.Paren,
-    exp.Alias,
-    exp.Literal,
-    exp.Boolean,
-    exp.Null,
-    exp.Cast,
-    exp.Neg,
-    exp.Not,
-    exp.And,
-    exp.Or,
-    exp.Is,
-    exp.In,
-    exp.Between,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
-    exp.Div,
-    exp.Case,
-    exp.If,
-    exp.Coalesce,
-    exp.Upper,
-    exp.Lower,
-    exp.Length,
-    exp.Abs,
-    exp.Concat,
-    exp.DPipe,
-    exp.DataType,
-    exp.DataTypeParam,
-    exp.Interval,
-    exp.ILike,
-    exp.TimeToStr,
-    exp.TsOrDsToDate,
-    exp.Year,
-    exp.Month,
-    exp.Day,
-    exp.DayOfMonth,
-    exp.Hour,
-    exp.TsOrDsAdd,
-    exp.DateDiff,
-    exp.Minute,
-    exp.Extract,
-    exp.TimestampTrunc,
-    exp.DateTrunc,
-    exp.Trim,
-    exp.ConcatWs,
-    exp.Substring,
-    exp.Like,
-    exp.Escape,
-    *COMPARISONS,
-    *ARITHMETIC,
+# The expressions the driver evaluates, by exact type: driver_expressions' evaluator dispatches on this table
+# (comparisons and arithmetic to their own methods, every other type to its method `_<type name>`), and
+# `unsupported` checks a plan's expressions against it, so the subset is written down once.
+EVALUATED: frozenset[type[exp.Expr]] = frozenset(
+    {
+        exp.Column,
+        exp.Paren,
+        exp.Alias,
+        exp.Literal,
+        exp.Boolean,
+        exp.Null,
+        exp.Cast,
+        exp.Neg,
+        exp.Not,
+        exp.And,
+        exp.Or,
+        exp.Is,
+        exp.In,
+        exp.Between,
+        exp.NullSafeEQ,
+        exp.NullSafeNEQ,
+        exp.Div,
+        exp.Case,
+        exp.If,
+        exp.Coalesce,
+        exp.Upper,
+        exp.Lower,
+        exp.Length,
+        exp.Abs,
+        exp.Concat,
+        exp.DPipe,
+        exp.ILike,
+        exp.TimeToStr,
+        exp.TsOrDsToDate,
+        exp.Year,
+        exp.Month,
+        exp.Day,
+        exp.DayOfMonth,
+        exp.Hour,
+        exp.TsOrDsAdd,
+        exp.DateDiff,
+        exp.Minute,
+        exp.Extract,
+        exp.TimestampTrunc,
+        exp.DateTrunc,
+        exp.Trim,
+        exp.ConcatWs,
+        exp.Substring,
+        exp.Like,
+        exp.Escape,
+        exp.TryCast,
+        *COMPARISONS,
+        *ARITHMETIC,
+    }
 )
+# Parts of an expression that its parent evaluates with it (a CAST's type, an interval's amount and unit).
+PARTS: frozenset[type[exp.Expr]] = frozenset({exp.DataType, exp.DataTypeParam, exp.Interval})
 # DATE_FORMAT's pattern letters whose strftime equivalents print what Spark prints (zero-padded numbers), and
 # the other characters a pattern may hold on the driver.
 _PATTERN_LETTERS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
@@ -125,7 +130,7 @@ def unsupported(e: exp.Expression) -> str | None:
             node.parent, (exp.TsOrDsAdd, exp.DateDiff, exp.Extract, exp.TimestampTrunc, exp.Interval)
         ):
             continue  # a unit of DATE_ADD, DATEDIFF, EXTRACT, DATE_TRUNC or INTERVAL (the evaluator says which)
-        if not isinstance(node, _SUPPORTED):
+        if type(node) not in EVALUATED and type(node) not in PARTS:
             return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"
         if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):
             return "IN (subquery)"

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
-from pyspark.sql import DataFrame
+from typing import TypeVar
 
-from mvengine.incremental.batch import Batch, ChildDelta
-from mvengine.incremental.driver import DriverBatch, DriverChildDelta, zset
-from mvengine.incremental.zset import MTIME, WEIGHT
+from mvengine.incremental.engine import Engine
 from mvengine.plan.nodes import Scan
 
-
-def delta(node: Scan, batch: Batch, _children: ChildDelta) -> DataFrame:
-    return batch.changes[node.input]
+R = TypeVar("R")
 
 
-def driver_delta(node: Scan, batch: DriverBatch, _children: DriverChildDelta) -> pa.Table:
-    changes = batch.changes[node.input]
-    return zset([changes.column(f.name) for f in node.fields], changes.column(WEIGHT), changes.column(MTIME))
+def rule(node: Scan, engine: Engine[R]) -> R:
+    return engine.changes(node)

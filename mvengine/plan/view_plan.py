@@ -19,8 +19,7 @@ from mvengine.plan.analysis import (
 )
 from mvengine.plan.binder import Binder
 from mvengine.plan.nodes import Aggregate, Field, Filter, Node, WindowAssign, show, show_name
-from mvengine.plan.rewrites.over import over_windows
-from mvengine.plan.rewrites.top_n import top_n
+from mvengine.plan.rewrites.passes import rewritten
 from mvengine.plan.scope import Relation, Scope
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import spark_sql
@@ -90,7 +89,7 @@ class ViewPlan:
 def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: list[str]) -> ViewPlan:
     """Bind the view's query against the sources and views `lookup` finds, and analyse the result."""
     binder = Binder(lookup, known, view.file, f"view {view.name}")
-    root = over_windows(top_n(binder.query(view.query)))
+    root = rewritten(binder.query(view.query))
     columns = root.fields
     if view.column_names is not None:
         if len(view.column_names) != len(columns):

@@ -39,6 +39,11 @@ def test_an_operator_has_its_rules_or_states_why_not():
             assert node_type not in RULES
             continue
         module = import_module(operator.rule)
+        if callable(getattr(module, "rule", None)):  # written once, for both engines (incremental/engine.py)
+            assert operator.on_driver, f"{operator.rule} has one rule for both engines, but no driver form"
+            assert not hasattr(module, "delta") and not hasattr(module, "driver_delta"), operator.rule
+            assert node_type in RULES and node_type in DRIVER_RULES
+            continue
         assert callable(getattr(module, "delta", None)), f"{operator.rule} has no delta rule"
         assert RULES[node_type] is module.delta
         if operator.on_driver:
@@ -57,3 +62,17 @@ def test_analysis_asks_the_registry_and_refuses_an_unknown_node():
     assert full_refresh_reasons(unknown) == ["Mystery has no incremental rule"]
     assert not is_append_only(unknown)
     assert state_of(unknown, "incremental").description == "none"
+
+
+def test_every_expression_the_driver_claims_has_its_evaluator():
+    """driver_support.EVALUATED is the one list of what the driver evaluates: `mv plan` promises the driver for
+    what it holds, and the evaluator dispatches on it, so each entry needs its method."""
+    from mvengine.incremental.driver_expressions import _Evaluator
+    from mvengine.incremental.driver_support import ARITHMETIC, COMPARISONS, EVALUATED
+
+    missing = [
+        t.__name__
+        for t in EVALUATED - COMPARISONS.keys() - ARITHMETIC.keys()
+        if not callable(getattr(_Evaluator, f"_{t.__name__.lower()}", None))
+    ]
+    assert missing == []

@@ -1,1 +1,2 @@
-"""Rewrites of a SELECT while it is bound: each one module (plan/binder.py applies them)."""
+"""Rewrites of a SELECT: the joins and decorrelation while it is bound (plan/binder.py applies them), then the
+passes over the bound plan (passes.py)."""
