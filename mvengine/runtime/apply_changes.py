@@ -18,7 +18,7 @@ from mvengine.incremental.driver import DriverBatch, conform, read_before
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.state import StateStore
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.project.layout import ViewTables, app_id
+from mvengine.project.layout import ViewTables, app_id, view_tables
 from mvengine.runtime.batch_expectations import BatchExpectations
 from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.changes import BatchChanges, InputChanges, ViewOutput
@@ -37,30 +37,24 @@ from mvengine.runtime.event_time import (
 from mvengine.runtime.expectations import Outcome
 from mvengine.runtime.profile import Profile
 from mvengine.runtime.recompute import recompute, version_before_batch
+from mvengine.runtime.steps import FINISH, REBUILD, Step
 from mvengine.storage.api import arrow_schema, read_table
 from mvengine.storage.tables import TableRef, table_rows
 
 
 def apply_changes(
-    ctx: RefreshContext,
-    expectations: BatchExpectations,
-    plan: ViewPlan,
-    tables: ViewTables,
-    generation: int,
-    batch_id: int,
-    versions_before: dict[str, int],
-    targets: dict[str, int],
-    changes: BatchChanges,
-    *,
-    note: str = "",
-    finishing: bool = False,
+    ctx: RefreshContext, expectations: BatchExpectations, plan: ViewPlan, step: Step, changes: BatchChanges
 ) -> None:
-    """One incremental batch of the view: its delta rule over its inputs' changes from `versions_before`
-    to `targets` (`finishing`: a batch whose snapshot is committed, never recomputed instead), computed on
-    the driver when it is small and the driver computes it exactly (incremental/driver.py), else by Spark.
-    Its own changes join `changes.outputs`, for the views downstream; the batch's DataFrames live until
-    the pipeline batch ends (`changes.release`)."""
+    """One incremental batch of the view: its delta rule over its inputs' changes from the step's
+    `versions_before` to its `targets`, computed on the driver when it is small and the driver computes it
+    exactly (incremental/driver.py), else by Spark; or the view recomputed instead, when the policy finds that
+    cheaper (never for a FINISH step: its snapshot is committed). Its own changes join `changes.outputs`, for
+    the views downstream; the batch's DataFrames live until the pipeline batch ends (`changes.release`)."""
     started = time.monotonic()
+    tables = view_tables(plan, ctx.config.storage_options)
+    generation, batch_id, note = step.generation, step.batch_id, step.note
+    versions_before, targets = dict(step.versions_before), dict(step.targets)
+    finishing = step.action == FINISH
     refs = ctx.input_refs(plan)
     application = app_id(plan.name, generation)
     profile = Profile(ctx.spark)
@@ -89,19 +83,10 @@ def apply_changes(
         )
     )
     if reason:
-        recompute(
-            ctx,
-            expectations,
-            plan,
-            tables,
-            generation + 1,
-            batch_id,
-            "bootstrap",
-            True,
-            targets,
-            note=reason,
-            checked=outcomes,
+        instead = Step(
+            plan.name, REBUILD, reason, generation + 1, batch_id, "bootstrap", versions_before, targets
         )
+        recompute(ctx, expectations, plan, instead, checked=outcomes)
         return
     snapshot_before = version_before_batch(tables.snapshot, application, batch_id)
     # Inputs with changes: a version that changed no row (a view's batch that committed nothing new) moves

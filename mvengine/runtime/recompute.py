@@ -17,7 +17,7 @@ from mvengine.incremental.compiler import view_delta
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.project.layout import ViewTables, app_id
+from mvengine.project.layout import app_id, view_tables
 from mvengine.runtime.batch_expectations import BatchExpectations
 from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.commit import commit_batch
@@ -32,6 +32,7 @@ from mvengine.runtime.event_time import (
 )
 from mvengine.runtime.expectations import Outcome, inserted
 from mvengine.runtime.profile import Profile
+from mvengine.runtime.steps import Step
 from mvengine.sql.expectations import kept_rows
 from mvengine.storage.api import read_table, remove_folder
 from mvengine.storage.objects import list_folders
@@ -42,21 +43,21 @@ def recompute(
     ctx: RefreshContext,
     expectations: BatchExpectations,
     plan: ViewPlan,
-    tables: ViewTables,
-    generation: int,
-    batch_id: int,
-    kind: str,
-    incremental: bool,
-    versions: dict[str, int],
+    step: Step,
     *,
     resuming: bool = False,
-    note: str = "",
     checked: list[Outcome] | None = None,
 ) -> None:
-    """Compute the view anew from its inputs at `versions`, and commit it as a batch. Its sources'
-    expectations are checked on their whole tables, unless `checked` holds their outcomes over the batch's
-    changes (a batch that recomputes instead of applying them)."""
+    """Compute the view anew from its inputs at the step's targets, and commit it as the step's batch: of kind
+    `bootstrap` (an incremental view's new generation, its state built by its delta rules) or `full` (a
+    full-refresh view's SQL, run by Spark). `resuming`: the batch's first attempt was interrupted, and its
+    state is kept. Its sources' expectations are checked on their whole tables, unless `checked` holds their
+    outcomes over the batch's changes (a batch that recomputes instead of applying them)."""
     started = time.monotonic()
+    tables = view_tables(plan, ctx.config.storage_options)
+    generation, batch_id, kind, note = step.generation, step.batch_id, step.kind, step.note
+    incremental = kind == "bootstrap"
+    versions = dict(step.targets)
     ctx.start_spark()
     refs = ctx.input_refs(plan)
     application = app_id(plan.name, generation)

@@ -64,6 +64,11 @@ class Step:
     targets: Mapping[str, int] = field(default_factory=dict)  # ...and those it will reflect after the step
     start_over: bool = False  # a rebuild whose columns changed: the snapshot and changelog start at version 0
 
+    @property
+    def note(self) -> str:
+        """What the batch's line says of why it ran (nothing for the batches that follow their inputs)."""
+        return "" if self.action in (APPLY, RECOMPUTE) else self.reason
+
     def line(self) -> str:
         """The step as `mv refresh --dry-run` prints it."""
         if self.action in (SKIP, WAIT):

@@ -1,10 +1,11 @@
-"""Runs the steps of a refresh (runtime/steps.py), one view at a time: each step goes to its executor, the
-view's failures are attributed to it, and what the pipeline needs of a view to decide its step is read here."""
+"""Runs the steps of a refresh (runtime/steps.py), one view at a time: each step goes to its executor
+(recompute.py, apply_changes.py), and the view's failures are attributed to it. Before a view's step is decided,
+its sources are checked to be the tables it last read."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mvengine.errors import MvError
 from mvengine.plan.view_plan import ViewPlan
@@ -68,89 +69,26 @@ class ViewRunner:
             raise error from e
 
     def run(self, plan: ViewPlan, step: Step, changes: BatchChanges) -> None:
-        """Run the view's step (any but SKIP) in a pipeline batch whose changes are `changes`."""
+        """Run the view's step (any but SKIP and WAIT) in a pipeline batch whose changes are `changes`."""
         ctx, tables = self.ctx, view_tables(plan, self.ctx.config.storage_options)
-        incremental = self.facts(plan).incremental
-        targets = dict(step.targets)
         if step.action == FINISH and step.kind != "stream":
-            recompute(
-                ctx,
-                self.expectations,
-                plan,
-                tables,
-                step.generation,
-                step.batch_id,
-                step.kind,
-                incremental,
-                targets,
-                resuming=True,
-                note=step.reason,
-            )
-        elif step.action == FINISH:
+            recompute(ctx, self.expectations, plan, step, resuming=True)
+        elif step.action == FINISH:  # from the versions the snapshot's commit before it records
             before = recorded_at(tables.snapshot, tables.snapshot.open().version() - 1)
-            apply_changes(
-                ctx,
-                self.expectations,
-                plan,
-                tables,
-                step.generation,
-                step.batch_id,
-                before.inputs,
-                targets,
-                changes,
-                note=step.reason,
-                finishing=True,
-            )
+            apply_changes(ctx, self.expectations, plan, replace(step, versions_before=before.inputs), changes)
         elif step.action == REBUILD:
             if step.start_over:
                 for ref in (tables.snapshot, tables.changelog):
                     if ref.exists():
                         remove_folder(ref)
                 remove_folder(TableRef(tables.state, ctx.config.storage_options))
-            recompute(
-                ctx,
-                self.expectations,
-                plan,
-                tables,
-                step.generation,
-                step.batch_id,
-                step.kind,
-                incremental,
-                targets,
-                note=step.reason,
-            )
+            recompute(ctx, self.expectations, plan, step)
         elif step.action in (APPLY, FIRE_TIMERS):
-            apply_changes(
-                ctx,
-                self.expectations,
-                plan,
-                tables,
-                step.generation,
-                step.batch_id,
-                dict(step.versions_before),
-                targets,
-                changes,
-                note=step.reason if step.action == FIRE_TIMERS else "",
-            )
+            apply_changes(ctx, self.expectations, plan, step, changes)
         elif step.action == RECOMPUTE:
-            checked = self.expectations.of_sources(
-                plan,
-                {n: (step.versions_before.get(n, -1), v) for n, v in targets.items()},
-                step.batch_id,
-                changes,
-            )
-            recompute(
-                ctx,
-                self.expectations,
-                plan,
-                tables,
-                step.generation,
-                step.batch_id,
-                "full",
-                False,
-                targets,
-                checked=checked,
-            )
+            moved = {n: (step.versions_before.get(n, -1), v) for n, v in step.targets.items()}
+            checked = self.expectations.of_sources(plan, moved, step.batch_id, changes)
+            recompute(ctx, self.expectations, plan, step, checked=checked)
         else:
             raise ValueError(f"no executor for step {step.action!r}")
 

@@ -205,3 +205,11 @@ def test_the_dry_run_line_says_what_moves_and_why():
     step = decide(VIEW, last({"s": 4, "u": 3}), {"s": 5}, {"u": 3})
     assert step.line() == "v: apply, batch 8 [stream] inputs s@4→5, u@3→3 (its inputs moved)"
     assert Step("v", WAIT, "u not at this batch's cut").line() == "v: wait (u not at this batch's cut)"
+
+
+def test_a_batch_line_notes_why_only_where_the_inputs_moving_does_not_say_it():
+    assert decide(VIEW, last({"s": 4, "u": 3}), {"s": 5}, {"u": 3}).note == ""
+    assert decide(FULL_VIEW, last({"s": 4, "u": 3}, kind="full"), {"s": 5}, {"u": 3}).note == ""
+    assert decide(VIEW, None, {"s": 5}, {"u": 3}).note == "new view"
+    due = decide(VIEW, last(AT), {"s": 5}, {"u": 3}, timers_due=lambda: True)
+    assert due.note == "rows held by its EMIT policy are due"
