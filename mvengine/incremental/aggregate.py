@@ -38,6 +38,8 @@ from mvengine.plan.analysis import is_append_only
 from mvengine.plan.nodes import Aggregate
 from mvengine.plan.types import type_name
 
+NODE = Aggregate  # the plan node type this module maintains (plan/operators/aggregate.py)
+
 DELETE = "_delete"
 
 

@@ -5,29 +5,57 @@ Spark DataFrame (`view_delta`) or, for a small batch, an Arrow table computed on
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib import import_module
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from mvengine.incremental import (
+    aggregate,
+    distinct,
+    filter,
+    join,
+    over,
+    project,
+    scan,
+    session_window,
+    top_n,
+    union,
+    window_assign,
+)
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch
 from mvengine.incremental.engine import ArrowEngine, SparkEngine
 from mvengine.plan.nodes import Filter, Node
 from mvengine.plan.operators import operators
 
+# The modules of the delta rules, each naming the plan node type it maintains (NODE); the operator of that type
+# (plan/operators) says whether the driver runs it too.
+RULE_MODULES = (
+    scan,
+    filter,
+    project,
+    union,
+    distinct,
+    aggregate,
+    join,
+    window_assign,
+    session_window,
+    top_n,
+    over,
+)
+
 
 def _rules(name: str) -> dict[type[Node], Callable[..., Any]]:
-    """Each operator's rule in the form `name` (delta: Spark, driver_delta: Arrow), from the module its operator
-    names: its `rule`, written once against the engine interface (incremental/engine.py) and run by that form's
-    engine, or (an operator not yet written so) its function of that name."""
+    """Each node type's rule in the form `name` (delta: Spark, driver_delta: Arrow): its module's `rule`, written
+    once against the engine interface (incremental/engine.py) and run by that form's engine, or (an operator
+    not yet written so) its module's function of that name."""
     found = {}
-    for node_type, operator in operators().items():
-        if operator.rule is not None and (name == "delta" or operator.on_driver):
-            module = import_module(operator.rule)
+    for module in RULE_MODULES:
+        operator = operators()[module.NODE]
+        if name == "delta" or operator.on_driver:
             one = getattr(module, "rule", None)
-            found[node_type] = getattr(module, name) if one is None else _run_by(name, one)
+            found[module.NODE] = getattr(module, name) if one is None else _run_by(name, one)
     return found
 
 

@@ -9,6 +9,8 @@ from mvengine.incremental.engine import Engine
 from mvengine.incremental.zset import WEIGHT
 from mvengine.plan.nodes import Distinct
 
+NODE = Distinct  # the plan node type this module maintains (plan/operators/distinct.py)
+
 R = TypeVar("R")
 COUNT = "_n"  # the row's multiplicity, in state and after the batch
 BEFORE = "_before"  # ...and before it

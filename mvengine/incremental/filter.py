@@ -7,6 +7,8 @@ from typing import TypeVar
 from mvengine.incremental.engine import Engine
 from mvengine.plan.nodes import Filter
 
+NODE = Filter  # the plan node type this module maintains (plan/operators/filter.py)
+
 R = TypeVar("R")
 
 

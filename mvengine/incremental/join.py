@@ -46,6 +46,8 @@ from mvengine.incremental.driver_expressions import cast, comparison_type, evalu
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import Field, Filter, Join, Node, Project, Scan
 
+NODE = Join  # the plan node type this module maintains (plan/operators/join.py)
+
 
 @dataclass(frozen=True)
 class _Side:

@@ -15,6 +15,8 @@ from mvengine.incremental.partition_rows import batch_time, copies, partition_ro
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
 from mvengine.plan.nodes import Over
 
+NODE = Over  # the plan node type this module maintains (plan/operators/over.py)
+
 
 def delta(node: Over, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     names = [f.name for f in node.child.fields]

@@ -7,6 +7,8 @@ from typing import TypeVar
 from mvengine.incremental.engine import Engine
 from mvengine.plan.nodes import Project
 
+NODE = Project  # the plan node type this module maintains (plan/operators/project.py)
+
 R = TypeVar("R")
 
 

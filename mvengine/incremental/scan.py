@@ -7,6 +7,8 @@ from typing import TypeVar
 from mvengine.incremental.engine import Engine
 from mvengine.plan.nodes import Scan
 
+NODE = Scan  # the plan node type this module maintains (plan/operators/scan.py)
+
 R = TypeVar("R")
 
 

@@ -22,6 +22,8 @@ from mvengine.incremental.window_assign import without_late_rows
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate
 from mvengine.plan.nodes import Field, SessionAggregate
 
+NODE = SessionAggregate  # the plan node type this module maintains (plan/operators/session.py)
+
 
 def delta(node: SessionAggregate, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     window = node.window

@@ -42,6 +42,8 @@ from mvengine.plan.nodes import Node, TopN
 from mvengine.plan.operators import operator_of
 from mvengine.plan.operators.top_n import buffer_size
 
+NODE = TopN  # the plan node type this module maintains (plan/operators/top_n.py)
+
 COUNT = "_n"
 TIME = "_ct"  # the row's commit time, kept when the order reads PROCTIME()
 DELETE = "_delete"

@@ -7,6 +7,8 @@ from typing import TypeVar
 from mvengine.incremental.engine import Engine
 from mvengine.plan.nodes import UnionAll
 
+NODE = UnionAll  # the plan node type this module maintains (plan/operators/union.py)
+
 R = TypeVar("R")
 
 

@@ -23,6 +23,8 @@ from mvengine.incremental.driver import DriverBatch, DriverChildDelta, concat, d
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import WindowAssign
 
+NODE = WindowAssign  # the plan node type this module maintains (plan/operators/window.py)
+
 
 def time_position(node: WindowAssign) -> int:
     """Which of the child's fields the window's time column is."""

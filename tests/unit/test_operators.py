@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from importlib import import_module
 
-from mvengine.incremental.compiler import DRIVER_RULES, RULES
+from mvengine.incremental.compiler import DRIVER_RULES, RULE_MODULES, RULES
 from mvengine.plan import nodes
 from mvengine.plan.analysis import full_refresh_reasons, is_append_only, state_of
 from mvengine.plan.nodes import Field, Node
@@ -29,22 +28,25 @@ def test_every_plan_node_type_has_an_operator():
 
 
 def test_an_operator_has_its_rules_or_states_why_not():
+    ruled = {module.NODE: module for module in RULE_MODULES}
+    assert len(ruled) == len(RULE_MODULES), "two rule modules maintain one node type"
     for node_type, operator in operators().items():
-        if operator.rule is None:
+        if not operator.incremental:
             # No rule: it must say why the view is recomputed, whatever the node holds.
-            reasons = operator.full_reasons(
-                node_type(fields=()), lambda child: False
-            )  # whatever the node holds
+            reasons = operator.full_reasons(node_type(fields=()), lambda child: False)
             assert reasons and all(reasons), f"{node_type.__name__} has no rule and states no reason"
-            assert node_type not in RULES
+            assert node_type not in ruled and node_type not in RULES
             continue
-        module = import_module(operator.rule)
+        module = ruled.get(node_type)
+        assert module is not None, (
+            f"{node_type.__name__} is declared incremental, but no rule module maintains it"
+        )
         if callable(getattr(module, "rule", None)):  # written once, for both engines (incremental/engine.py)
-            assert operator.on_driver, f"{operator.rule} has one rule for both engines, but no driver form"
-            assert not hasattr(module, "delta") and not hasattr(module, "driver_delta"), operator.rule
+            assert operator.on_driver, f"{module.__name__} has one rule for both engines, but no driver form"
+            assert not hasattr(module, "delta") and not hasattr(module, "driver_delta"), module.__name__
             assert node_type in RULES and node_type in DRIVER_RULES
             continue
-        assert callable(getattr(module, "delta", None)), f"{operator.rule} has no delta rule"
+        assert callable(getattr(module, "delta", None)), f"{module.__name__} has no delta rule"
         assert RULES[node_type] is module.delta
         if operator.on_driver:
             assert DRIVER_RULES[node_type] is module.driver_delta

@@ -1,13 +1,14 @@
 """The operators mvengine maintains, one module each: for a plan node type (plan/nodes.py), everything the
 planner must know to maintain it incrementally, in one place:
 
-- `rule`: the module of its delta rules (`delta` on Spark DataFrames; `driver_delta` on Arrow when `on_driver`);
+- `incremental`: whether it has a delta rule (the rule's module, incremental/<name>.py, names the node type it
+  maintains, and incremental/compiler.py lists the modules), and `on_driver`: whether the driver runs it too;
 - `append_only(node, claim)`: whether its output only ever gains rows, given `claim(child)` for its inputs;
 - `state(node, claim, purged)`: the state its rule keeps, in words, and whether that stays bounded (None: none);
 - `full_reasons(node)`: why it cannot be maintained incrementally (empty: it can).
 
-plan/analysis.py asks these for every node of a plan; incremental/compiler.py and driver_support.py find the
-rules here. A node type without an operator is a planning error (tests/unit/test_operators.py checks each has one).
+plan/analysis.py asks these for every node of a plan, and driver_support.py whether the driver runs a
+node. A node type without an operator is a planning error (tests/unit/test_operators.py checks each has one).
 """
 
 from __future__ import annotations
@@ -63,4 +64,4 @@ def operator_of(node: Node) -> AnyOperator | None:
 
 def has_delta_rules(root: Node) -> bool:
     """Whether every operator of the plan has a delta rule (incremental/compiler.py applies them)."""
-    return all((o := operator_of(node)) is not None and o.rule is not None for node in root.walk())
+    return all((o := operator_of(node)) is not None and o.incremental for node in root.walk())

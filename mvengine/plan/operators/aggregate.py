@@ -209,6 +209,4 @@ def state(node: Aggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
     return text, bounded
 
 
-OPERATOR = Operator(
-    Aggregate, "mvengine.incremental.aggregate", True, never_append_only, state, aggregate_reasons
-)
+OPERATOR = Operator(Aggregate, True, True, never_append_only, state, aggregate_reasons)

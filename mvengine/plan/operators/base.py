@@ -18,8 +18,8 @@ class Operator(Generic[N]):
     """The operator of node type N; its functions take nodes of that type (operator_of finds it by type)."""
 
     node: type[N]
-    rule: str | None
-    on_driver: bool
+    incremental: bool  # it has a delta rule (incremental/<name>.py names the node type it maintains)
+    on_driver: bool  # ...which the driver runs too
     append_only: Callable[[N, Claim], bool]
     state: Callable[[N, Claim, bool], tuple[str, bool] | None]
     full_reasons: Callable[[N, Claim], list[str]]

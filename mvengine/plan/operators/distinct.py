@@ -16,4 +16,4 @@ def state(node: Distinct, claim: Claim, purged: bool) -> tuple[str, bool]:
     return "per distinct row: count", False
 
 
-OPERATOR = Operator(Distinct, "mvengine.incremental.distinct", True, append_only, state, no_reasons)
+OPERATOR = Operator(Distinct, True, True, append_only, state, no_reasons)

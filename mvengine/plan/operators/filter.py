@@ -10,4 +10,4 @@ def append_only(node: Filter, claim: Claim) -> bool:
     return claim(node.child)
 
 
-OPERATOR = Operator(Filter, "mvengine.incremental.filter", True, append_only, no_state, no_reasons)
+OPERATOR = Operator(Filter, True, True, append_only, no_state, no_reasons)

@@ -34,4 +34,4 @@ def full_reasons(node: Join, claim: Claim) -> list[str]:
     return reasons
 
 
-OPERATOR = Operator(Join, "mvengine.incremental.join", True, append_only, state, full_reasons)
+OPERATOR = Operator(Join, True, True, append_only, state, full_reasons)

@@ -15,4 +15,4 @@ def full_reasons(node: Limit, claim: Claim) -> list[str]:
     return ["ORDER BY ... LIMIT (top-N) is recomputed in full"]
 
 
-OPERATOR = Operator(Limit, None, False, never_append_only, no_state, full_reasons)
+OPERATOR = Operator(Limit, False, False, never_append_only, no_state, full_reasons)

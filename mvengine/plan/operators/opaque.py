@@ -11,4 +11,4 @@ def full_reasons(node: Opaque, claim: Claim) -> list[str]:
     return [node.reason or f"{node.what} is recomputed in full"]
 
 
-OPERATOR = Operator(Opaque, None, False, never_append_only, no_state, full_reasons)
+OPERATOR = Operator(Opaque, False, False, never_append_only, no_state, full_reasons)

@@ -15,4 +15,4 @@ def state(node: Over, claim: Claim, purged: bool) -> tuple[str, bool]:
     return f"per partition ({partition}): its input rows, to evaluate its windows again", False
 
 
-OPERATOR = Operator(Over, "mvengine.incremental.over", False, never_append_only, state, no_reasons)
+OPERATOR = Operator(Over, True, False, never_append_only, state, no_reasons)

@@ -10,4 +10,4 @@ def append_only(node: Project, claim: Claim) -> bool:
     return claim(node.child)
 
 
-OPERATOR = Operator(Project, "mvengine.incremental.project", True, append_only, no_state, no_reasons)
+OPERATOR = Operator(Project, True, True, append_only, no_state, no_reasons)

@@ -11,4 +11,4 @@ def append_only(node: Scan, claim: Claim) -> bool:
     return node.append_only
 
 
-OPERATOR = Operator(Scan, "mvengine.incremental.scan", True, append_only, no_state, no_reasons)
+OPERATOR = Operator(Scan, True, True, append_only, no_state, no_reasons)

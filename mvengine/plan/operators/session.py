@@ -22,7 +22,7 @@ def state(node: SessionAggregate, claim: Claim, purged: bool) -> tuple[str, bool
 
 OPERATOR = Operator(
     SessionAggregate,
-    "mvengine.incremental.session_window",
+    True,
     False,
     never_append_only,
     state,

@@ -45,4 +45,4 @@ def state(node: TopN, claim: Claim, purged: bool) -> tuple[str, bool]:
     return f"{where}: {rows} and its row count", not node.partition
 
 
-OPERATOR = Operator(TopN, "mvengine.incremental.top_n", True, append_only, state, no_reasons)
+OPERATOR = Operator(TopN, True, True, append_only, state, no_reasons)

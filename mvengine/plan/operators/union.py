@@ -10,4 +10,4 @@ def append_only(node: UnionAll, claim: Claim) -> bool:
     return all(claim(c) for c in node.inputs)
 
 
-OPERATOR = Operator(UnionAll, "mvengine.incremental.union", True, append_only, no_state, no_reasons)
+OPERATOR = Operator(UnionAll, True, True, append_only, no_state, no_reasons)

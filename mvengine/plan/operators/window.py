@@ -12,6 +12,4 @@ def append_only(node: WindowAssign, claim: Claim) -> bool:
     return node.spec.kind != "session" and claim(node.child)
 
 
-OPERATOR = Operator(
-    WindowAssign, "mvengine.incremental.window_assign", True, append_only, no_state, no_reasons
-)
+OPERATOR = Operator(WindowAssign, True, True, append_only, no_state, no_reasons)
