@@ -75,7 +75,7 @@ class Refresher:
         ):
             self.prepare_sources()
             for plan in plans:
-                step = interrupted(plan, self.catalog, self.config.storage_options)
+                step = interrupted(plan, self.config.storage_options)
                 if step is not None:
                     changes = BatchChanges(self.spark, self.config.policy)
                     try:

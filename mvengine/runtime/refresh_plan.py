@@ -8,7 +8,7 @@ from functools import partial
 from mvengine.config import Config
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
-from mvengine.project.layout import app_id, last_commit, source_table, view_tables
+from mvengine.project.layout import CommitRecord, ViewTables, app_id, last_commit, source_table, view_tables
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
 from mvengine.runtime.steps import SKIP, WAIT, Step, decide, decide_interrupted, view_facts
 from mvengine.storage.sources import ensure_source_table
@@ -41,14 +41,17 @@ def timers_due(plan: ViewPlan, storage_options: dict[str, str]) -> bool:
     return due is not None and due <= now_micros()
 
 
-def interrupted(plan: ViewPlan, catalog: Catalog, storage_options: dict[str, str]) -> Step | None:
+def interrupted(plan: ViewPlan, storage_options: dict[str, str]) -> Step | None:
     """The step that finishes the view's half-written last batch (None when there is none)."""
     tables = view_tables(plan, storage_options)
-    last = last_commit(tables.snapshot)
+    return _interrupted(plan.name, tables, last_commit(tables.snapshot))
+
+
+def _interrupted(view: str, tables: ViewTables, last: CommitRecord | None) -> Step | None:
     committed = last is not None and is_committed(
-        tables.changelog, app_id(plan.name, last.generation), last.batch_id
+        tables.changelog, app_id(view, last.generation), last.batch_id
     )
-    return decide_interrupted(view_facts(plan, catalog), last, committed)
+    return decide_interrupted(view, last, committed)
 
 
 def pending_cut(config: Config) -> dict[str, int] | None:
@@ -72,10 +75,11 @@ def planned_steps(
     at_cut: dict[str, int] = {}
     steps: list[Step] = []
     for plan in plans:
-        finish = interrupted(plan, catalog, options)
+        tables = view_tables(plan, options)
+        last = last_commit(tables.snapshot)
+        finish = _interrupted(plan.name, tables, last)
         if finish is not None:
             steps.append(finish)
-        last = last_commit(view_tables(plan, options).snapshot)
         step = decide(
             view_facts(plan, catalog),
             last,

@@ -155,13 +155,13 @@ def waiting_for(view: ViewFacts, cut: Mapping[str, int], at_cut: Mapping[str, in
     return [n for n in view.inputs if n not in (at_cut if n in view.upstream else cut)]
 
 
-def decide_interrupted(view: ViewFacts, last: CommitRecord | None, changelog_committed: bool) -> Step | None:
+def decide_interrupted(view: str, last: CommitRecord | None, changelog_committed: bool) -> Step | None:
     """The step that finishes the view's last batch, when a process stopped between its snapshot's commit and
     its changelog's (None when there is none to finish): to the versions the snapshot recorded."""
     if last is None or changelog_committed:
         return None
     return Step(
-        view.name,
+        view,
         FINISH,
         "finishing an interrupted batch",
         generation=last.generation,

@@ -193,7 +193,7 @@ def test_facts_are_asked_only_when_they_matter():
     ids=["never refreshed", "finished", "an interrupted bootstrap", "an interrupted batch"],
 )
 def test_an_interrupted_batch_is_finished_as_it_started(last_commit, changelog_committed, expected):
-    step = decide_interrupted(VIEW, last_commit, changelog_committed)
+    step = decide_interrupted("v", last_commit, changelog_committed)
     if expected is None:
         assert step is None
     else:
