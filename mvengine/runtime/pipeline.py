@@ -212,7 +212,7 @@ class Pipeline:
                 facts = views.facts(plan)
                 if waiting_for(facts, cut, at_cut):
                     continue  # an input is not at this cut (yet)
-                tables = view_tables(plan, ctx.config.storage_options)
+                tables = view_tables(plan, options)
                 last = last_commit(tables.snapshot)
                 targets = {n: cut[n] if n in cut else at_cut[n] for n in plan.inputs}
                 during = (
