@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import reduce
 
 import pyarrow as pa
@@ -96,43 +97,15 @@ def apply_changes(
     if has_event_time(plan, ctx.catalog):
         with profile.phase("watermark", spark=False):
             marks = batch_watermarks(plan, ctx.catalog, refs, targets, tables.snapshot, snapshot_before)
-    computed = (
-        _on_driver(
-            ctx,
-            plan,
-            tables,
-            inputs,
-            refs,
-            ranges,
-            moved,
-            application,
-            batch_id,
-            snapshot_before,
-            profile,
-            marks,
-        )
-        if choice.on_driver
-        else None
+    work = _Work(
+        ctx, plan, tables, inputs, refs, ranges, moved, application, batch_id, snapshot_before, profile, marks
     )
+    computed = _on_driver(work) if choice.on_driver else None
     engine = "spark" if computed is None else "driver"
     if computed is None:
         if not choice.on_driver:  # (else the driver met a value it does not compute exactly: noted)
             profile.notes.append(f"computed by Spark: {choice.reason}")
-        computed = _in_spark(
-            ctx,
-            plan,
-            tables,
-            inputs,
-            refs,
-            ranges,
-            moved,
-            application,
-            batch_id,
-            snapshot_before,
-            profile,
-            changes,
-            marks,
-        )
+        computed = _in_spark(work, changes)
     out, state, unfiltered = computed
     if plan.view.expectations:
         with profile.phase("expectations", spark=engine == "spark"):
@@ -187,40 +160,52 @@ def apply_changes(
     )
 
 
-def _on_driver(
-    ctx: RefreshContext,
-    plan: ViewPlan,
-    tables: ViewTables,
-    inputs: dict[str, InputChanges],
-    refs: dict[str, TableRef],
-    ranges: dict[str, tuple[int, int]],
-    moved: frozenset[str],
-    application: str,
-    batch_id: int,
-    snapshot_before: int | None,
-    profile: Profile,
-    marks: Watermarks | None,
-) -> tuple[ViewChanges, StateStore, pa.Table] | None:
+@dataclass(frozen=True)
+class _Work:
+    """What computing an incremental batch takes, on either engine."""
+
+    ctx: RefreshContext
+    plan: ViewPlan
+    tables: ViewTables
+    inputs: dict[str, InputChanges]
+    refs: dict[str, TableRef]
+    ranges: dict[str, tuple[int, int]]  # input -> (version before the batch, version after)
+    moved: frozenset[str]  # the inputs with changes
+    application: str  # the view generation's Delta application id
+    batch_id: int
+    snapshot_before: int | None
+    profile: Profile
+    marks: Watermarks | None
+
+    def state(self, *, on_driver: bool) -> StateStore:
+        """The view's state as the batch reads and stages it (`on_driver`: written from the driver)."""
+        ctx = self.ctx
+        return StateStore(
+            ctx.spark,
+            self.tables.state,
+            ctx.config.storage_options,
+            self.application,
+            self.batch_id,
+            fresh=False,
+            on_driver=on_driver,
+            policy=ctx.policy,
+        )
+
+
+def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
     """The batch computed on the driver, and the view's changes before its own expectations' filter; None
     (nothing staged) when it must go to Spark."""
-    arrows = {n: c.on_driver(ctx.policy.driver_max_changes) for n, c in inputs.items()}
+    ctx, plan, tables, profile, marks = work.ctx, work.plan, work.tables, work.profile, work.marks
+    arrows = {n: c.on_driver(ctx.policy.driver_max_changes) for n, c in work.inputs.items()}
     if any(a is None for a in arrows.values()):
         return None
-    state = StateStore(
-        ctx.spark,
-        tables.state,
-        ctx.config.storage_options,
-        application,
-        batch_id,
-        fresh=False,
-        on_driver=True,
-        policy=ctx.policy,
-    )
+    state = work.state(on_driver=True)
+    refs, ranges, most = work.refs, work.ranges, ctx.policy.driver_read_rows
     batch = DriverBatch(
         arrows,
         state,
-        before=_driver_reader(ctx, refs, ranges),
-        moved=moved,
+        before=lambda name, where: read_before(refs[name], ranges[name][0], where, most),
+        moved=work.moved,
         late_before=late_cutoff(plan, marks),
     )
     state.purge = purge_conditions(plan, batch.late_before)
@@ -238,8 +223,8 @@ def _on_driver(
                 zset,
                 state,
                 snapshot=tables.snapshot,
-                snapshot_before=snapshot_before,
-                batch_id=batch_id,
+                snapshot_before=work.snapshot_before,
+                batch_id=work.batch_id,
             )
             out.late = pa.concat_tables(batch.late) if batch.late else None
     except NotOnDriver as e:
@@ -248,45 +233,18 @@ def _on_driver(
     return out, state, unfiltered[0] if unfiltered else zset
 
 
-def _driver_reader(ctx: RefreshContext, refs: dict[str, TableRef], ranges: dict[str, tuple[int, int]]):
-    """Reads an input as it was before the batch, on the driver (only the rows a key filter names)."""
-    return lambda name, where: read_before(refs[name], ranges[name][0], where, ctx.policy.driver_read_rows)
-
-
-def _in_spark(
-    ctx: RefreshContext,
-    plan: ViewPlan,
-    tables: ViewTables,
-    inputs: dict[str, InputChanges],
-    refs: dict[str, TableRef],
-    ranges: dict[str, tuple[int, int]],
-    moved: frozenset[str],
-    application: str,
-    batch_id: int,
-    snapshot_before: int | None,
-    profile: Profile,
-    changes: BatchChanges,
-    marks: Watermarks | None,
-) -> tuple[ViewChanges, StateStore, DataFrame]:
+def _in_spark(work: _Work, changes: BatchChanges) -> tuple[ViewChanges, StateStore, DataFrame]:
     """The batch computed by Spark, and the view's changes before its own expectations' filter."""
-    rows_in = sum(c.rows for c in inputs.values())
-    state = StateStore(
-        ctx.spark,
-        tables.state,
-        ctx.config.storage_options,
-        application,
-        batch_id,
-        fresh=False,
-        on_driver=rows_in <= ctx.policy.write_from_driver,
-        policy=ctx.policy,
-    )
-    before = {n: _reader(ctx.spark, refs[n], lo) for n, (lo, hi) in ranges.items()}
+    ctx, plan, tables, profile, marks = work.ctx, work.plan, work.tables, work.profile, work.marks
+    rows_in = sum(c.rows for c in work.inputs.values())
+    state = work.state(on_driver=rows_in <= ctx.policy.write_from_driver)
+    before = {n: _reader(ctx.spark, work.refs[n], lo) for n, (lo, hi) in work.ranges.items()}
     batch = Batch(
         ctx.spark,
-        {n: c.frame() for n, c in inputs.items()},
+        {n: c.frame() for n, c in work.inputs.items()},
         state,
         before=before,
-        moved=moved,
+        moved=work.moved,
         late_before=late_cutoff(plan, marks),
     )
     state.purge = purge_conditions(plan, batch.late_before)
@@ -305,8 +263,8 @@ def _in_spark(
             zset,
             batch,
             snapshot=tables.snapshot,
-            snapshot_before=snapshot_before,
-            batch_id=batch_id,
+            snapshot_before=work.snapshot_before,
+            batch_id=work.batch_id,
         )
         out.late = reduce(DataFrame.unionAll, batch.late) if batch.late else None
     return out, state, unfiltered[0] if unfiltered else zset

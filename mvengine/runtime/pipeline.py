@@ -24,7 +24,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
 
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import last_commit, view_tables
@@ -34,8 +33,8 @@ from mvengine.runtime.diagnose import cause_of
 from mvengine.runtime.event_time import has_timers, next_due, now_micros
 from mvengine.runtime.expectations import ExpectationFailed
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_checkpoint, pipeline_folder
-from mvengine.runtime.refresh_plan import columns_changed, timers_due
-from mvengine.runtime.steps import SKIP, WAIT, decide, waiting_for
+from mvengine.runtime.refresh_plan import decide_view
+from mvengine.runtime.steps import SKIP, WAIT, waiting_for
 from mvengine.runtime.view_runner import ViewRunner
 from mvengine.storage.api import batch_ranges, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
@@ -224,15 +223,7 @@ class Pipeline:
                 try:
                     if not rebuild:
                         views.check_same_sources(plan, last)
-                    step = decide(
-                        facts,
-                        last,
-                        cut,
-                        at_cut,
-                        rebuild=rebuild,
-                        columns_changed=partial(columns_changed, plan, options),
-                        timers_due=partial(timers_due, plan, options),
-                    )
+                    step = decide_view(plan, facts, last, cut, at_cut, rebuild=rebuild, options=options)
                     if step.action == WAIT:
                         continue  # rebuilt at a later cut: the query has not reached it yet
                     if step.action != SKIP:

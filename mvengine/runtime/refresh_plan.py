@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 from mvengine.config import Config
@@ -10,7 +11,7 @@ from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.layout import CommitRecord, ViewTables, app_id, last_commit, source_table, view_tables
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
-from mvengine.runtime.steps import SKIP, WAIT, Step, decide, decide_interrupted, view_facts
+from mvengine.runtime.steps import SKIP, WAIT, Step, ViewFacts, decide, decide_interrupted, view_facts
 from mvengine.storage.sources import ensure_source_table
 from mvengine.storage.tables import is_committed
 
@@ -59,6 +60,29 @@ def pending_cut(config: Config) -> dict[str, int] | None:
     return CutRecord(pipeline_folder(config.warehouse), config.storage_options).pending()
 
 
+def decide_view(
+    plan: ViewPlan,
+    facts: ViewFacts,
+    last: CommitRecord | None,
+    cut: Mapping[str, int],
+    at_cut: Mapping[str, int],
+    *,
+    rebuild: bool,
+    options: dict[str, str],
+) -> Step:
+    """steps.decide for the view, whether its columns changed and its EMIT rows are due read from its tables
+    when the decision asks."""
+    return decide(
+        facts,
+        last,
+        cut,
+        at_cut,
+        rebuild=rebuild,
+        columns_changed=partial(columns_changed, plan, options),
+        timers_due=partial(timers_due, plan, options),
+    )
+
+
 def planned_steps(
     config: Config, catalog: Catalog, plans: list[ViewPlan], *, full: bool = False
 ) -> list[Step]:
@@ -80,15 +104,7 @@ def planned_steps(
         finish = _interrupted(plan.name, tables, last)
         if finish is not None:
             steps.append(finish)
-        step = decide(
-            view_facts(plan, catalog),
-            last,
-            cut,
-            at_cut,
-            rebuild=full,
-            columns_changed=partial(columns_changed, plan, options),
-            timers_due=partial(timers_due, plan, options),
-        )
+        step = decide_view(plan, view_facts(plan, catalog), last, cut, at_cut, rebuild=full, options=options)
         steps.append(step)
         if step.action == WAIT:
             continue
