@@ -1,7 +1,7 @@
 """State found by key, for every type a key can have (issue 44): every operator that keeps state by key, keyed
-by BOOLEAN, INT, BIGINT, DOUBLE, DECIMAL, DATE, TIMESTAMP and STRING columns (NULL, -0.0, NaN, ±inf, 2^53 + 1, 2.50 against
-2.5, zoned instants, empty and non-ASCII strings among their values), refreshed after random inserts, updates
-and deletes by primary key, on both engines, against Spark's recomputation.
+by BOOLEAN, INT, BIGINT, DOUBLE, DECIMAL, DATE, TIMESTAMP and STRING columns (NULL, -0.0, NaN, ±inf, 2^53 + 1,
+2.50 against 2.5, zoned instants, empty and non-ASCII strings among their values), refreshed after random
+inserts, updates and deletes by primary key, on both engines, against Spark's recomputation.
 
 Few distinct values per key column, so that every batch looks up existing keys (new rows for them, deletes of
 their last row). The first batch builds the state in Spark; later ones alternate between the driver and Spark
