@@ -16,22 +16,43 @@ evaluated the same two ways.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, reduce
 from typing import Protocol, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import DriverBatch, align, concat, consolidated, data, zset
-from mvengine.incremental.driver_expressions import NotOnDriver, cast, common_type, evaluate, predicate_mask
+from mvengine.incremental.driver import (
+    DriverBatch,
+    align,
+    concat,
+    consolidated,
+    data,
+    group_by,
+    latest,
+    match,
+    normalized,
+    zset,
+)
+from mvengine.incremental.driver_expressions import (
+    NotOnDriver,
+    cast,
+    common_type,
+    comparison_type,
+    evaluate,
+    predicate_mask,
+)
+from mvengine.incremental.key_filters import key_filters
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
-from mvengine.plan.nodes import Field, Node, Scan
+from mvengine.plan.nodes import Field, Join, Node, Scan
 
 R = TypeVar("R")
 
@@ -85,6 +106,64 @@ class Engine(Protocol[R]):
 
     def output(self, rel: R, names: Sequence[str]) -> R:
         """The rule's result as the node's changes: the data columns `names` in order, `_w`, `_mtime`."""
+
+    # -- keyed joins: relations that keep a node's own columns (as `child` gives them) next to named ones ----
+
+    def changed(self, node: Node) -> bool:
+        """Whether any input under `node` changed in this batch (if not, its changes are empty)."""
+
+    def before(
+        self, node: Node, keys: Sequence[exp.Expression], known: Sequence[tuple[R, Sequence[str]]]
+    ) -> R | None:
+        """`node`'s rows before the batch, as inserts (None when the view starts from nothing): at least those
+        whose `keys` (bound over `node`'s fields) take a value that a relation of `known` holds in its named
+        key columns; the driver reads only those, Spark all of them."""
+
+    def keyed(
+        self, rel: R, child: Node, keys: Mapping[str, exp.Expression], condition: exp.Expression | None
+    ) -> R:
+        """`rel` (`child`'s changes) with named key columns added: each the value of its expression (bound
+        over `child`'s fields), NULL where `condition` is not true."""
+
+    def pairs(
+        self,
+        left: R,
+        right: R,
+        keys: Sequence[tuple[str, str]],
+        both: exp.Expression | None,
+        fields: Sequence[Field],
+    ) -> R:
+        """The pairs of rows whose named keys are equal (a NULL key matches nothing) and for which `both`
+        (bound over `fields`: the left's then the right's) holds: the two rows' columns side by side,
+        weights multiplied, the later time; key columns dropped."""
+
+    def lookup(self, rel: R, keys: Sequence[tuple[str, str]], table: R, how: str) -> R:
+        """`rel`'s rows by whether their named keys equal (never for NULL) those of `table`, a relation of
+        named columns only: `semi` keeps those that match, `anti` those that do not, `inner` and `left` add
+        `table`'s other columns (NULL where `left` finds no match)."""
+
+    def aggregate(self, rel: R, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]) -> R:
+        """One row per group of the named `keys` (output name → column; NULLs form one group, as Spark groups):
+        the group's keys and each `sums` output, a function (`sum`, `max`) of a column."""
+
+    def concat(self, rels: Sequence[R]) -> R:
+        """Relations of the same columns in one."""
+
+    def select(self, rel: R, names: Sequence[str]) -> R:
+        """Only the named columns, in this order."""
+
+    def drop(self, rel: R, names: Sequence[str]) -> R:
+        """Without the named columns."""
+
+    def padded(self, rel: R, other: R, left: bool) -> R:
+        """A join's unmatched rows: `rel`'s columns with NULLs for those of `other`'s rows (a side's changes,
+        for its columns), `rel`'s on the `left` or the right; its weight and time."""
+
+    def empty(self, rel: R) -> R:
+        """No rows, `rel`'s columns."""
+
+    def joined(self, rel: R, node: Join) -> R:
+        """A join's pairs and padded rows (its sides' columns, `_w`, `_mtime`) as the join's changes."""
 
 
 @dataclass
@@ -161,6 +240,98 @@ class SparkEngine:
 
     def output(self, rel: DataFrame, names: Sequence[str]) -> DataFrame:
         return rel.select(*[quote(c) for c in names], WEIGHT, MTIME)
+
+    def changed(self, node: Node) -> bool:
+        return self.batch.changed(node)
+
+    def before(
+        self, node: Node, keys: Sequence[exp.Expression], known: Sequence[tuple[DataFrame, Sequence[str]]]
+    ) -> DataFrame | None:
+        before = self.batch.as_before()
+        return None if before is None else self.child_delta(node, before)
+
+    def keyed(
+        self,
+        rel: DataFrame,
+        child: Node,
+        keys: Mapping[str, exp.Expression],
+        condition: exp.Expression | None,
+    ) -> DataFrame:
+        values = {}
+        for name, key in keys.items():
+            value = F.expr(key.sql("spark"))
+            values[name] = value if condition is None else F.when(F.expr(condition.sql("spark")), value)
+        return rel.withColumns(values)
+
+    def pairs(
+        self,
+        left: DataFrame,
+        right: DataFrame,
+        keys: Sequence[tuple[str, str]],
+        both: exp.Expression | None,
+        fields: Sequence[Field],
+    ) -> DataFrame:
+        # Each side's weight and time renamed (the two sides' columns may share names, told apart by their
+        # qualifiers), the pairs' own added last.
+        left = left.withColumnsRenamed({WEIGHT: "_lw", MTIME: "_lt"})
+        right = right.withColumnsRenamed({WEIGHT: "_rw", MTIME: "_rt"})
+        pairs = left.join(right, _equal(keys), "inner")
+        if both is not None:
+            pairs = pairs.where(F.expr(both.sql("spark")))
+        pairs = pairs.withColumns(
+            {WEIGHT: F.col("_lw") * F.col("_rw"), MTIME: F.greatest(F.col("_lt"), F.col("_rt"))}
+        )
+        return pairs.drop("_lw", "_lt", "_rw", "_rt", *[k for pair in keys for k in pair])
+
+    def lookup(
+        self, rel: DataFrame, keys: Sequence[tuple[str, str]], table: DataFrame, how: str
+    ) -> DataFrame:
+        found = rel.join(table, _equal(keys), {"semi": "left_semi", "anti": "left_anti"}.get(how, how))
+        return found if how in ("semi", "anti") else found.drop(*[t for _, t in keys])
+
+    def aggregate(
+        self, rel: DataFrame, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]
+    ) -> DataFrame:
+        functions = {"sum": F.sum, "max": F.max}
+        return rel.groupBy(*[F.col(c).alias(name) for name, c in keys.items()]).agg(
+            *[functions[f](F.col(c)).alias(name) for name, (f, c) in sums.items()]
+        )
+
+    def concat(self, rels: Sequence[DataFrame]) -> DataFrame:
+        return reduce(DataFrame.unionAll, rels)
+
+    def select(self, rel: DataFrame, names: Sequence[str]) -> DataFrame:
+        return rel.select(*[quote(c) for c in names])
+
+    def drop(self, rel: DataFrame, names: Sequence[str]) -> DataFrame:
+        return rel.drop(*names)
+
+    def padded(self, rel: DataFrame, other: DataFrame, left: bool) -> DataFrame:
+        # An outer join to none of `other`'s rows gives its columns, with their qualifiers, all NULL.
+        rel = rel.withColumnsRenamed({WEIGHT: "_pw", MTIME: "_pt"})
+        nothing = other.where(F.lit(False)).withColumnsRenamed({WEIGHT: "_ow", MTIME: "_ot"})
+        joined = (
+            rel.join(nothing, F.lit(False), "left_outer")
+            if left
+            else nothing.join(rel, F.lit(False), "right_outer")
+        )
+        return joined.withColumns({WEIGHT: F.col("_pw"), MTIME: F.col("_pt")}).drop(
+            "_pw", "_pt", "_ow", "_ot"
+        )
+
+    def empty(self, rel: DataFrame) -> DataFrame:
+        return rel.limit(0)
+
+    def joined(self, rel: DataFrame, node: Join) -> DataFrame:
+        if all(
+            f.qualifier is None for f in node.fields
+        ):  # the view's root: its columns as the view names them
+            return rel.toDF(*[f.name for f in node.fields], WEIGHT, MTIME)
+        return rel
+
+
+def _equal(keys: Sequence[tuple[str, str]]) -> Column:
+    return reduce(lambda a, b: a & b, [F.col(a) == F.col(b) for a, b in keys])
 
 
 @dataclass
@@ -244,6 +415,119 @@ class ArrowEngine:
 
     def output(self, rel: pa.Table, names: Sequence[str]) -> pa.Table:
         return zset([rel.column(c) for c in names], rel.column(WEIGHT), rel.column(MTIME))
+
+    def changed(self, node: Node) -> bool:
+        return self.batch.changed(node)
+
+    def before(
+        self, node: Node, keys: Sequence[exp.Expression], known: Sequence[tuple[pa.Table, Sequence[str]]]
+    ) -> pa.Table | None:
+        values = [_aligned([rel.column(names[i]) for rel, names in known]) for i in range(len(keys))]
+        before = self.batch.as_before(key_filters(node, keys, values))
+        return None if before is None else self.child_delta(node, before)
+
+    def keyed(
+        self, rel: pa.Table, child: Node, keys: Mapping[str, exp.Expression], condition: exp.Expression | None
+    ) -> pa.Table:
+        holds = None if condition is None else predicate_mask(condition, rel, child.fields)
+        for name, key in keys.items():
+            value = evaluate(key, rel, child.fields)
+            rel = rel.append_column(
+                name, value if holds is None else pc.if_else(holds, value, pa.scalar(None, value.type))
+            )
+        return rel
+
+    def pairs(
+        self,
+        left: pa.Table,
+        right: pa.Table,
+        keys: Sequence[tuple[str, str]],
+        both: exp.Expression | None,
+        fields: Sequence[Field],
+    ) -> pa.Table:
+        li, ri = _match(left, right, keys, "inner")
+        assert ri is not None  # an inner join pairs rows
+        left, right = left.take(li), right.take(ri)
+        weight = pc.multiply_checked(left.column(WEIGHT), right.column(WEIGHT))
+        pairs = zset([*_data(left), *_data(right)], weight, latest(left.column(MTIME), right.column(MTIME)))
+        return pairs if both is None else pairs.filter(predicate_mask(both, pairs, fields))
+
+    def lookup(self, rel: pa.Table, keys: Sequence[tuple[str, str]], table: pa.Table, how: str) -> pa.Table:
+        mine, found = _match(
+            rel, table, keys, {"semi": "left semi", "anti": "left anti", "left": "left outer"}.get(how, how)
+        )
+        rel = rel.take(mine)
+        if found is None:
+            return rel
+        for name in table.column_names:
+            if name not in {t for _, t in keys}:
+                rel = rel.append_column(name, table.column(name).take(found))
+        return rel
+
+    def aggregate(
+        self, rel: pa.Table, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]
+    ) -> pa.Table:
+        table = pa.table(
+            [*[normalized(rel.column(c)) for c in keys.values()], *[rel.column(c) for _, c in sums.values()]],
+            names=[*keys, *[f"_{i}" for i in range(len(sums))]],
+        )
+        grouped = group_by(table, list(keys)).aggregate(
+            [(f"_{i}", f) for i, (f, _) in enumerate(sums.values())]
+        )
+        columns = [grouped.column(k) for k in keys]
+        columns += [grouped.column(f"_{i}_{f}") for i, (f, _) in enumerate(sums.values())]
+        return pa.table(columns, names=[*keys, *sums])
+
+    def concat(self, rels: Sequence[pa.Table]) -> pa.Table:
+        names = rels[0].column_names
+        columns = [_aligned([r.column(i) for r in rels]) for i in range(len(names))]
+        return pa.table(columns, names=names)
+
+    def select(self, rel: pa.Table, names: Sequence[str]) -> pa.Table:
+        return rel.select(list(names))
+
+    def drop(self, rel: pa.Table, names: Sequence[str]) -> pa.Table:
+        return rel.drop_columns(list(names))
+
+    def padded(self, rel: pa.Table, other: pa.Table, left: bool) -> pa.Table:
+        nulls = [pa.nulls(rel.num_rows, c.type) for c in _data(other)]
+        columns = [*_data(rel), *nulls] if left else [*nulls, *_data(rel)]
+        return zset(columns, rel.column(WEIGHT), rel.column(MTIME))
+
+    def empty(self, rel: pa.Table) -> pa.Table:
+        return rel.schema.empty_table()
+
+    def joined(self, rel: pa.Table, node: Join) -> pa.Table:
+        return rel
+
+
+def _data(rel: pa.Table) -> list[pa.ChunkedArray]:
+    """A relation's node columns (`c0, c1, ...`), without the columns a rule named."""
+    return [rel.column(name) for name in rel.column_names if _NODE_COLUMN.fullmatch(name)]
+
+
+_NODE_COLUMN = re.compile(r"c[0-9]+")
+
+
+def _aligned(columns: Sequence[pa.ChunkedArray]) -> pa.ChunkedArray:
+    """Columns in one, in the type Spark compares them in (an INT key meets a BIGINT key as BIGINT)."""
+    target = reduce(comparison_type, [c.type for c in columns])
+    return pa.chunked_array([chunk for c in columns for chunk in cast(c, target).chunks], target)
+
+
+def _match(
+    rel: pa.Table, table: pa.Table, keys: Sequence[tuple[str, str]], how: str
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
+    """`match` of the named keys, each pair compared in the type Spark compares them in."""
+    mine, theirs = [], []
+    for a, b in keys:
+        x, y = rel.column(a), table.column(b)
+        if x.type != y.type:
+            target = comparison_type(x.type, y.type)
+            x, y = cast(x, target), cast(y, target)
+        mine.append(x)
+        theirs.append(y)
+    return match(mine, theirs, how)
 
 
 def _fields(rel: pa.Table) -> list[Field]:
