@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from functools import lru_cache, reduce
 from typing import Protocol, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import MapType
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
@@ -51,6 +53,7 @@ from mvengine.incremental.driver_expressions import (
     predicate_mask,
 )
 from mvengine.incremental.key_filters import key_filters
+from mvengine.incremental.ranking import ranked
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.nodes import Field, Join, Node, Scan
 
@@ -120,10 +123,11 @@ class Engine(Protocol[R]):
         key columns; the driver reads only those, Spark all of them."""
 
     def keyed(
-        self, rel: R, child: Node, keys: Mapping[str, exp.Expression], condition: exp.Expression | None
+        self, rel: R, child: Node | None, keys: Mapping[str, exp.Expression], condition: exp.Expression | None
     ) -> R:
-        """`rel` (`child`'s changes) with named key columns added: each the value of its expression (bound
-        over `child`'s fields), NULL where `condition` is not true."""
+        """`rel` with named key columns added: each the value of its expression, NULL where `condition` is not
+        true; the expressions are bound over `child`'s fields (`rel` is its changes) or, without `child`, over
+        `rel`'s named columns."""
 
     def pairs(
         self,
@@ -137,14 +141,16 @@ class Engine(Protocol[R]):
         (bound over `fields`: the left's then the right's) holds: the two rows' columns side by side,
         weights multiplied, the later time; key columns dropped."""
 
-    def lookup(self, rel: R, keys: Sequence[tuple[str, str]], table: R, how: str) -> R:
-        """`rel`'s rows by whether their named keys equal (never for NULL) those of `table`, a relation of
-        named columns only: `semi` keeps those that match, `anti` those that do not, `inner` and `left` add
-        `table`'s other columns (NULL where `left` finds no match)."""
+    def lookup(
+        self, rel: R, keys: Sequence[tuple[str, str]], table: R, how: str, *, null_safe: bool = False
+    ) -> R:
+        """`rel`'s rows by whether their named keys equal those of `table`, a relation of named columns only
+        (NULL matches nothing, or with `null_safe` NULL): `semi` keeps those that match, `anti` those that do
+        not, `inner` and `left` add `table`'s other columns (NULL where `left` finds no match)."""
 
     def aggregate(self, rel: R, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]) -> R:
         """One row per group of the named `keys` (output name → column; NULLs form one group, as Spark groups):
-        the group's keys and each `sums` output, a function (`sum`, `max`) of a column."""
+        the group's keys and each `sums` output, a function (`sum`, `max`, `count`) of a column."""
 
     def concat(self, rels: Sequence[R]) -> R:
         """Relations of the same columns in one."""
@@ -164,6 +170,34 @@ class Engine(Protocol[R]):
 
     def joined(self, rel: R, node: Join) -> R:
         """A join's pairs and padded rows (its sides' columns, `_w`, `_mtime`) as the join's changes."""
+
+    # -- ranking ----------------------------------------------------------------------------------------------
+
+    def rank(
+        self,
+        rel: R,
+        partition: Sequence[str],
+        order: Sequence[exp.Ordered],
+        ties: Sequence[str],
+        outputs: Mapping[str, str],
+    ) -> R:
+        """`rel` with each `outputs` column: per partition (the named columns), `row_number` in the total order
+        (`order`, over the named columns, then `ties` ascending with NULLs first), `rank` or `dense_rank` in
+        `order` alone."""
+
+    def copies(self, rel: R, count: str) -> R:
+        """Each row `count` times (its named column: a positive multiplicity)."""
+
+    def any_rows(self, rel: R) -> bool:
+        """Whether `rel` holds a row (computed now)."""
+
+    def stamped(self, rel: R, changes: R) -> R:
+        """`rel` with `_mtime` (added, or replaced) the latest of `changes`': the time of what a recomputation of
+        some rows emits."""
+
+    def read_state(self, table: str, template: R, keys: Sequence[str], touched: R) -> R:
+        """The rows of state table `table` whose named `keys` equal those of a row of `touched` (NULL matching
+        NULL), as they were before the batch: `template`'s columns and types (empty where none)."""
 
 
 @dataclass
@@ -284,17 +318,26 @@ class SparkEngine:
         return pairs.drop("_lw", "_lt", "_rw", "_rt", *[k for pair in keys for k in pair])
 
     def lookup(
-        self, rel: DataFrame, keys: Sequence[tuple[str, str]], table: DataFrame, how: str
+        self,
+        rel: DataFrame,
+        keys: Sequence[tuple[str, str]],
+        table: DataFrame,
+        how: str,
+        *,
+        null_safe: bool = False,
     ) -> DataFrame:
-        found = rel.join(table, _equal(keys), {"semi": "left_semi", "anti": "left_anti"}.get(how, how))
-        return found if how in ("semi", "anti") else found.drop(*[t for _, t in keys])
+        # The table's keys renamed apart: the two often share names (and lineage, which Spark cannot tell apart).
+        renamed = table.withColumnsRenamed({t: f"_key{i}" for i, (_, t) in enumerate(keys)})
+        on = _equal([(r, f"_key{i}") for i, (r, _) in enumerate(keys)], null_safe)
+        found = rel.join(renamed, on, {"semi": "left_semi", "anti": "left_anti"}.get(how, how))
+        return found if how in ("semi", "anti") else found.drop(*[f"_key{i}" for i in range(len(keys))])
 
     def aggregate(
         self, rel: DataFrame, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]
     ) -> DataFrame:
-        functions = {"sum": F.sum, "max": F.max}
-        return rel.groupBy(*[F.col(c).alias(name) for name, c in keys.items()]).agg(
-            *[functions[f](F.col(c)).alias(name) for name, (f, c) in sums.items()]
+        functions = {"sum": F.sum, "max": F.max, "count": F.count}
+        return rel.groupBy(*[F.col(quote(c)).alias(name) for name, c in keys.items()]).agg(
+            *[functions[f](F.col(quote(c))).alias(name) for name, (f, c) in sums.items()]
         )
 
     def concat(self, rels: Sequence[DataFrame]) -> DataFrame:
@@ -323,15 +366,68 @@ class SparkEngine:
         return rel.limit(0)
 
     def joined(self, rel: DataFrame, node: Join) -> DataFrame:
-        if all(
-            f.qualifier is None for f in node.fields
-        ):  # the view's root: its columns as the view names them
+        if all(f.qualifier is None for f in node.fields):  # the view's root: its columns as the view names
             return rel.toDF(*[f.name for f in node.fields], WEIGHT, MTIME)
         return rel
 
+    def rank(
+        self,
+        rel: DataFrame,
+        partition: Sequence[str],
+        order: Sequence[exp.Ordered],
+        ties: Sequence[str],
+        outputs: Mapping[str, str],
+    ) -> DataFrame:
+        keys = []
+        for o in order:
+            c = F.expr(o.this.sql("spark"))
+            first = o.args.get("nulls_first")
+            if o.args.get("desc"):
+                keys.append(c.desc_nulls_first() if first else c.desc_nulls_last())
+            else:
+                keys.append(c.asc_nulls_first() if first or first is None else c.asc_nulls_last())
+        tie_keys = [  # (maps cannot be ordered, and are left out)
+            F.col(quote(c)).asc_nulls_first() for c in ties if not isinstance(rel.schema[c].dataType, MapType)
+        ]
+        parts = [F.col(quote(c)) for c in partition]
+        functions = {"row_number": F.row_number, "rank": F.rank, "dense_rank": F.dense_rank}
+        columns = [
+            functions[f]()
+            .over(Window.partitionBy(*parts).orderBy(*keys, *(tie_keys if f == "row_number" else [])))
+            .alias(name)
+            for name, f in outputs.items()
+        ]
+        return rel.select("*", *columns)
 
-def _equal(keys: Sequence[tuple[str, str]]) -> Column:
-    return reduce(lambda a, b: a & b, [F.col(a) == F.col(b) for a, b in keys])
+    def copies(self, rel: DataFrame, count: str) -> DataFrame:
+        copy = F.explode(F.sequence(F.lit(1), F.col(quote(count)).cast("int")))
+        return rel.select("*", copy.alias("_copy")).drop("_copy")
+
+    def any_rows(self, rel: DataFrame) -> bool:
+        return not bool(rel.isEmpty())
+
+    def stamped(self, rel: DataFrame, changes: DataFrame) -> DataFrame:
+        latest = changes.agg(F.max(MTIME)).collect()[0][0]
+        return rel.withColumn(MTIME, F.lit(latest).cast("timestamp"))
+
+    def read_state(
+        self, table: str, template: DataFrame, keys: Sequence[str], touched: DataFrame
+    ) -> DataFrame:
+        rows = self.batch.state.read(table, template)
+        wanted = touched.select(*[F.col(quote(k)).alias(f"_t{i}") for i, k in enumerate(keys)])
+        return rows.join(wanted, _equal([(k, f"_t{i}") for i, k in enumerate(keys)], True), "left_semi")
+
+
+def _equal(keys: Sequence[tuple[str, str]], null_safe: bool = False) -> Column:
+    if not keys:
+        return F.lit(True)
+    return reduce(
+        lambda a, b: a & b,
+        [
+            F.col(quote(a)).eqNullSafe(F.col(quote(b))) if null_safe else F.col(quote(a)) == F.col(quote(b))
+            for a, b in keys
+        ],
+    )
 
 
 @dataclass
@@ -427,11 +523,16 @@ class ArrowEngine:
         return None if before is None else self.child_delta(node, before)
 
     def keyed(
-        self, rel: pa.Table, child: Node, keys: Mapping[str, exp.Expression], condition: exp.Expression | None
+        self,
+        rel: pa.Table,
+        child: Node | None,
+        keys: Mapping[str, exp.Expression],
+        condition: exp.Expression | None,
     ) -> pa.Table:
-        holds = None if condition is None else predicate_mask(condition, rel, child.fields)
+        fields = _fields(rel) if child is None else child.fields
+        holds = None if condition is None else predicate_mask(condition, rel, fields)
         for name, key in keys.items():
-            value = evaluate(key, rel, child.fields)
+            value = evaluate(key, rel, fields)
             rel = rel.append_column(
                 name, value if holds is None else pc.if_else(holds, value, pa.scalar(None, value.type))
             )
@@ -452,10 +553,17 @@ class ArrowEngine:
         pairs = zset([*_data(left), *_data(right)], weight, latest(left.column(MTIME), right.column(MTIME)))
         return pairs if both is None else pairs.filter(predicate_mask(both, pairs, fields))
 
-    def lookup(self, rel: pa.Table, keys: Sequence[tuple[str, str]], table: pa.Table, how: str) -> pa.Table:
-        mine, found = _match(
-            rel, table, keys, {"semi": "left semi", "anti": "left anti", "left": "left outer"}.get(how, how)
-        )
+    def lookup(
+        self,
+        rel: pa.Table,
+        keys: Sequence[tuple[str, str]],
+        table: pa.Table,
+        how: str,
+        *,
+        null_safe: bool = False,
+    ) -> pa.Table:
+        joins = {"semi": "left semi", "anti": "left anti", "left": "left outer"}
+        mine, found = _match(rel, table, keys, joins.get(how, how), null_safe)
         rel = rel.take(mine)
         if found is None:
             return rel
@@ -500,6 +608,39 @@ class ArrowEngine:
     def joined(self, rel: pa.Table, node: Join) -> pa.Table:
         return rel
 
+    def rank(
+        self,
+        rel: pa.Table,
+        partition: Sequence[str],
+        order: Sequence[exp.Ordered],
+        ties: Sequence[str],
+        outputs: Mapping[str, str],
+    ) -> pa.Table:
+        keys = [evaluate(o.this, rel, _fields(rel)) for o in order]
+        return ranked(rel, partition, order, keys, ties, outputs)
+
+    def copies(self, rel: pa.Table, count: str) -> pa.Table:
+        counts = rel.column(count).to_numpy()
+        return rel.take(pa.array(np.repeat(np.arange(rel.num_rows), counts)))
+
+    def any_rows(self, rel: pa.Table) -> bool:
+        return bool(rel.num_rows > 0)
+
+    def stamped(self, rel: pa.Table, changes: pa.Table) -> pa.Table:
+        latest = pc.max(changes.column(MTIME))
+        column = pa.repeat(latest, rel.num_rows)
+        i = rel.schema.get_field_index(MTIME)
+        return rel.set_column(i, MTIME, column) if i >= 0 else rel.append_column(MTIME, column)
+
+    def read_state(self, table: str, template: pa.Table, keys: Sequence[str], touched: pa.Table) -> pa.Table:
+        schema = self.batch.state.schema(table)
+        if schema is None:
+            raise NotOnDriver(f"state {table} does not exist")
+        wanted = pa.table([cast(touched.column(k), schema.field(k).type) for k in keys], names=list(keys))
+        found = self.batch.state.lookup(table, wanted, list(keys))
+        assert found is not None  # its schema was found
+        return pa.table([cast(found.column(f.name), f.type) for f in template.schema], schema=template.schema)
+
 
 def _data(rel: pa.Table) -> list[pa.ChunkedArray]:
     """A relation's node columns (`c0, c1, ...`), without the columns a rule named."""
@@ -516,7 +657,7 @@ def _aligned(columns: Sequence[pa.ChunkedArray]) -> pa.ChunkedArray:
 
 
 def _match(
-    rel: pa.Table, table: pa.Table, keys: Sequence[tuple[str, str]], how: str
+    rel: pa.Table, table: pa.Table, keys: Sequence[tuple[str, str]], how: str, null_safe: bool = False
 ) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
     """`match` of the named keys, each pair compared in the type Spark compares them in."""
     mine, theirs = [], []
@@ -527,7 +668,7 @@ def _match(
             x, y = cast(x, target), cast(y, target)
         mine.append(x)
         theirs.append(y)
-    return match(mine, theirs, how)
+    return match(mine, theirs, how, null_safe=null_safe)
 
 
 def _fields(rel: pa.Table) -> list[Field]:
