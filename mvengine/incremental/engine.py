@@ -53,6 +53,7 @@ from mvengine.incremental.driver_expressions import (
     predicate_mask,
 )
 from mvengine.incremental.key_filters import key_filters
+from mvengine.incremental.partition_rows import batch_time
 from mvengine.incremental.ranking import ranked
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.nodes import Field, Join, Node, Scan
@@ -407,8 +408,7 @@ class SparkEngine:
         return not bool(rel.isEmpty())
 
     def stamped(self, rel: DataFrame, changes: DataFrame) -> DataFrame:
-        latest = changes.agg(F.max(MTIME)).collect()[0][0]
-        return rel.withColumn(MTIME, F.lit(latest).cast("timestamp"))
+        return rel.withColumn(MTIME, batch_time(changes))
 
     def read_state(
         self, table: str, template: DataFrame, keys: Sequence[str], touched: DataFrame

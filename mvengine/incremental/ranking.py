@@ -1,21 +1,19 @@
-"""Ranking on the driver (the engine's `rank`, incremental/engine.py): per partition, each row's place in a total
-order, in Python. A batch touches few partitions, each a prefix of N + buffer rows, so sorting them row by row
-costs milliseconds. Values are compared as Spark orders them: NULLs first or last per key, strings by code point
-(UTF-8 byte order); a NaN, which Python cannot order as Spark does, sends the batch to Spark."""
+"""Ranking on the driver (the engine's `rank`, incremental/engine.py): each row's place in a total order within
+its partition, by one Arrow sort. Arrow places NULLs at one end for every key of a sort, and Spark per key: each
+key is sorted after a flag of whether it is NULL, which puts its NULLs first or last as its `ORDER BY` says.
+Values are compared as Spark orders them: strings by their UTF-8 bytes, -0.0 equal to 0.0; a NaN, which Arrow
+orders apart from Spark (Spark: above every number), sends the batch to Spark."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from functools import cmp_to_key
-from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
 from mvengine.incremental.driver_expressions import NotOnDriver
-
-Row = tuple[Any, ...]
 
 
 def ranked(
@@ -27,54 +25,62 @@ def ranked(
     outputs: Mapping[str, str],
 ) -> pa.Table:
     """`rel` with the `outputs` columns (engine.rank): `keys` are the values of `order`'s expressions."""
-    for values in [*keys, *[rel.column(c) for c in ties]]:
+    parts = [rel.column(c) for c in partition]
+    tied = [rel.column(c) for c in ties]
+    for values in [*parts, *keys, *tied]:
         if pa.types.is_nested(values.type):
             raise NotOnDriver(f"ordering by a value of type {values.type}")
         if pa.types.is_floating(values.type) and pc.any(pc.is_nan(values)).as_py():
             raise NotOnDriver("ordering by NaN")
+    sort_keys: list[tuple[str, str]] = []
+    columns: list[pa.ChunkedArray] = []
+
+    def by(values: pa.ChunkedArray, descending: bool, nulls_first: bool) -> None:
+        n = len(columns)
+        columns.extend([pc.is_null(values), values])
+        sort_keys.append((f"k{n}", "descending" if nulls_first else "ascending"))
+        sort_keys.append((f"k{n + 1}", "descending" if descending else "ascending"))
+
+    for values in parts:
+        by(values, False, True)
+    for o, values in zip(order, keys):
+        descending = bool(o.args.get("desc"))
+        first = o.args.get("nulls_first")
+        by(values, descending, bool(first) if first is not None else not descending)
+    for values in tied:
+        by(values, False, True)
     n = rel.num_rows
-    parts = list(zip(*[rel.column(c).to_pylist() for c in partition])) if partition else [()] * n
-    ordered = list(zip(*[k.to_pylist() for k in keys])) if keys else [()] * n
-    tied = list(zip(*[rel.column(c).to_pylist() for c in ties])) if ties else [()] * n
-    directions = [(bool(o.args.get("desc")), _nulls_first(o)) for o in order]
-
-    def compare(a: int, b: int) -> int:
-        for (desc, nulls_first), x, y in zip(directions, ordered[a], ordered[b]):
-            if c := _compare(x, y, nulls_first, desc):
-                return c
-        for x, y in zip(tied[a], tied[b]):
-            if c := _compare(x, y, True, False):
-                return c
-        return 0
-
-    groups: dict[Row, list[int]] = {}
-    for i, p in enumerate(parts):
-        groups.setdefault(p, []).append(i)
-    values = {name: [0] * n for name in outputs}
-    for rows in groups.values():
-        rows.sort(key=cmp_to_key(compare))
-        rank = dense = 0
-        previous: object = object()
-        for place, i in enumerate(rows, start=1):
-            if ordered[i] != previous:
-                rank, dense, previous = place, dense + 1, ordered[i]
-            for name, function in outputs.items():
-                values[name][i] = {"row_number": place, "rank": rank, "dense_rank": dense}[function]
-    for name in outputs:
-        rel = rel.append_column(name, pa.array(values[name], pa.int32()))
+    if n == 0:
+        for name in outputs:
+            rel = rel.append_column(name, pa.array([], pa.int32()))
+        return rel
+    table = pa.table(columns, names=[f"k{i}" for i in range(len(columns))])
+    at = pc.sort_indices(table, sort_keys=sort_keys).to_numpy()
+    new_partition = _starts([p.take(at) for p in parts], n)
+    new_value = new_partition | _starts([k.take(at) for k in keys], n)
+    place = np.arange(n)
+    partition_start = np.maximum.accumulate(np.where(new_partition, place, 0))
+    row_number = place - partition_start + 1
+    rank = np.maximum.accumulate(np.where(new_value, place, 0)) - partition_start + 1
+    dense_count = np.cumsum(new_value)
+    dense = dense_count - dense_count[partition_start] + 1
+    values = {"row_number": row_number, "rank": rank, "dense_rank": dense}
+    for name, function in outputs.items():
+        column = np.empty(n, np.int32)
+        column[at] = values[function]
+        rel = rel.append_column(name, pa.array(column, pa.int32()))
     return rel
 
 
-def _nulls_first(o: exp.Ordered) -> bool:
-    first = o.args.get("nulls_first")
-    return bool(first) if first is not None else not o.args.get("desc")
-
-
-def _compare(x: Any, y: Any, nulls_first: bool, desc: bool) -> int:
-    if x is None or y is None:
-        if x is None and y is None:
-            return 0
-        return (-1 if x is None else 1) * (1 if nulls_first else -1)
-    if x == y:
-        return 0
-    return (-1 if x < y else 1) * (-1 if desc else 1)
+def _starts(columns: Sequence[pa.ChunkedArray], n: int) -> np.ndarray:
+    """In sorted rows, where a value of `columns` differs from the row before (NULL equal to NULL); the first
+    row starts too."""
+    start = np.zeros(n, bool)
+    start[0] = True
+    for values in columns:
+        before, after = values.slice(0, n - 1), values.slice(1)
+        same = pc.or_(
+            pc.fill_null(pc.equal(before, after), False), pc.and_(pc.is_null(before), pc.is_null(after))
+        )
+        start[1:] |= ~same.to_numpy(zero_copy_only=False)
+    return start
