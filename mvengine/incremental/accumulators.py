@@ -26,6 +26,13 @@ from mvengine.incremental import exact_sum
 from mvengine.incremental.driver import extreme
 from mvengine.incremental.driver_expressions import NotOnDriver, cast
 from mvengine.incremental.zset import MTIME
+from mvengine.plan.operators.aggregate import (
+    ACCUMULATOR_KINDS,
+    AggregateCall,
+    accumulator_kind,
+    incremental_call,
+)
+from mvengine.plan.types import aggregate_type, type_name
 
 COUNT = "_n"  # a group's row count
 INTEGER_AVERAGE_SUM = (
@@ -674,51 +681,58 @@ class Arrival(Accumulator):
         return acc.column(self.value)
 
 
+# How each kind of accumulator (plan/operators/aggregate.py, ACCUMULATOR_KINDS) is built for a call: from the
+# normalized call and the arguments every accumulator takes.
+BUILDERS: dict[str, Callable[[AggregateCall, dict[str, Any]], Accumulator]] = {
+    "count_star": lambda call, common: CountStar(**common),
+    "count": lambda call, common: Count(**common),
+    "sum": lambda call, common: Sum(**common),
+    "avg": lambda call, common: Avg(**common),
+    "avg_of_integers": lambda call, common: Avg(**common),
+    "float_sum": lambda call, common: FloatSum(False, **common),
+    "float_avg": lambda call, common: FloatSum(True, **common),
+    "bool_and": lambda call, common: Decisive(call.kind, **common),
+    "bool_or": lambda call, common: Decisive(call.kind, **common),
+    "moments": lambda call, common: Moments(call.kind, **common),
+    "first": lambda call, common: Arrival(call.kind, call.ignore_nulls, **common),
+    "last": lambda call, common: Arrival(call.kind, call.ignore_nulls, **common),
+    "min": lambda call, common: Extreme(call.kind, **common),
+    "max": lambda call, common: Extreme(call.kind, **common),
+    "min_max_multiset": lambda call, common: Multiset(call.kind, **common),
+    "distinct": lambda call, common: Multiset(call.kind, **common),
+    "list": lambda call, common: Multiset(call.kind, **common),
+}
+
+
 def accumulator(
     index: int, call: exp.Expression, result_type: str, append_only: bool, multisets: list[str]
 ) -> Accumulator:
-    """The accumulator of aggregate call `index` (plan/operators/aggregate.py lists the kinds); an argument that
-    needs a multiset is added to `multisets` (one per distinct argument)."""
-    from mvengine.plan.operators.aggregate import ARRIVAL, MOMENTS, float_sum, incremental_call
-    from mvengine.plan.types import aggregate_type, type_name
-
+    """The accumulator of aggregate call `index`; an argument that needs a multiset is added to `multisets` (one
+    per distinct argument)."""
     normalized = incremental_call(call)
-    kind, arg_expr = normalized.kind, normalized.argument
+    kind, arg_expr = accumulator_kind(normalized, append_only), normalized.argument
     argument = None if arg_expr is None else arg_expr.sql("spark")
-    sum_type = None
-    if kind in ("sum", "avg"):
-        assert arg_expr is not None  # SUM and AVG take an argument
-        summed = aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type)
-        assert summed is not None, arg_expr  # the binder typed the view
-        sum_type = type_name(summed)
-    if (
-        kind == "avg" and sum_type == "bigint"
-    ):  # an average of integers: summed exactly, beyond BIGINT's range
-        sum_type = INTEGER_AVERAGE_SUM
     common: dict[str, Any] = {
         "index": index,
         "argument": argument,
         "result_type": result_type,
         "expression": arg_expr,
     }
-    if normalized.distinct or kind == "list" or (kind in ("min", "max") and not append_only):
+    if normalized.kind in ("sum", "avg"):
+        assert arg_expr is not None  # SUM and AVG take an argument
+        summed = aggregate_type(exp.Sum(this=arg_expr.copy()), arg_expr.type)
+        assert summed is not None, arg_expr  # the binder typed the view
+        sum_type = type_name(summed)
+        # (an average of integers is summed exactly, beyond BIGINT's range)
+        common["sum_type"] = (
+            INTEGER_AVERAGE_SUM if normalized.kind == "avg" and sum_type == "bigint" else sum_type
+        )
+    if ACCUMULATOR_KINDS[kind].multiset:  # the values themselves, in a multiset per argument
         assert argument is not None  # COUNT(DISTINCT *) is no SQL
         if argument not in multisets:
             multisets.append(argument)
-        return Multiset(kind, **common, multiset=multisets.index(argument))
-    if kind == "count":
-        return CountStar(**common) if argument is None else Count(**common)
-    if kind in ("min", "max"):
-        return Extreme(kind, **common)
-    if kind in ("bool_and", "bool_or"):
-        return Decisive(kind, **common)
-    if kind in MOMENTS:
-        return Moments(kind, **common)
-    if kind in ARRIVAL:
-        return Arrival(kind, normalized.ignore_nulls, **common)
-    if arg_expr is not None and float_sum(kind, arg_expr.type):
-        return FloatSum(kind == "avg", **common)
-    return (Sum if kind == "sum" else Avg)(**common, sum_type=sum_type)
+        common["multiset"] = multisets.index(argument)
+    return BUILDERS[kind](normalized, common)
 
 
 # -- Arrow arithmetic, as Spark does it ------------------------------------------------------------------------

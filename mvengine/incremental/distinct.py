@@ -19,7 +19,9 @@ DELETE = "_delete"
 
 def rule(node: Distinct, engine: Engine[R]) -> R:
     columns = [f.name for f in node.fields]
-    changed = engine.consolidate(engine.named(engine.child(node.child), node.child, columns), columns)
+    changed = engine.keep(
+        engine.consolidate(engine.named(engine.child(node.child), node.child, columns), columns)
+    )
     table = f"n{engine.node_id(node)}_rows"
     found = engine.with_state(changed, table, columns, COUNT, "BIGINT")
     merged = engine.keep(

@@ -8,9 +8,11 @@ import re
 
 from sqlglot import exp
 
+from mvengine.plan.analysis import is_append_only
+from mvengine.plan.functions import aggregate_function, function_name
 from mvengine.plan.nodes import Aggregate, Node, TopN
 from mvengine.plan.operators import operator_of
-from mvengine.plan.operators.aggregate import incremental_call
+from mvengine.plan.operators.aggregate import ACCUMULATOR_KINDS, accumulator_kind, incremental_call
 
 COMPARISONS: dict[type[exp.Expr], str] = {
     exp.EQ: "equal",
@@ -103,9 +105,11 @@ def not_on_driver(root: Node) -> str | None:
         ):
             return f"{node.describe()}: an order by PROCTIME() (Spark keeps each row's arrival time)"
         if isinstance(node, Aggregate):
-            for call in map(incremental_call, node.aggregates):
-                if call.kind == "list":
-                    return f"{node.describe()}: COLLECT_LIST (its lists are built by Spark)"
+            append_only = is_append_only(node.child)
+            for agg in node.aggregates:
+                if not ACCUMULATOR_KINDS[accumulator_kind(incremental_call(agg), append_only)].on_driver:
+                    name = function_name(aggregate_function(agg)).upper()
+                    return f"{node.describe()}: {name} (its accumulator is computed by Spark)"
     return None
 
 

@@ -189,6 +189,10 @@ class Engine(Protocol[R]):
     def copies(self, rel: R, count: str) -> R:
         """Each row `count` times (its named column: a positive multiplicity)."""
 
+    def partition_max(self, rel: R, partition: Sequence[str], column: str, name: str) -> R:
+        """`rel` with `name`: the greatest value of `column` among the rows of each row's partition (the named
+        columns; NULL where the partition holds none)."""
+
     def any_rows(self, rel: R) -> bool:
         """Whether `rel` holds a row (computed now)."""
 
@@ -245,7 +249,7 @@ class SparkEngine:
         return rel.toDF(*names, WEIGHT, MTIME)
 
     def consolidate(self, rel: DataFrame, names: Sequence[str]) -> DataFrame:
-        return self.batch.keep_small(consolidate(rel, list(names)))
+        return consolidate(rel, list(names))
 
     def compute(self, rel: DataFrame, columns: Mapping[str, str]) -> DataFrame:
         return rel.withColumns({name: F.expr(sql) for name, sql in columns.items()})
@@ -399,6 +403,10 @@ class SparkEngine:
             for name, f in outputs.items()
         ]
         return rel.select("*", *columns)
+
+    def partition_max(self, rel: DataFrame, partition: Sequence[str], column: str, name: str) -> DataFrame:
+        over = Window.partitionBy(*[F.col(quote(c)) for c in partition])
+        return rel.withColumn(name, F.max(F.col(quote(column))).over(over))
 
     def copies(self, rel: DataFrame, count: str) -> DataFrame:
         copy = F.explode(F.sequence(F.lit(1), F.col(quote(count)).cast("int")))
@@ -618,6 +626,14 @@ class ArrowEngine:
     ) -> pa.Table:
         keys = [evaluate(o.this, rel, _fields(rel)) for o in order]
         return ranked(rel, partition, order, keys, ties, outputs)
+
+    def partition_max(self, rel: pa.Table, partition: Sequence[str], column: str, name: str) -> pa.Table:
+        keys = [normalized(rel.column(c)) for c in partition]
+        table = pa.table([*keys, rel.column(column)], names=[*[f"k{i}" for i in range(len(keys))], "v"])
+        names = [f"k{i}" for i in range(len(keys))]
+        most = group_by(table, names).aggregate([("v", "max")])
+        found = most.column("v_max").take(align(keys, [most.column(n) for n in names]))
+        return rel.append_column(name, found)
 
     def copies(self, rel: pa.Table, count: str) -> pa.Table:
         counts = rel.column(count).to_numpy()

@@ -107,10 +107,8 @@ def rule(node: TopN, engine: Engine[R]) -> R:
         both, {c: c for c in [*columns, *pcols]}, {COUNT: ("sum", COUNT), "_was": ("max", "_was")}
     )
     merged = engine.rank(merged, pcols, order, columns, {"_pos": "row_number"})
-    bound = engine.aggregate(
-        engine.where(merged, "_was = 1"), {c: c for c in pcols}, {"_bound": ("max", "_pos")}
-    )
-    merged = engine.lookup(merged, _on(pcols), bound, "left", null_safe=True)
+    merged = engine.compute(merged, {"_old_pos": "CASE WHEN _was = 1 THEN _pos END"})
+    merged = engine.partition_max(merged, pcols, "_old_pos", "_bound")
     merged = engine.lookup(
         merged, _on(pcols), engine.select(info, [*pcols, "_complete"]), "left", null_safe=True
     )

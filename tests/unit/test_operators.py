@@ -6,11 +6,15 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from sqlglot import exp
+
+from mvengine.incremental.accumulators import BUILDERS, Multiset
 from mvengine.incremental.compiler import DRIVER_RULES, RULE_MODULES, RULES
 from mvengine.plan import nodes
 from mvengine.plan.analysis import full_refresh_reasons, is_append_only, state_of
 from mvengine.plan.nodes import Field, Node
 from mvengine.plan.operators import operators
+from mvengine.plan.operators.aggregate import ACCUMULATOR_KINDS, AggregateCall, accumulator_kind
 from mvengine.plan.types import build
 
 
@@ -78,3 +82,41 @@ def test_every_expression_the_driver_claims_has_its_evaluator():
         if not callable(getattr(_Evaluator, f"_{t.__name__.lower()}", None))
     ]
     assert missing == []
+
+
+def _call(kind: str, sql_type: str | None, distinct: bool = False) -> AggregateCall:
+    argument = None
+    if sql_type is not None:
+        argument = exp.column("x")
+        argument.type = build(sql_type)
+    return AggregateCall(kind, argument, distinct)
+
+
+def test_every_aggregate_kind_has_its_accumulator_and_every_call_a_kind():
+    """The kinds of accumulator are declared once (plan/operators/aggregate.py, ACCUMULATOR_KINDS: what `mv plan`
+    shows of their state, whether they keep a multiset, whether the driver runs them); the runtime builds one of
+    each (incremental/accumulators.py, BUILDERS). The two name the same kinds, every kind is chosen for some
+    call, and an accumulator keeps a multiset exactly when its kind says so."""
+    assert set(BUILDERS) == set(ACCUMULATOR_KINDS)
+    calls = [
+        (_call("count", None), True),
+        *[(_call(k, "BIGINT", distinct=True), True) for k in ("count", "sum")],
+        *[(_call(k, t), True) for k in ("count", "sum", "avg") for t in ("INT", "DOUBLE", "DECIMAL(10,2)")],
+        *[(_call(k, "BOOLEAN"), True) for k in ("bool_and", "bool_or")],
+        *[(_call(k, "DOUBLE"), True) for k in ("stddev_samp", "stddev_pop", "var_samp", "var_pop")],
+        *[
+            (_call(k, "STRING"), claim)
+            for k in ("min", "max", "first", "last", "list")
+            for claim in (True, False)
+        ],
+    ]
+    chosen = {}
+    for call, append_only in calls:
+        kind = accumulator_kind(call, append_only)
+        assert kind in ACCUMULATOR_KINDS, (call, kind)
+        chosen[kind] = call
+    assert set(chosen) == set(ACCUMULATOR_KINDS), set(ACCUMULATOR_KINDS) - set(chosen)
+    for kind, call in chosen.items():
+        common = {"index": 0, "argument": "x", "result_type": "double", "expression": call.argument}
+        built = BUILDERS[kind](call, {**common, "sum_type": "double", "multiset": 0})
+        assert isinstance(built, Multiset) == ACCUMULATOR_KINDS[kind].multiset, kind

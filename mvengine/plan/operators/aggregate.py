@@ -154,6 +154,58 @@ def windowed(node: Node) -> WindowAssign | None:
     return None
 
 
+@dataclass(frozen=True)
+class AccumulatorKind:
+    """What the accumulator of one kind of call keeps per group, as `mv plan` shows it (`{}` is the argument),
+    whether it keeps the values themselves (a multiset per group: it grows with the distinct values), and
+    whether the driver computes it. The runtime builds each kind's accumulator (incremental/accumulators.py,
+    BUILDERS: the same kinds, tests/unit/test_operators.py holds the two to each other)."""
+
+    state: tuple[str, ...]
+    multiset: bool = False
+    on_driver: bool = True
+
+
+# Every kind of accumulator, chosen for a call by accumulator_kind.
+ACCUMULATOR_KINDS: dict[str, AccumulatorKind] = {
+    "count_star": AccumulatorKind(()),
+    "count": AccumulatorKind(("count({})",)),
+    "sum": AccumulatorKind(("sum({})", "count({})")),
+    "avg": AccumulatorKind(("sum({})", "count({})")),
+    "avg_of_integers": AccumulatorKind(("exact sum({})", "count({})")),
+    "float_sum": AccumulatorKind(("exact sum({})", "count({})", "counts of NaN, +inf, -inf in {}")),
+    "float_avg": AccumulatorKind(("exact sum({})", "count({})", "counts of NaN, +inf, -inf in {}")),
+    "bool_and": AccumulatorKind(("count({})", "count({} = false)")),
+    "bool_or": AccumulatorKind(("count({})", "count({} = true)")),
+    "moments": AccumulatorKind(("count({})", "exact sum({})", "exact sum({}²)", "count of NaN, ±inf in {}")),
+    "first": AccumulatorKind(("first({})",)),
+    "last": AccumulatorKind(("last({})",)),
+    "min": AccumulatorKind(("min({})",)),
+    "max": AccumulatorKind(("max({})",)),
+    "min_max_multiset": AccumulatorKind(("min/max multiset of {}",), multiset=True),
+    "distinct": AccumulatorKind(("count per distinct {}",), multiset=True),
+    "list": AccumulatorKind(("multiset of {}",), multiset=True, on_driver=False),
+}
+
+
+def accumulator_kind(call: AggregateCall, append_only: bool) -> str:
+    """The kind of accumulator that maintains `call` (a key of ACCUMULATOR_KINDS), over an input that only
+    inserts (`append_only`) or not."""
+    if call.distinct:
+        return "distinct"
+    if call.kind in ("min", "max"):
+        return call.kind if append_only else "min_max_multiset"  # a deleted extreme is found again
+    if call.kind == "count":
+        return "count_star" if call.argument is None else "count"
+    if call.kind in ("sum", "avg"):
+        if call.argument is not None and float_sum(call.kind, call.argument.type):
+            return f"float_{call.kind}"
+        return "avg_of_integers" if call.kind == "avg" and _of_integers(call.argument) else call.kind
+    if call.kind in MOMENTS:
+        return "moments"
+    return call.kind  # bool_and, bool_or, first, last, list
+
+
 def state(node: Aggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
     append_only = claim(node.child)
     items: list[str] = ["count"]
@@ -163,41 +215,9 @@ def state(node: Aggregate, claim: Claim, purged: bool) -> tuple[str, bool]:
         if isinstance(call, str):  # a full view has no state
             continue
         value = "*" if call.argument is None else show(call.argument, node.child.fields)
-        if call.distinct:
-            new = [f"count per distinct {value}"]
-            bounded = False
-        elif call.kind == "count":
-            new = [] if call.argument is None else [f"count({value})"]
-        elif (
-            call.kind in ("sum", "avg")
-            and call.argument is not None
-            and float_sum(call.kind, call.argument.type)
-        ):
-            new = [f"exact sum({value})", f"count({value})", f"counts of NaN, +inf, -inf in {value}"]
-        elif call.kind == "avg" and _of_integers(call.argument):
-            new = [f"exact sum({value})", f"count({value})"]
-        elif call.kind in ("sum", "avg"):
-            new = [f"sum({value})", f"count({value})"]
-        elif call.kind in ("bool_and", "bool_or"):
-            new = [f"count({value})", f"count({value} = {'false' if call.kind == 'bool_and' else 'true'})"]
-        elif call.kind in MOMENTS:
-            new = [
-                f"count({value})",
-                f"exact sum({value})",
-                f"exact sum({value}²)",
-                f"count of NaN, ±inf in {value}",
-            ]
-        elif call.kind in ARRIVAL:
-            new = [f"{call.kind}({value})"]
-        elif call.kind == "list":
-            new = [f"multiset of {value}"]
-            bounded = False
-        elif append_only:
-            new = [f"{call.kind}({value})"]
-        else:
-            new = [f"min/max multiset of {value}"]
-            bounded = False
-        items.extend(i for i in new if i not in items)
+        kind = ACCUMULATOR_KINDS[accumulator_kind(call, append_only)]
+        bounded = bounded and not kind.multiset
+        items.extend(i for i in (item.format(value) for item in kind.state) if i not in items)
     where = (
         f"per group ({', '.join(show(g, node.child.fields) for g in node.groups)})"
         if node.groups
