@@ -15,7 +15,8 @@ A batch, for the partitions its changes touch:
 3. keeps the first N + buffer rows (plan/operators/top_n.buffer_size; ties at rank N are kept whole);
 4. emits the old top N of those partitions retracted and the new one inserted: rows that stay as they were
    cancel out, so only rows entering, leaving or moving are emitted.
-On the driver, the ranking is done in Python over the touched partitions' rows (incremental/ranking.py).
+One rule for both engines (incremental/engine.py); on the driver, the ranking is one Arrow sort of the touched
+partitions' rows (incremental/ranking.py), and a partition to read again is read there when its input is small.
 """
 
 from __future__ import annotations

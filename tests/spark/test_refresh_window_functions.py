@@ -128,6 +128,15 @@ def test_a_partition_drained_by_deletes_is_read_again_on_both_engines(spark, tmp
     assert engines["bag_rn"] == {"bootstrap/spark", "stream/driver", "stream/spark"}, engines
 
 
+def test_a_drained_partition_is_read_again_on_the_driver(spark, tmp_path):
+    """DRAIN with every batch on the driver: the top-N rule is one rule for both engines, so the driver reads a
+    drained partition again from the (small) input itself, and the batch stays on the driver."""
+    root = make_project(tmp_path, BAG_VIEWS)
+    engines = refresh_steps(spark, root, DRAIN, engines=("driver",))
+    for name in ("bag_rn", "bag_rank", "bag_dense"):
+        assert engines[name] == {"bootstrap/spark", "stream/driver"}, engines
+
+
 def test_keep_first_deduplication_over_an_append_only_source_only_inserts(spark, tmp_path):
     """ROW_NUMBER() OVER (PARTITION BY k ORDER BY PROCTIME()) = 1 keeps each key's first row by arrival: its
     changelog holds +I rows only, and the view holds the row of the first commit that brought each key."""
