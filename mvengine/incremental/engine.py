@@ -54,7 +54,7 @@ from mvengine.incremental.driver_expressions import (
 )
 from mvengine.incremental.key_filters import key_filters
 from mvengine.incremental.partition_rows import batch_time
-from mvengine.incremental.ranking import ranked
+from mvengine.incremental.ranking import nulls_first, ranked
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.nodes import Field, Join, Node, Scan
 
@@ -292,7 +292,7 @@ class SparkEngine:
     def keyed(
         self,
         rel: DataFrame,
-        child: Node,
+        child: Node | None,
         keys: Mapping[str, exp.Expression],
         condition: exp.Expression | None,
     ) -> DataFrame:
@@ -385,12 +385,11 @@ class SparkEngine:
     ) -> DataFrame:
         keys = []
         for o in order:
-            c = F.expr(o.this.sql("spark"))
-            first = o.args.get("nulls_first")
+            c, first = F.expr(o.this.sql("spark")), nulls_first(o)
             if o.args.get("desc"):
                 keys.append(c.desc_nulls_first() if first else c.desc_nulls_last())
             else:
-                keys.append(c.asc_nulls_first() if first or first is None else c.asc_nulls_last())
+                keys.append(c.asc_nulls_first() if first else c.asc_nulls_last())
         tie_keys = [  # (maps cannot be ordered, and are left out)
             F.col(quote(c)).asc_nulls_first() for c in ties if not isinstance(rel.schema[c].dataType, MapType)
         ]
@@ -422,8 +421,9 @@ class SparkEngine:
         self, table: str, template: DataFrame, keys: Sequence[str], touched: DataFrame
     ) -> DataFrame:
         rows = self.batch.state.read(table, template)
-        wanted = touched.select(*[F.col(quote(k)).alias(f"_t{i}") for i, k in enumerate(keys)])
-        return rows.join(wanted, _equal([(k, f"_t{i}") for i, k in enumerate(keys)], True), "left_semi")
+        return self.lookup(
+            rows, [(k, k) for k in keys], touched.select(*map(quote, keys)), "semi", null_safe=True
+        )
 
 
 def _equal(keys: Sequence[tuple[str, str]], null_safe: bool = False) -> Column:
@@ -496,14 +496,19 @@ class ArrowEngine:
     def with_state(
         self, rel: pa.Table, table: str, keys: Sequence[str], column: str, sql_type: str
     ) -> pa.Table:
+        rows, found = self._state_rows(table, rel, keys)
+        old = found.take(align([rows.column(k) for k in keys], [found.column(k) for k in keys]))
+        return rel.append_column(column, old.column(column))
+
+    def _state_rows(self, table: str, rel: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, pa.Table]:
+        """`rel`'s keys in the state table's types, and the table's rows of those keys (before the batch)."""
         schema = self.batch.state.schema(table)
         if schema is None:
             raise NotOnDriver(f"state {table} does not exist")
         rows = pa.table([cast(rel.column(k), schema.field(k).type) for k in keys], names=list(keys))
         found = self.batch.state.lookup(table, rows, list(keys))
         assert found is not None  # its schema was found
-        old = found.take(align([rows.column(k) for k in keys], [found.column(k) for k in keys]))
-        return rel.append_column(column, old.column(column))
+        return rows, found
 
     def stage(
         self, table: str, rel: pa.Table, keys: Sequence[str], columns: Sequence[str], delete: str
@@ -628,12 +633,9 @@ class ArrowEngine:
         return ranked(rel, partition, order, keys, ties, outputs)
 
     def partition_max(self, rel: pa.Table, partition: Sequence[str], column: str, name: str) -> pa.Table:
-        keys = [normalized(rel.column(c)) for c in partition]
-        table = pa.table([*keys, rel.column(column)], names=[*[f"k{i}" for i in range(len(keys))], "v"])
-        names = [f"k{i}" for i in range(len(keys))]
-        most = group_by(table, names).aggregate([("v", "max")])
-        found = most.column("v_max").take(align(keys, [most.column(n) for n in names]))
-        return rel.append_column(name, found)
+        keys = {f"_part{i}": c for i, c in enumerate(partition)}
+        most = self.aggregate(rel, keys, {name: ("max", column)})
+        return self.lookup(rel, [(c, k) for k, c in keys.items()], most, "left", null_safe=True)
 
     def copies(self, rel: pa.Table, count: str) -> pa.Table:
         counts = rel.column(count).to_numpy()
@@ -649,12 +651,7 @@ class ArrowEngine:
         return rel.set_column(i, MTIME, column) if i >= 0 else rel.append_column(MTIME, column)
 
     def read_state(self, table: str, template: pa.Table, keys: Sequence[str], touched: pa.Table) -> pa.Table:
-        schema = self.batch.state.schema(table)
-        if schema is None:
-            raise NotOnDriver(f"state {table} does not exist")
-        wanted = pa.table([cast(touched.column(k), schema.field(k).type) for k in keys], names=list(keys))
-        found = self.batch.state.lookup(table, wanted, list(keys))
-        assert found is not None  # its schema was found
+        _, found = self._state_rows(table, touched, keys)
         return pa.table([cast(found.column(f.name), f.type) for f in template.schema], schema=template.schema)
 
 

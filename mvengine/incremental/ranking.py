@@ -35,18 +35,17 @@ def ranked(
     sort_keys: list[tuple[str, str]] = []
     columns: list[pa.ChunkedArray] = []
 
-    def by(values: pa.ChunkedArray, descending: bool, nulls_first: bool) -> None:
+    def by(values: pa.ChunkedArray, descending: bool, first: bool) -> None:
         n = len(columns)
         columns.extend([pc.is_null(values), values])
-        sort_keys.append((f"k{n}", "descending" if nulls_first else "ascending"))
+        sort_keys.append((f"k{n}", "descending" if first else "ascending"))
         sort_keys.append((f"k{n + 1}", "descending" if descending else "ascending"))
 
     for values in parts:
         by(values, False, True)
     for o, values in zip(order, keys):
         descending = bool(o.args.get("desc"))
-        first = o.args.get("nulls_first")
-        by(values, descending, bool(first) if first is not None else not descending)
+        by(values, descending, nulls_first(o))
     for values in tied:
         by(values, False, True)
     n = rel.num_rows
@@ -84,3 +83,10 @@ def _starts(columns: Sequence[pa.ChunkedArray], n: int) -> np.ndarray:
         )
         start[1:] |= ~same.to_numpy(zero_copy_only=False)
     return start
+
+
+def nulls_first(o: exp.Ordered) -> bool:
+    """Whether an ORDER BY term puts NULLs first: as written, or Spark's default (first ascending, last
+    descending)."""
+    first = o.args.get("nulls_first")
+    return bool(first) if first is not None else not o.args.get("desc")
