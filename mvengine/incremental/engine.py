@@ -53,10 +53,11 @@ from mvengine.incremental.driver_expressions import (
     predicate_mask,
 )
 from mvengine.incremental.key_filters import key_filters
+from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
 from mvengine.incremental.partition_rows import batch_time
 from mvengine.incremental.ranking import nulls_first, ranked
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
-from mvengine.plan.nodes import Field, Join, Node, Scan
+from mvengine.plan.nodes import Field, Join, Node, Scan, WindowAssign
 
 R = TypeVar("R")
 
@@ -171,6 +172,16 @@ class Engine(Protocol[R]):
 
     def joined(self, rel: R, node: Join) -> R:
         """A join's pairs and padded rows (its sides' columns, `_w`, `_mtime`) as the join's changes."""
+
+    # -- event-time windows ------------------------------------------------------------------------------------
+
+    def on_time(self, rel: R, window: WindowAssign) -> R:
+        """The changes of `window`'s child less the rows later than the view's allowed lateness, which the batch
+        keeps apart (incremental/lateness.py)."""
+
+    def windows(self, rel: R, window: WindowAssign) -> R:
+        """The changes of `window`'s child, each row once per window holding its time (none for a NULL time),
+        with the window's columns: a struct named by its qualifier, or start, end and time (its last instant)."""
 
     # -- ranking ----------------------------------------------------------------------------------------------
 
@@ -374,6 +385,28 @@ class SparkEngine:
         if all(f.qualifier is None for f in node.fields):  # the view's root: its columns as the view names
             return rel.toDF(*[f.name for f in node.fields], WEIGHT, MTIME)
         return rel
+
+    def on_time(self, rel: DataFrame, window: WindowAssign) -> DataFrame:
+        return on_time(window, rel, self.batch)
+
+    def windows(self, rel: DataFrame, window: WindowAssign) -> DataFrame:
+        spec = window.spec
+        assigned = F.window(
+            F.expr(window.time.sql("spark")),
+            f"{spec.size} microseconds",
+            f"{spec.slide} microseconds",
+            f"{spec.offset} microseconds",
+        )
+        if spec.qualifier:  # GROUP BY window(...) reads `window`.`start`, as Spark does
+            return rel.select("*", assigned.alias(spec.qualifier)).where(F.col(spec.qualifier).isNotNull())
+        windowed = rel.select("*", assigned.alias("_win")).where(F.col("_win").isNotNull())
+        names = [f.name for f in window.fields[len(window.child.fields) :]]
+        bounds = [
+            F.col("_win.start"),
+            F.col("_win.end"),
+            F.col("_win.end") - F.expr("INTERVAL 1 MICROSECOND"),
+        ]
+        return windowed.withColumns(dict(zip(names, bounds))).drop("_win")
 
     def rank(
         self,
@@ -620,6 +653,29 @@ class ArrowEngine:
 
     def joined(self, rel: pa.Table, node: Join) -> pa.Table:
         return rel
+
+    def on_time(self, rel: pa.Table, window: WindowAssign) -> pa.Table:
+        return on_time_on_driver(window, rel, self.batch)
+
+    def windows(self, rel: pa.Table, window: WindowAssign) -> pa.Table:
+        position = time_position(window)
+        rel = rel.filter(pc.is_valid(rel.column(position)))
+        time = rel.column(position)
+        t = time.cast(pa.int64()).to_numpy() if len(rel) else np.zeros(0, dtype=np.int64)
+        spec = window.spec
+        last_start = t - np.mod(t - spec.offset, spec.slide)
+        flat = len(window.fields) - len(window.child.fields) == 3  # start, end and time
+        parts = []
+        for k in range(-(-spec.size // spec.slide)):
+            start = last_start - k * spec.slide
+            holds = start + spec.size > t
+            rows = rel.filter(pa.array(holds)) if not holds.all() else rel
+            start = start[holds]
+            bounds = [pa.array(start).cast(time.type), pa.array(start + spec.size).cast(time.type)]
+            if flat:
+                bounds.append(pa.array(start + spec.size - 1).cast(time.type))
+            parts.append(zset([*data(rows), *bounds], rows.column(WEIGHT), rows.column(MTIME)))
+        return concat(parts)
 
     def rank(
         self,

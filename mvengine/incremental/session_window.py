@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch, ChildDelta
+from mvengine.incremental.lateness import on_time
 from mvengine.incremental.partition_rows import batch_time, copies, partition_rows
-from mvengine.incremental.window_assign import without_late_rows
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate
 from mvengine.plan.nodes import Field, SessionAggregate
 
@@ -29,7 +29,7 @@ def delta(node: SessionAggregate, batch: Batch, child_delta: ChildDelta) -> Data
     window = node.window
     fields = window.child.fields
     columns = [f"_c{i}" for i in range(len(fields))]
-    arriving = without_late_rows(window, child_delta(window.child, batch), batch)
+    arriving = on_time(window, child_delta(window.child, batch), batch)
     changed = batch.keep_small(consolidate(arriving.toDF(*columns, WEIGHT, MTIME), columns))
     partition = [g for g in node.groups if not _is_bound(g, window.fields)]
     parts = [F.expr(_positional(g, fields).sql("spark")) for g in partition]
