@@ -174,6 +174,25 @@ def group_by(table: pa.Table, keys: Sequence[str]) -> pa.TableGroupBy:
     return table.group_by(list(keys), use_threads=False)  # in the order of first appearance
 
 
+def aggregated(table: pa.Table, keys: Sequence[str], how: Mapping[str, Any]) -> pa.Table:
+    """Per group of `keys` (as `group_by`; without keys, one row, also over no rows, as Spark's global
+    aggregate): the keys, then each column of `how` by its Arrow aggregate (a name, or a name and options). The
+    MAX of floating-point values is NaN where one is NaN, as in Spark (Arrow's skips NaN)."""
+    specs = [(c, *h) if isinstance(h, tuple) else (c, h) for c, h in how.items()]
+    nan_max = [c for c, h in how.items() if h == "max" and pa.types.is_floating(table.schema.field(c).type)]
+    for c in nan_max:
+        table = table.append_column(f"{c}_nan", pc.fill_null(pc.is_nan(table.column(c)), False))
+        specs.append((f"{c}_nan", "any"))
+    grouped = group_by(table, keys).aggregate(specs)
+    columns = {k: grouped.column(k) for k in keys}
+    for c, h in how.items():
+        column = grouped.column(f"{c}_{h[0] if isinstance(h, tuple) else h}")
+        if c in nan_max:
+            column = pc.if_else(grouped.column(f"{c}_nan_any"), pa.scalar(float("nan"), column.type), column)
+        columns[c] = column
+    return pa.table(list(columns.values()), names=list(columns))
+
+
 # -- joins ----------------------------------------------------------------------------------------------------
 
 

@@ -31,14 +31,21 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 from sqlglot import exp
 
+from mvengine.incremental.accumulation import (
+    merged_in_spark,
+    merged_on_driver,
+    partial_in_spark,
+    partial_on_driver,
+)
+from mvengine.incremental.accumulators import Accumulator
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import (
     DriverBatch,
+    aggregated,
     align,
     concat,
     consolidated,
     data,
-    group_by,
     latest,
     match,
     normalized,
@@ -152,7 +159,9 @@ class Engine(Protocol[R]):
 
     def aggregate(self, rel: R, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]) -> R:
         """One row per group of the named `keys` (output name → column; NULLs form one group, as Spark groups):
-        the group's keys and each `sums` output, a function (`sum`, `max`, `count`) of a column."""
+        the group's keys and each `sums` output, a function of a column: `sum`, `min`, `max` (NaN above every
+        number, as in Spark), `count` (of its non-NULL values) or `sorted_list` (its non-NULL values in ascending
+        order; Spark only). Without keys, one row, also over no rows (as Spark's global aggregate)."""
 
     def concat(self, rels: Sequence[R]) -> R:
         """Relations of the same columns in one."""
@@ -172,6 +181,34 @@ class Engine(Protocol[R]):
 
     def joined(self, rel: R, node: Join) -> R:
         """A join's pairs and padded rows (its sides' columns, `_w`, `_mtime`) as the join's changes."""
+
+    # -- a GROUP BY's accumulators (incremental/accumulation.py) ------------------------------------------------
+
+    def accumulate(
+        self,
+        rel: R,
+        groups: Sequence[str],
+        aggs: Sequence[Accumulator],
+        arguments: Mapping[str, str],
+        table: str,
+    ) -> R:
+        """Per group of the named `groups` (NULLs one group): `_n` (Σ `_w`), the latest `_mtime`, and what the
+        rows add to each accumulator's state columns (its argument's SQL → `rel`'s column: `arguments`), kept in
+        state table `table`."""
+
+    def accumulators(
+        self, partial: R, table: str, groups: Sequence[str], aggs: Sequence[Accumulator], values: Sequence[R]
+    ) -> R:
+        """Per row of `partial` (`accumulate`'s): the group's new accumulators (the ones in `table` before the
+        batch, NULL for a new group, plus the partial), `_old_exists`, `_mtime`, each aggregate's result before
+        (`_old<i>`) and after (`_new<i>`), and `_same`, whether all are equal (NULL and NaN to their own).
+        `values` hold the multiset aggregates' values per group (a group absent: it has none)."""
+
+    def updates(
+        self, rel: R, old: Sequence[str], new: Sequence[str], names: Sequence[str], retract: str, insert: str
+    ) -> R:
+        """Each row as up to two changes named `names`: its `old` columns retracted (weight -1) where its
+        `retract` column is true, its `new` columns inserted (+1) where `insert` is; its `_mtime`."""
 
     # -- event-time windows ------------------------------------------------------------------------------------
 
@@ -213,7 +250,8 @@ class Engine(Protocol[R]):
 
     def read_state(self, table: str, template: R, keys: Sequence[str], touched: R) -> R:
         """The rows of state table `table` whose named `keys` equal those of a row of `touched` (NULL matching
-        NULL), as they were before the batch: `template`'s columns and types (empty where none)."""
+        NULL; without keys, every row), as they were before the batch: `template`'s columns and types (empty
+        where none)."""
 
 
 @dataclass
@@ -351,9 +389,56 @@ class SparkEngine:
     def aggregate(
         self, rel: DataFrame, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]
     ) -> DataFrame:
-        functions = {"sum": F.sum, "max": F.max, "count": F.count}
+        functions: dict[str, Callable[[Column], Column]] = {"sum": F.sum, "min": F.min, "max": F.max}
+        functions |= {"count": F.count, "sorted_list": lambda c: F.sort_array(F.collect_list(c))}
         return rel.groupBy(*[F.col(quote(c)).alias(name) for name, c in keys.items()]).agg(
             *[functions[f](F.col(quote(c))).alias(name) for name, (f, c) in sums.items()]
+        )
+
+    def accumulate(
+        self,
+        rel: DataFrame,
+        groups: Sequence[str],
+        aggs: Sequence[Accumulator],
+        arguments: Mapping[str, str],
+        table: str,
+    ) -> DataFrame:
+        return partial_in_spark(rel, groups, aggs, arguments)
+
+    def accumulators(
+        self,
+        partial: DataFrame,
+        table: str,
+        groups: Sequence[str],
+        aggs: Sequence[Accumulator],
+        values: Sequence[DataFrame],
+    ) -> DataFrame:
+        return merged_in_spark(partial, self.batch, table, groups, aggs, values)
+
+    def updates(
+        self,
+        rel: DataFrame,
+        old: Sequence[str],
+        new: Sequence[str],
+        names: Sequence[str],
+        retract: str,
+        insert: str,
+    ) -> DataFrame:
+        # Both changes come from the same row, through one explode: no union reads `rel` twice. _mtime rides
+        # inside the exploded struct: beside it, Spark's nested-column pruning through the explode can drop it
+        # when a filter (a HAVING) sits above (INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND).
+        def change(weight: int, columns: Sequence[str], on: str) -> Column:
+            row = F.struct(*[F.col(quote(c)).alias(n) for c, n in zip(columns, names)])
+            weighted = F.lit(weight).cast("long").alias(WEIGHT)
+            return F.struct(
+                weighted, row.alias("row"), F.col(MTIME).alias(MTIME), F.col(quote(on)).alias("on")
+            )
+
+        emitted = F.filter(F.array(change(-1, old, retract), change(1, new, insert)), lambda e: e["on"])
+        return rel.select(F.explode(emitted).alias("_e")).select(
+            *[F.col("_e.row").getField(n).alias(n) for n in names],
+            F.col(f"_e.{WEIGHT}").alias(WEIGHT),
+            F.col(f"_e.{MTIME}").alias(MTIME),
         )
 
     def concat(self, rels: Sequence[DataFrame]) -> DataFrame:
@@ -453,10 +538,9 @@ class SparkEngine:
     def read_state(
         self, table: str, template: DataFrame, keys: Sequence[str], touched: DataFrame
     ) -> DataFrame:
-        rows = self.batch.state.read(table, template)
-        return self.lookup(
-            rows, [(k, k) for k in keys], touched.select(*map(quote, keys)), "semi", null_safe=True
-        )
+        if not keys:
+            return self.batch.state.read(table, template)
+        return self.batch.state.read_for(table, template, touched, list(keys))
 
 
 def _equal(keys: Sequence[tuple[str, str]], null_safe: bool = False) -> Column:
@@ -621,16 +705,53 @@ class ArrowEngine:
     def aggregate(
         self, rel: pa.Table, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]
     ) -> pa.Table:
+        if any(f == "sorted_list" for f, _ in sums.values()):
+            raise NotOnDriver("a list of a group's values")
         table = pa.table(
             [*[normalized(rel.column(c)) for c in keys.values()], *[rel.column(c) for _, c in sums.values()]],
             names=[*keys, *[f"_{i}" for i in range(len(sums))]],
         )
-        grouped = group_by(table, list(keys)).aggregate(
-            [(f"_{i}", f) for i, (f, _) in enumerate(sums.values())]
-        )
-        columns = [grouped.column(k) for k in keys]
-        columns += [grouped.column(f"_{i}_{f}") for i, (f, _) in enumerate(sums.values())]
-        return pa.table(columns, names=[*keys, *sums])
+        grouped = aggregated(table, list(keys), {f"_{i}": f for i, (f, _) in enumerate(sums.values())})
+        return grouped.rename_columns([*keys, *sums])
+
+    def accumulate(
+        self,
+        rel: pa.Table,
+        groups: Sequence[str],
+        aggs: Sequence[Accumulator],
+        arguments: Mapping[str, str],
+        table: str,
+    ) -> pa.Table:
+        return partial_on_driver(rel, groups, aggs, arguments, self.batch, table)
+
+    def accumulators(
+        self,
+        partial: pa.Table,
+        table: str,
+        groups: Sequence[str],
+        aggs: Sequence[Accumulator],
+        values: Sequence[pa.Table],
+    ) -> pa.Table:
+        return merged_on_driver(partial, self.batch, table, groups, aggs, values)
+
+    def updates(
+        self,
+        rel: pa.Table,
+        old: Sequence[str],
+        new: Sequence[str],
+        names: Sequence[str],
+        retract: str,
+        insert: str,
+    ) -> pa.Table:
+        def change(weight: int, columns: Sequence[str], on: str) -> pa.Table:
+            rows = rel.filter(pc.fill_null(rel.column(on), False))
+            weights = pa.repeat(pa.scalar(weight, pa.int64()), rows.num_rows)
+            return pa.table(
+                [*[rows.column(c) for c in columns], weights, rows.column(MTIME)],
+                names=[*names, WEIGHT, MTIME],
+            )
+
+        return self.concat([change(-1, old, retract), change(1, new, insert)])
 
     def concat(self, rels: Sequence[pa.Table]) -> pa.Table:
         names = rels[0].column_names
@@ -707,7 +828,12 @@ class ArrowEngine:
         return rel.set_column(i, MTIME, column) if i >= 0 else rel.append_column(MTIME, column)
 
     def read_state(self, table: str, template: pa.Table, keys: Sequence[str], touched: pa.Table) -> pa.Table:
-        _, found = self._state_rows(table, touched, keys)
+        if keys:
+            _, found = self._state_rows(table, touched, keys)
+        else:  # every row of the state
+            found = self.batch.state.read_all(table)
+            if found is None:
+                raise NotOnDriver(f"state {table} does not exist")
         return pa.table([cast(found.column(f.name), f.type) for f in template.schema], schema=template.schema)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvengine.incremental.accumulators import BUILDERS, Multiset
+from mvengine.incremental.accumulators import BUILDERS, Accumulator
 from mvengine.incremental.compiler import DRIVER_RULES, RULE_MODULES, RULES
 from mvengine.plan import nodes
 from mvengine.plan.analysis import full_refresh_reasons, is_append_only, state_of
@@ -117,6 +117,9 @@ def test_every_aggregate_kind_has_its_accumulator_and_every_call_a_kind():
         chosen[kind] = call
     assert set(chosen) == set(ACCUMULATOR_KINDS), set(ACCUMULATOR_KINDS) - set(chosen)
     for kind, call in chosen.items():
-        common = {"index": 0, "argument": "x", "result_type": "double", "expression": call.argument}
-        built = BUILDERS[kind](call, {**common, "sum_type": "double", "multiset": 0})
-        assert isinstance(built, Multiset) == ACCUMULATOR_KINDS[kind].multiset, kind
+        built = Accumulator(0, "x", call.argument, "double")
+        BUILDERS[kind](built, call, "double")
+        assert built.result, kind  # every accumulator declares its result
+        assert (built.how is not None) == ACCUMULATOR_KINDS[kind].multiset, kind
+        # a multiset's value is its only column, and the only one no partial computes
+        assert all((c.partial is None) == (built.how is not None) for c in built.columns), kind

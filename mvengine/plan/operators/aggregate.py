@@ -139,7 +139,7 @@ def _of_integers(argument: exp.Expression | None) -> bool:
 
 def float_sum(kind: str, argument_type: exp.DataType | None) -> bool:
     """Whether a SUM or AVG is of floating-point values: its state is then an exact sum and counts of NaN and
-    ±inf (incremental/accumulators.py, FloatSum)."""
+    ±inf (incremental/accumulators.py, _float_sum)."""
     return (
         kind in ("sum", "avg")
         and argument_type is not None
@@ -158,7 +158,7 @@ def windowed(node: Node) -> WindowAssign | None:
 class AccumulatorKind:
     """What the accumulator of one kind of call keeps per group, as `mv plan` shows it (`{}` is the argument),
     whether it keeps the values themselves (a multiset per group: it grows with the distinct values), and
-    whether the driver computes it. The runtime builds each kind's accumulator (incremental/accumulators.py,
+    whether the driver computes it. The runtime declares each kind's accumulator (incremental/accumulators.py,
     BUILDERS: the same kinds, tests/unit/test_operators.py holds the two to each other)."""
 
     state: tuple[str, ...]
