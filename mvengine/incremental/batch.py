@@ -3,7 +3,7 @@ the view's state, and Spark."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mvengine.incremental.state import StateStore
-from mvengine.incremental.zset import inserts
+from mvengine.incremental.zset import ReadOnDemand, inserts
 from mvengine.plan.nodes import Node, Scan
 from mvengine.storage.types import conform_batch, spark_to_arrow_schema, table_of_batches
 
@@ -48,9 +48,10 @@ class Batch:
         if self.before is None:
             return None
         if self._as_before is None:
+            before = self.before
             self._as_before = Batch(
                 self.spark,
-                _Contents(self.before),
+                ReadOnDemand(before, lambda name: inserts(before[name](), F.lit(None).cast("timestamp"))),
                 self.state,
                 node_ids=self.node_ids,
                 checkpoints=self.checkpoints,
@@ -95,25 +96,6 @@ def collect_small(df: DataFrame, limit: int) -> pa.Table | None:
     if table.num_rows > limit:
         return None
     return table_of_batches([conform_batch(b, schema) for b in table.to_batches()], schema)
-
-
-class _Contents(Mapping[str, DataFrame]):
-    """Inputs' whole contents as inserts, each read (by time travel) only when a rule asks for it."""
-
-    def __init__(self, readers: dict[str, Callable[[], DataFrame]]) -> None:
-        self._readers = readers
-        self._read: dict[str, DataFrame] = {}
-
-    def __getitem__(self, name: str) -> DataFrame:
-        if name not in self._read:
-            self._read[name] = inserts(self._readers[name](), F.lit(None).cast("timestamp"))
-        return self._read[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._readers)
-
-    def __len__(self) -> int:
-        return len(self._readers)
 
 
 # A rule's way to its inputs' changes (compiler.node_delta): the Z-set a child node's rule gives.

@@ -14,7 +14,7 @@ in joins and groupings: NULL matches NULL where SQL says so (`<=>`, GROUP BY, DI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvengine.incremental.driver_expressions import NotOnDriver
-from mvengine.incremental.zset import MTIME, WEIGHT
+from mvengine.incremental.zset import MTIME, WEIGHT, ReadOnDemand
 from mvengine.plan.nodes import Node, Scan
 from mvengine.storage.api import TooManyRows, arrow_schema, read_arrow
 from mvengine.storage.tables import TableRef, read_by_driver, table_rows
@@ -73,7 +73,7 @@ class DriverBatch:
         if self.before is None:
             return None
         read = self.before
-        contents = _Contents(lambda name: read(name, (filters or {}).get(name)), self.changes)
+        contents = ReadOnDemand(self.changes, lambda name: _inserts(read(name, (filters or {}).get(name))))
         return DriverBatch(contents, self.state, node_ids=self.node_ids)
 
 
@@ -81,27 +81,12 @@ class DriverBatch:
 DriverChildDelta = Callable[[Node, DriverBatch], pa.Table]
 
 
-class _Contents(Mapping[str, pa.Table]):
-    """Inputs' rows before the batch as inserts, each read only when a rule asks for it."""
-
-    def __init__(self, read: Callable[[str], pa.Table], changes: Mapping[str, pa.Table]) -> None:
-        self._readers = read
-        self._names = list(changes)
-        self._read: dict[str, pa.Table] = {}
-
-    def __getitem__(self, name: str) -> pa.Table:
-        if name not in self._read:
-            rows = self._readers(name)
-            self._read[name] = rows.append_column(
-                WEIGHT, pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)
-            ).append_column(MTIME, pa.nulls(rows.num_rows, pa.timestamp("us", tz="UTC")))
-        return self._read[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
+def _inserts(rows: pa.Table) -> pa.Table:
+    """Every row as an insert, at no time."""
+    weight = pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)
+    return rows.append_column(WEIGHT, weight).append_column(
+        MTIME, pa.nulls(rows.num_rows, pa.timestamp("us", tz="UTC"))
+    )
 
 
 def read_before(ref: TableRef, version: int, where: KeyFilter | None, most: int) -> pa.Table:

@@ -38,6 +38,8 @@ class StateStore:
     # windows past the view's allowed lateness (runtime/event_time.purge_conditions).
     purge: dict[str, str] = field(default_factory=dict)
     _pending: list[tuple[str, DataFrame, tuple[str, ...], str | None]] = field(default_factory=list)
+    # The driver's state schemas, read once a batch (until its commit).
+    _schemas: dict[str, pa.Schema | None] = field(default_factory=dict)
 
     def ref(self, name: str) -> TableRef:
         return TableRef(join_uri(self.folder, name), self.storage_options, name)
@@ -89,10 +91,11 @@ class StateStore:
     # -- the driver's reads (incremental/driver.py), with delta-rs ------------------------------------------
 
     def schema(self, name: str) -> pa.Schema | None:
-        ref = self.ref(name)
-        if self._starts_empty(name) or not ref.exists():
-            return None
-        return arrow_schema(ref.open())
+        if name not in self._schemas:
+            ref = self.ref(name)
+            starts_empty = self._starts_empty(name) or not ref.exists()
+            self._schemas[name] = None if starts_empty else arrow_schema(ref.open())
+        return self._schemas[name]
 
     def read_all(self, name: str) -> pa.Table | None:
         ref = self.ref(name)
@@ -129,6 +132,7 @@ class StateStore:
     def commit(self, names: set[str] | None = None) -> None:
         """Write the staged tables (only `names`, when given), each once per batch."""
         txn = (self.app_id, self.batch_id)
+        self._schemas.clear()
         chosen = [p for p in self._pending if names is None or p[0] in names]
         for name, rows, keys, delete_column in chosen:
             ref = self.ref(name)

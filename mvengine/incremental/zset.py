@@ -3,8 +3,9 @@ and `_mtime`, the commit time of the input change that caused the row (Sys.MTime
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import reduce
+from typing import TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -15,6 +16,8 @@ quote = quote_identifier  # column names as Spark's column parser needs them (th
 
 WEIGHT = "_w"
 MTIME = "_mtime"
+
+T = TypeVar("T")
 
 
 def from_change_feed(df: DataFrame, columns: Sequence[str]) -> DataFrame:
@@ -46,3 +49,25 @@ def null_safe_equal(left: DataFrame, right: DataFrame, columns: Sequence[str]) -
     if not columns:
         return F.lit(True)
     return reduce(lambda a, b: a & b, [left[quote(c)].eqNullSafe(right[quote(c)]) for c in columns])
+
+
+class ReadOnDemand(Mapping[str, T]):
+    """Inputs' rows as inserts, by input name, each read once and only when a rule asks for it: the changes of
+    the batch over which a subtree gives its rows before the batch (`as_before`, in Spark and on the driver)."""
+
+    def __init__(self, names: Iterable[str], read: Callable[[str], T]) -> None:
+        self._names, self._reader = list(names), read
+        self._read: dict[str, T] = {}
+
+    def __getitem__(self, name: str) -> T:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._read:
+            self._read[name] = self._reader(name)
+        return self._read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)

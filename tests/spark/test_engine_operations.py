@@ -141,6 +141,14 @@ def test_aggregates_computations_and_unions_are_the_same_on_both_engines(spark, 
     s, a, ((sr, ar), (so, ao)) = _engines(spark, rows, other)
     sums = {"_n": ("sum", WEIGHT), "_t": ("max", MTIME), "_c": ("count", "c2"), "_m": ("max", "c2")}
     _same(s.aggregate(sr, {"_g": key, "_h": "c3"}, sums), a.aggregate(ar, {"_g": key, "_h": "c3"}, sums))
+    _same(s.aggregate(sr, {}, sums), a.aggregate(ar, {}, sums))  # one row, also over none
+    extremes = {"_lo": ("min", "c1"), "_hi": ("max", "c1"), "_lo0": ("min", "c0"), "_hi3": ("max", "c3")}
+    _same(s.aggregate(sr, {"_g": key}, extremes), a.aggregate(ar, {"_g": key}, extremes))  # NaN above all
+    flags = {"_out": "c0 > 0", "_in": "c3 IS NOT NULL"}
+    _same(
+        s.updates(s.compute(sr, flags), ["c0", "c3"], ["c0", "c3"], ["x", "y"], "_out", "_in"),
+        a.updates(a.compute(ar, flags), ["c0", "c3"], ["c0", "c3"], ["x", "y"], "_out", "_in"),
+    )
     columns = {"_was": "0", WEIGHT: f"-{WEIGHT} * 2", "_hit": "COALESCE(c0, 0) > 1 AND c3 IS NOT NULL"}
     _same(s.compute(sr, columns), a.compute(ar, columns))
     _same(s.where(sr, "c1 IS NOT NULL AND c2 <= 0"), a.where(ar, "c1 IS NOT NULL AND c2 <= 0"))
