@@ -46,7 +46,9 @@ class DriverState(Protocol):
         """The whole state table (None as for lookup)."""
 
     def stage(self, name: str, rows: pa.Table, keys: Sequence[str], delete_column: str | None = None) -> None:
-        """Queue the new rows of these keys (where `delete_column` is true: their removal)."""
+        """Queue the new rows of these keys (where `delete_column` is true: their removal). Without
+        keys (a table of one row: a global aggregate's), the rows replace the whole table: staging none
+        empties it."""
 
 
 @dataclass

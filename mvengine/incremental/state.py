@@ -126,7 +126,9 @@ class StateStore:
     def stage(
         self, name: str, rows: DataFrame, keys: Sequence[str], delete_column: str | None = None
     ) -> None:
-        """Queue the new rows of the given keys (and, where `delete_column` is true, their removal)."""
+        """Queue the new rows of the given keys (and, where `delete_column` is true, their removal). Without
+        keys (a table of one row: a global aggregate's), the rows replace the whole table: staging none
+        empties it."""
         self._pending.append((name, rows, tuple(keys), delete_column))
 
     def commit(self, names: set[str] | None = None) -> None:
