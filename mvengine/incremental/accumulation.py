@@ -24,14 +24,12 @@ from pyspark.sql import functions as F
 from mvengine.incremental import exact_sum
 from mvengine.incremental.accumulators import COUNT, Accumulator, StateColumn
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.driver import DriverBatch, aggregated, align, extreme, normalized
+from mvengine.incremental.driver import DriverBatch, aggregated, align, extreme, normalized, same_values
 from mvengine.incremental.driver_expressions import NotOnDriver, cast
 from mvengine.incremental.zset import MTIME, WEIGHT, null_safe_equal, quote
 
 OLD_EXISTS = "_old_exists"  # whether the group had a row before the batch
-SAME = (
-    "_same"  # whether every aggregate's result is the same before and after (NULL and NaN equal to their own)
-)
+SAME = "_same"  # whether each aggregate's result is the same before and after (as Spark compares rows)
 
 
 def old_result(i: int) -> str:
@@ -95,9 +93,7 @@ def _merge(c: StateColumn, o: Get, d: Get) -> Column:
 
 def _result(a: Accumulator, c: Get) -> Column:
     how, *p = a.result
-    if how == "count":
-        return c(str(p[0])).cast(a.result_type)
-    if how == "value":
+    if how in ("count", "value"):
         return c(str(p[0])).cast(a.result_type)
     if how == "sum":
         return F.when(c(str(p[0])) > 0, c(str(p[1]))).cast(a.result_type)
@@ -481,9 +477,7 @@ def partial_on_driver(
             for name, contribution, aggregate in contributions:
                 columns[name], how[name] = contribution, aggregate
     contributions = pa.table(list(columns.values()), names=list(columns))
-    if any(
-        a.ordered for a in aggs
-    ):  # in the order the rows arrived in (a stable sort keeps a commit's order)
+    if any(a.ordered for a in aggs):  # in arrival order (a stable sort keeps a commit's order)
         contributions = contributions.take(pc.sort_indices(contributions, [(MTIME, "ascending")]))
     partial = aggregated(contributions, groups, how)
     for c in halves:
@@ -491,18 +485,18 @@ def partial_on_driver(
         partial = partial.set_column(partial.schema.get_field_index(c.name), c.name, whole).drop_columns(
             [_low(c)]
         )
-    for a in aggs:  # the batch's exact sums, per group: every row's digits times its weight
-        for column, square in a.digit_columns():
-            group_of = (
-                align(group_values, [partial.column(g) for g in groups]).to_numpy(zero_copy_only=False)
-                if groups
-                else np.zeros(rows.num_rows, np.int64)
-            )
-            at, slot, digit = (exact_sum.square_digits_np if square else exact_sum.digits_np)(
-                values[a.argument]
-            )
-            digits = digit * weight.to_numpy(zero_copy_only=False)[at]
-            maps = exact_sum.maps_np(partial.num_rows, group_of[at].astype(np.int64), slot, digits)
+    exact = [(a, column, square) for a in aggs for column, square in a.digit_columns()]
+    if exact:  # the batch's exact sums, per group: every row's digits times its weight
+        group_of = (
+            align(group_values, [partial.column(g) for g in groups]).to_numpy(zero_copy_only=False)
+            if groups
+            else np.zeros(rows.num_rows, np.int64)
+        ).astype(np.int64)
+        weights = weight.to_numpy(zero_copy_only=False)
+        for a, column, square in exact:
+            digits_of = exact_sum.square_digits_np if square else exact_sum.digits_np
+            at, slot, digit = digits_of(values[a.argument])
+            maps = exact_sum.maps_np(partial.num_rows, group_of[at], slot, digit * weights[at])
             partial = partial.append_column(column, maps)
     return partial
 
@@ -546,7 +540,7 @@ def merged_on_driver(
     news = [_result_arrow(a, accumulators) for a in aggs]
     same = pa.chunked_array([pa.repeat(True, partial.num_rows)], pa.bool_())
     for o, n in zip(olds, news):
-        same = pc.and_(same, _same(o, n))
+        same = pc.and_(same, same_values(o, n))
     columns = {
         **{c: accumulators.column(c) for c in [*groups, *state_columns(aggs)]},
         OLD_EXISTS: pc.is_valid(old.column(COUNT)),
@@ -556,15 +550,6 @@ def merged_on_driver(
         SAME: same,
     }
     return pa.table(list(columns.values()), names=list(columns))
-
-
-def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
-    """a <=> b, row by row, with NaN equal to NaN (as Spark compares rows)."""
-    equal = pc.fill_null(pc.equal(a, b), False)
-    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-    if pa.types.is_floating(a.type):
-        both_null = pc.or_(both_null, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
-    return pc.or_(equal, both_null)
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:

@@ -180,6 +180,18 @@ def aggregated(table: pa.Table, keys: Sequence[str], how: Mapping[str, Any]) -> 
     return pa.table(list(columns.values()), names=list(columns))
 
 
+def same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
+    """a <=> b, row by row, with NaN equal to NaN and -0.0 to 0.0 (as Spark compares rows)."""
+    if pa.types.is_nested(a.type):
+        equal = pa.array([x == y for x, y in zip(a.to_pylist(), b.to_pylist())], pa.bool_())
+    else:
+        equal = pc.fill_null(pc.equal(a, b), False)
+    both = pc.and_(pc.is_null(a), pc.is_null(b))
+    if pa.types.is_floating(a.type):
+        both = pc.or_(both, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
+    return pc.or_(equal, both)
+
+
 # -- joins ----------------------------------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mvengine.errors import DuplicateKeyError
-from mvengine.incremental.driver import align, consolidated, data, match, zset
+from mvengine.incremental.driver import align, consolidated, data, match, same_values, zset
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.storage.api import DELETE_MARK
 
@@ -80,7 +80,7 @@ def keyed_changes(
     had, has = pc.is_valid(oi), pc.is_valid(ni)
     same = pc.and_(had, has)
     for c in columns:
-        same = pc.and_(same, _same(before.column(c), after.column(c)))
+        same = pc.and_(same, same_values(before.column(c), after.column(c)))
     changed = pc.invert(same)
     before, after, had, has = (
         before.filter(changed),
@@ -251,19 +251,6 @@ def _logged(
         ],
         names=[*columns, "_op", "_undo", "_mtime", "_index", "_pair", "_side"],
     )
-
-
-def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
-    """a <=> b, row by row, with NaN equal to NaN and -0.0 to 0.0 (as Spark compares rows)."""
-    equal = _nested_equal(a, b) if pa.types.is_nested(a.type) else pc.fill_null(pc.equal(a, b), False)
-    both = pc.and_(pc.is_null(a), pc.is_null(b))
-    if pa.types.is_floating(a.type):
-        both = pc.or_(both, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
-    return pc.or_(equal, both)
-
-
-def _nested_equal(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.Array:
-    return pa.array([x == y for x, y in zip(a.to_pylist(), b.to_pylist())], pa.bool_())
 
 
 def _repeat(counts: pa.ChunkedArray) -> pa.Array:
