@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, ReadOnDemand
 from mvengine.plan.nodes import Node, Scan
+from mvengine.policy import ExecutionPolicy
 from mvengine.storage.api import TooManyRows, arrow_schema, read_arrow
 from mvengine.storage.tables import TableRef, read_by_driver, table_rows
 
@@ -33,6 +34,8 @@ KeyFilter = tuple[str, pa.Array]
 
 class DriverState(Protocol):
     """What the rules read and write of a view's state tables (incremental.state.StateStore on Delta)."""
+
+    policy: ExecutionPolicy  # (its driver_read_rows bounds what a rule reads on the driver)
 
     def schema(self, name: str) -> pa.Schema | None:
         """The state table's columns with the Arrow types Spark reads them as (None when it does not exist

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, reduce
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -49,6 +49,8 @@ from mvengine.incremental.driver import (
     latest,
     match,
     normalized,
+    read_before,
+    same_values,
     zset,
 )
 from mvengine.incremental.driver_expressions import (
@@ -65,6 +67,8 @@ from mvengine.incremental.partition_rows import batch_time
 from mvengine.incremental.ranking import nulls_first, ranked
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.nodes import Field, Join, Node, Scan, WindowAssign
+from mvengine.storage.api import read_table
+from mvengine.storage.tables import TableRef
 
 R = TypeVar("R")
 
@@ -252,6 +256,26 @@ class Engine(Protocol[R]):
         """The rows of state table `table` whose named `keys` equal those of a row of `touched` (NULL matching
         NULL; without keys, every row), as they were before the batch: `template`'s columns and types (empty
         where none)."""
+
+    # -- a view's changelog (runtime/emit.py) ------------------------------------------------------------------
+
+    def rename(self, rel: R, names: Mapping[str, str]) -> R:
+        """`rel` with the columns `names` holds renamed (old name → new)."""
+
+    def outer(self, left: R, right: R, keys: Sequence[tuple[str, str]]) -> R:
+        """The pairs of rows whose named keys are equal (NULL matching NULL; without keys, every pair), and the
+        rows of either with no match, padded with NULLs: both sides' columns, which have distinct names."""
+
+    def same(self, rel: R, left: Sequence[str], right: Sequence[str], name: str) -> R:
+        """`rel` with `name`: whether each `left` column holds the same value as its `right` one (NULL the same
+        as NULL, NaN as NaN, -0.0 as 0.0, as Spark compares rows)."""
+
+    def one_row(self, rel: R) -> dict[str, Any]:
+        """The values of `rel`'s first row (computed now), by column name."""
+
+    def table(self, ref: TableRef, version: int, near: R, column: str) -> R:
+        """Table `ref` at `version`, its columns by name: at least the rows whose `column` takes a value of
+        `near`'s column of that name (the driver reads those, or all when it cannot narrow; Spark reads all)."""
 
 
 @dataclass
@@ -542,6 +566,24 @@ class SparkEngine:
             return self.batch.state.read(table, template)
         return self.batch.state.read_for(table, template, touched, list(keys))
 
+    def rename(self, rel: DataFrame, names: Mapping[str, str]) -> DataFrame:
+        return rel.withColumnsRenamed(dict(names))
+
+    def outer(self, left: DataFrame, right: DataFrame, keys: Sequence[tuple[str, str]]) -> DataFrame:
+        return left.join(right, _equal(keys, null_safe=True), "full_outer")
+
+    def same(self, rel: DataFrame, left: Sequence[str], right: Sequence[str], name: str) -> DataFrame:
+        def row(names: Sequence[str]) -> Column:  # (fields named alike: a struct's type includes its names)
+            return F.struct(*[F.col(quote(c)).alias(f"f{i}") for i, c in enumerate(names)])
+
+        return rel.withColumn(name, row(left).eqNullSafe(row(right)))
+
+    def one_row(self, rel: DataFrame) -> dict[str, Any]:
+        return rel.collect()[0].asDict()
+
+    def table(self, ref: TableRef, version: int, near: DataFrame, column: str) -> DataFrame:
+        return read_table(self.batch.spark, ref, version=version)
+
 
 def _equal(keys: Sequence[tuple[str, str]], null_safe: bool = False) -> Column:
     if not keys:
@@ -630,11 +672,11 @@ class ArrowEngine:
     def stage(
         self, table: str, rel: pa.Table, keys: Sequence[str], columns: Sequence[str], delete: str
     ) -> None:
-        schema = self.batch.state.schema(table)
-        assert schema is not None  # a rule stages into a table it read (with_state)
+        schema = self.batch.state.schema(table)  # (None: a new table, of the rows' own types)
         names = [*keys, *columns]
         rows = pa.table(
-            [cast(rel.column(c), schema.field(c).type) for c in names] + [rel.column(delete)],
+            [rel.column(c) if schema is None else cast(rel.column(c), schema.field(c).type) for c in names]
+            + [rel.column(delete)],
             names=[*names, delete],
         )
         self.batch.state.stage(table, rows, list(keys), delete)
@@ -743,15 +785,20 @@ class ArrowEngine:
         retract: str,
         insert: str,
     ) -> pa.Table:
-        def change(weight: int, columns: Sequence[str], on: str) -> pa.Table:
-            rows = rel.filter(pc.fill_null(rel.column(on), False))
+        # A row's retraction comes before its insertion, next to it (a changelog's -U before its +U).
+        def change(weight: int, columns: Sequence[str], on: str) -> tuple[pa.Table, np.ndarray]:
+            holds = pc.fill_null(rel.column(on), False)
+            rows = rel.filter(holds)
             weights = pa.repeat(pa.scalar(weight, pa.int64()), rows.num_rows)
-            return pa.table(
+            table = pa.table(
                 [*[rows.column(c) for c in columns], weights, rows.column(MTIME)],
                 names=[*names, WEIGHT, MTIME],
             )
+            return table, np.flatnonzero(holds.to_numpy(zero_copy_only=False)) * 2 + (weight > 0)
 
-        return self.concat([change(-1, old, retract), change(1, new, insert)])
+        (retracted, before), (inserted, after) = change(-1, old, retract), change(1, new, insert)
+        order = np.argsort(np.concatenate([before, after]), kind="stable")
+        return self.concat([retracted, inserted]).take(pa.array(order))
 
     def concat(self, rels: Sequence[pa.Table]) -> pa.Table:
         names = rels[0].column_names
@@ -828,13 +875,40 @@ class ArrowEngine:
         return rel.set_column(i, MTIME, column) if i >= 0 else rel.append_column(MTIME, column)
 
     def read_state(self, table: str, template: pa.Table, keys: Sequence[str], touched: pa.Table) -> pa.Table:
+        if self.batch.state.schema(table) is None:
+            return template.schema.empty_table()
         if keys:
             _, found = self._state_rows(table, touched, keys)
         else:  # every row of the state
             found = self.batch.state.read_all(table)
-            if found is None:
-                raise NotOnDriver(f"state {table} does not exist")
+            assert found is not None  # it has a schema
         return pa.table([cast(found.column(f.name), f.type) for f in template.schema], schema=template.schema)
+
+    def rename(self, rel: pa.Table, names: Mapping[str, str]) -> pa.Table:
+        return rel.rename_columns([names.get(c, c) for c in rel.column_names])
+
+    def outer(self, left: pa.Table, right: pa.Table, keys: Sequence[tuple[str, str]]) -> pa.Table:
+        li, ri = _match(left, right, keys, "full outer", null_safe=True)
+        assert ri is not None  # an outer join pairs rows
+        pairs = left.take(li)
+        for name, column in zip(right.column_names, right.take(ri).columns):
+            pairs = pairs.append_column(name, column)
+        return pairs
+
+    def same(self, rel: pa.Table, left: Sequence[str], right: Sequence[str], name: str) -> pa.Table:
+        equal = pa.chunked_array([pa.repeat(pa.scalar(True), rel.num_rows)])
+        for a, b in zip(left, right):
+            equal = pc.and_(equal, same_values(rel.column(a), rel.column(b)))
+        return rel.append_column(name, equal)
+
+    def one_row(self, rel: pa.Table) -> dict[str, Any]:
+        row: dict[str, Any] = rel.slice(0, 1).to_pylist()[0]
+        return row
+
+    def table(self, ref: TableRef, version: int, near: pa.Table, column: str) -> pa.Table:
+        return read_before(
+            ref, version, (column, near.column(column)), self.batch.state.policy.driver_read_rows
+        )
 
 
 def _data(rel: pa.Table) -> list[pa.ChunkedArray]:
@@ -854,7 +928,10 @@ def _aligned(columns: Sequence[pa.ChunkedArray]) -> pa.ChunkedArray:
 def _match(
     rel: pa.Table, table: pa.Table, keys: Sequence[tuple[str, str]], how: str, null_safe: bool = False
 ) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
-    """`match` of the named keys, each pair compared in the type Spark compares them in."""
+    """`match` of the named keys, each pair compared in the type Spark compares them in; without keys, every
+    pair of rows (and each side's rows alone as `how` keeps them when the other has none)."""
+    if not keys:
+        return _every_pair(rel.num_rows, table.num_rows, how)
     mine, theirs = [], []
     for a, b in keys:
         x, y = rel.column(a), table.column(b)
@@ -864,6 +941,21 @@ def _match(
         mine.append(x)
         theirs.append(y)
     return match(mine, theirs, how, null_safe=null_safe)
+
+
+def _every_pair(n: int, m: int, how: str) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
+    if how in ("left semi", "left anti"):
+        kept = np.arange(n) if (m > 0) == (how == "left semi") else np.arange(0)
+        return pa.chunked_array([pa.array(kept, pa.int64())]), None
+    if n and m:
+        li, ri = pa.array(np.repeat(np.arange(n), m)), pa.array(np.tile(np.arange(m), n))
+    else:  # the rows of the side that has some, padded as `how` keeps them
+        pads = {"left outer": n and not m, "right outer": m and not n, "full outer": True}
+        li = pa.array(range(n) if n else [None] * m, pa.int64())
+        ri = pa.array(range(m) if m else [None] * n, pa.int64())
+        if not pads.get(how, False):
+            li, ri = li.slice(0, 0), ri.slice(0, 0)
+    return pa.chunked_array([li], pa.int64()), pa.chunked_array([ri], pa.int64())
 
 
 def _fields(rel: pa.Table) -> list[Field]:

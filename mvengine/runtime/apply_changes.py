@@ -25,7 +25,7 @@ from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.changes import BatchChanges, InputChanges, ViewOutput
 from mvengine.runtime.commit import commit_batch
 from mvengine.runtime.context import RefreshContext
-from mvengine.runtime.emit import ViewChanges, changes_on_driver, view_changes
+from mvengine.runtime.emit import ViewChanges, view_changes
 from mvengine.runtime.event_time import (
     Watermarks,
     batch_watermarks,
@@ -218,10 +218,10 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
             zset = conform(zset, arrow_schema(tables.snapshot.open()))
             zset = hold_back(plan, zset, state, marks)
         with profile.phase("compute changes", spark=False):
-            out = changes_on_driver(
+            out = view_changes(
                 plan,
                 zset,
-                state,
+                batch,
                 snapshot=tables.snapshot,
                 snapshot_before=work.snapshot_before,
                 batch_id=work.batch_id,

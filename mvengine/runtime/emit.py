@@ -1,39 +1,42 @@
-"""From a batch's changes of a view (a Z-set) to its changelog rows and the edit of its snapshot (DESIGN.md §5).
+"""From a batch's changes of a view (a Z-set) to its changelog rows and the edit of its snapshot (DESIGN.md §5),
+written once against the engine interface (incremental/engine.py): Spark computes a large batch, the driver a
+small one in Arrow (a Spark job costs ~150 ms here whatever its size; pairing a few thousand rows in Arrow
+costs a millisecond).
 
 Keyed views (seed 003): per key, a first row is `+I`, a changed row `-U` (the old values) then `+U` (the new),
 a row that goes away `-D`; a key whose row did not change emits nothing. `_emit_index` counts the revisions of
-each key's row (0 for its first), kept in the view's state table `emit`. Bags: `+I` and `-D` rows, one per unit
-of multiplicity, with `_emit_index` 0.
+each key's row (0 for its first), kept in the view's state table `emit`; a view of one row (no key) has one.
+Bags: `+I` and `-D` rows, one per unit of multiplicity, with `_emit_index` 0.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 
 from mvengine.errors import DuplicateKeyError
 from mvengine.incremental.batch import Batch, collect_small
-from mvengine.incremental.driver import read_before
+from mvengine.incremental.driver import DriverBatch
 from mvengine.incremental.driver_expressions import NotOnDriver
-from mvengine.incremental.state import StateStore
-from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
+from mvengine.incremental.engine import ArrowEngine, Engine, SparkEngine
+from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
+from mvengine.plan.nodes import Node
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.runtime.emit_driver import bag_changes, count_rows, keyed_changes
-from mvengine.storage.api import DELETE_MARK, read_table
+from mvengine.storage.api import DELETE_MARK
 from mvengine.storage.tables import TableRef
 
 EMIT_STATE = "emit"
 REVISION = "_rev"
+CHANGELOG = ("_op", "_undo", MTIME, "_version", "_batch_id", "_emit_index", "_emit_timing")
 
 
 @dataclass
 class ViewChanges:
-    """A batch's changes of a view: DataFrames, or Arrow tables when they were computed on the driver
-    (emit_driver.py)."""
+    """A batch's changes of a view: DataFrames, or Arrow tables when they were computed on the driver."""
 
     changelog: DataFrame | pa.Table  # the view's columns, then _op, _undo, _mtime, _version, _batch_id,
     #                                  _emit_index, _emit_timing
@@ -54,301 +57,225 @@ class ViewChanges:
 
 def view_changes(
     plan: ViewPlan,
-    zset: DataFrame,
-    batch: Batch,
+    zset: DataFrame | pa.Table,
+    batch: Batch | DriverBatch,
     *,
     snapshot: TableRef,
     snapshot_before: int | None,
     batch_id: int,
 ) -> ViewChanges:
-    """The changes of a batch computed by Spark; when the batch is small, its Z-set is collected once and the
-    rest is done on the driver."""
+    """The changes of a batch: on the driver when it was computed there (`zset` in Arrow), or when Spark
+    computed it but its Z-set is small (collected once); else by Spark."""
+    emit = _Emit(plan, snapshot, snapshot_before, batch_id)
+    if isinstance(batch, DriverBatch):
+        assert isinstance(zset, pa.Table)  # the driver's rules give Arrow
+        return emit.changes(ArrowEngine(batch, _no_child), zset)
+    assert isinstance(zset, DataFrame)  # Spark's give DataFrames
     if batch.state.on_driver:
         collected = collect_small(zset, batch.state.policy.collect_to_driver)
         if collected is not None:
             try:
-                return changes_on_driver(
-                    plan,
-                    collected,
-                    batch.state,
-                    snapshot=snapshot,
-                    snapshot_before=snapshot_before,
-                    batch_id=batch_id,
-                )
+                return emit.changes(ArrowEngine(DriverBatch({}, batch.state), _no_child), collected)
             except NotOnDriver:  # (before anything is staged) a type the driver does not compare: Spark does
                 pass
-    columns = [c.name for c in plan.columns]
-    version = (snapshot_before + 1) if snapshot_before is not None else 0
-    # Computed once here: everything below reads these rows several times. (Changes that hold one old and one
-    # new row per key at most need no consolidation: _keyed drops a key whose old and new rows are equal.)
-    if not changes_once_per_key(plan.root):
-        zset = consolidate(zset, columns)
-    changes = batch.keep(zset)
-    if plan.key is not None:
-        return _keyed(plan, changes, columns, batch, version, batch_id)
-    return _bag(batch.spark, changes, columns, snapshot, snapshot_before, version, batch_id)
+    return emit.changes(SparkEngine(batch, _no_child), zset)
 
 
-def changes_on_driver(
-    plan: ViewPlan,
-    zset: pa.Table,
-    state: StateStore,
-    *,
-    snapshot: TableRef,
-    snapshot_before: int | None,
-    batch_id: int,
-) -> ViewChanges:
-    """`view_changes` over a Z-set on the driver (emit_driver.py); the key revisions are staged in `state`."""
-    columns = [c.name for c in plan.columns]
-    version = (snapshot_before + 1) if snapshot_before is not None else 0
-    if plan.key is not None:
-        key = list(plan.key)
-        found = keyed_changes(
-            plan.name,
-            zset,
-            columns,
-            key,
-            lambda keys: state.lookup(EMIT_STATE, keys, key),
-            REVISION,
-            consolidated=changes_once_per_key(plan.root),
-            version=version,
-            batch_id=batch_id,
+def _no_child(node: Node, batch: Any) -> Any:
+    raise AssertionError("a view's changelog reads no node's changes")
+
+
+@dataclass
+class _Emit:
+    plan: ViewPlan
+    snapshot: TableRef
+    snapshot_before: int | None
+    batch_id: int
+    columns: list[str] = field(init=False)  # the view's
+    values: list[str] = field(init=False)  # the same inside the rule: the engine's SQL names them
+
+    def __post_init__(self) -> None:
+        self.columns = [c.name for c in self.plan.columns]
+        self.values = [f"_v{i}" for i in range(len(self.columns))]
+
+    def changes(self, engine: Engine[Any], zset: Any) -> ViewChanges:
+        """The rule. The view's columns are named `_v<i>` inside it, `_o<i>` and `_n<i>` as a key's old and new
+        row."""
+        changes = engine.rename(zset, dict(zip(self.columns, self.values)))
+        # (Changes that hold one old and one new row per key at most need no consolidation: a key whose old
+        # and new rows are equal is dropped.)
+        if not changes_once_per_key(self.plan.root):
+            changes = engine.consolidate(changes, self.values)
+        changes = engine.keep(changes)  # read several times below
+        if self.plan.key is not None:
+            return self._keyed(engine, changes, list(self.plan.key))
+        return self._bag(engine, changes)
+
+    def _keyed(self, engine: Engine[Any], changes: Any, key: list[str]) -> ViewChanges:
+        n = len(self.values)
+        olds, news = [f"_o{i}" for i in range(n)], [f"_n{i}" for i in range(n)]
+        at = [self.columns.index(k) for k in key]
+        keys = {f"_k{i}": k for i, k in enumerate(key)}
+
+        def side(sign: str, names: list[str], present: str) -> Any:
+            rows = engine.where(changes, f"{WEIGHT} {sign} 0")
+            renamed = dict(zip(self.values, names)) | {WEIGHT: f"{present}_w", MTIME: f"{present}_t"}
+            return engine.compute(engine.rename(rows, renamed), {present: "true"})
+
+        pairs = engine.outer(
+            side("<", olds, "_had"), side(">", news, "_has"), [(olds[p], news[p]) for p in at]
         )
-        if found.revisions is not None and found.rows:
-            state.stage(EMIT_STATE, found.revisions, key)
-    else:
+        pairs = engine.same(pairs, olds, news, "_same")
+        copies = "CASE WHEN abs(coalesce(_had_w, 0)) > abs(coalesce(_has_w, 0)) THEN abs(_had_w) ELSE abs(_has_w) END"
+        pairs = engine.compute(
+            pairs,
+            {
+                "_had": "coalesce(_had, false)",
+                "_has": "coalesce(_has, false)",
+                MTIME: "coalesce(_has_t, _had_t)",
+                "_copies": copies,  # more than 1 (summed by key): the key occurs twice
+                **{k: f"coalesce({news[p]}, {olds[p]})" for k, p in zip(keys, at)},
+            },
+        )
+        pairs = engine.where(pairs, "NOT (_had AND _has AND _same)")
 
-        def copies_before(rows: pa.Table) -> pa.Table:
-            assert snapshot_before is not None  # asked only when there is a snapshot
-            return count_rows(
-                read_before(
-                    snapshot,
-                    snapshot_before,
-                    (columns[0], rows.column(columns[0])),
-                    state.policy.driver_read_rows,
-                )
+        touched = engine.rename(engine.select(pairs, list(keys)), keys)
+        template = engine.empty(engine.compute(touched, {REVISION: "CAST(0 AS BIGINT)"}))
+        revisions = engine.read_state(EMIT_STATE, template, key, touched)
+        rows = engine.lookup(pairs, list(keys.items()), revisions, "left", null_safe=True)
+        rows = engine.compute(
+            rows,
+            {
+                "_next": f"CASE WHEN {REVISION} IS NULL THEN CAST(0 AS BIGINT) ELSE {REVISION} + 1 END",
+                "_both": "_had AND _has",
+                "_rows": "CASE WHEN _had AND _has THEN 2 ELSE 1 END",
+                "_gone": "false",
+            },
+        )
+        rows = engine.keep(rows)
+        count, retractions = self._count(engine, rows, keys)
+
+        logged = engine.updates(
+            rows,
+            [*olds, "_both", REVISION],
+            [*news, "_both", "_next"],
+            [*self.values, "_both", "_index"],
+            "_had",
+            "_has",
+        )
+        zset = self._named(engine, engine.select(logged, [*self.values, WEIGHT, MTIME]))
+        op = (
+            f"CASE WHEN {WEIGHT} < 0 THEN (CASE WHEN _both THEN '-U' ELSE '-D' END) "
+            "ELSE (CASE WHEN _both THEN '+U' ELSE '+I' END) END"
+        )
+        changelog = self._changelog(engine, logged, op, "_index")
+        inserts = engine.rename(
+            engine.select(engine.where(rows, "_has"), news), dict(zip(news, self.columns))
+        )
+        deletes = engine.rename(engine.select(rows, list(keys)), keys)
+        if not key:  # a view of one row: its old row goes
+            deletes = engine.rename(
+                engine.select(engine.where(rows, "_had"), olds), dict(zip(olds, self.columns))
             )
-
-        found = bag_changes(
-            zset,
-            columns,
-            copies_before if snapshot_before is not None else None,
-            version=version,
-            batch_id=batch_id,
-        )
-    return ViewChanges(
-        found.changelog,
-        found.deletes,
-        found.inserts,
-        found.keys,
-        found.rows,
-        found.zset,
-        found.retractions,
-        found.upserts if found.rows else None,
-    )
-
-
-def _keyed(
-    plan: ViewPlan, changes: DataFrame, columns: list[str], batch: Batch, version: int, batch_id: int
-) -> ViewChanges:
-    key = list(plan.key or ())
-    copies = F.abs(F.col(WEIGHT)).alias("_n")  # more than 1: the key occurs twice (checked in _count_keyed)
-    old = changes.where(F.col(WEIGHT) < 0).select(
-        *[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"), copies
-    )
-    new = changes.where(F.col(WEIGHT) > 0).select(
-        *[quote(c) for c in columns], MTIME, F.lit(True).alias("_in"), copies
-    )
-    o, n = old.alias("o"), new.alias("n")
-    pairs = o.join(n, null_safe_equal(o, n, key), "full_outer").select(
-        F.struct(*[F.col(f"o.{quote(c)}").alias(c) for c in columns]).alias("old"),
-        F.struct(*[F.col(f"n.{quote(c)}").alias(c) for c in columns]).alias("new"),
-        F.coalesce(F.col("o._in"), F.lit(False)).alias("_had"),
-        F.coalesce(F.col("n._in"), F.lit(False)).alias("_has"),
-        F.coalesce(F.col(f"n.{MTIME}"), F.col(f"o.{MTIME}")).alias(MTIME),
-        F.greatest(F.coalesce(F.col("o._n"), F.lit(0)), F.coalesce(F.col("n._n"), F.lit(0))).alias("_copies"),
-        *[
-            F.coalesce(F.col(f"n.{quote(k)}"), F.col(f"o.{quote(k)}")).alias(f"_k{i}")
-            for i, k in enumerate(key)
-        ],
-    )
-    pairs = pairs.where(~(F.col("_had") & F.col("_has") & F.col("old").eqNullSafe(F.col("new"))))
-    key_columns = [F.col(f"_k{i}").alias(k) for i, k in enumerate(key)]
-    affected = pairs.select(*key_columns)
-    template = affected.select("*", F.lit(0).cast("long").alias(REVISION)).limit(0)
-    revisions = batch.state.read_candidates(EMIT_STATE, template, affected, key).alias("r")
-    p = pairs.alias("p")
-    joined = p.join(revisions, _key_match(key, "p", "r"), "left")
-    last = F.col(f"r.{REVISION}")
-    next_revision = F.when(last.isNull(), F.lit(0)).otherwise(last + 1)
-    rows = batch.keep(joined.select("p.*", last.alias("_last"), next_revision.alias("_next")))
-    had, has = F.col("_had"), F.col("_has")
-
-    def side(which: str, op: str, undo: bool, index: Column, condition: Column) -> DataFrame:
-        return rows.where(condition).select(
-            *[F.col(f"{which}.{quote(c)}").alias(c) for c in columns],
-            F.lit(op).alias("_op"),
-            F.lit(undo).alias("_undo"),
-            F.col(MTIME).alias("_mtime"),
-            index.cast("long").alias("_emit_index"),
-        )
-
-    changelog = (
-        side("old", "-D", True, F.col("_last"), had & ~has)
-        .unionByName(side("new", "+I", False, F.col("_next"), ~had & has))
-        .unionByName(side("old", "-U", True, F.col("_last"), had & has))
-        .unionByName(side("new", "+U", False, F.col("_next"), had & has))
-    )
-    kept_revision = F.when(has, F.col("_next")).otherwise(F.col("_last"))
-    batch.state.stage(
-        EMIT_STATE,
-        rows.select(
-            *[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)], kept_revision.cast("long").alias(REVISION)
-        ),
-        key,
-    )
-    deletes = rows.select(*[F.col(f"_k{i}").alias(k) for i, k in enumerate(key)])
-    inserts = rows.where(has).select(*[F.col(f"new.{quote(c)}").alias(c) for c in columns])
-    key_column = {k: F.col(f"_k{i}") for i, k in enumerate(key)}
-    upserts = rows.select(
-        *[key_column.get(c, F.col(f"new.{quote(c)}")).alias(c) for c in columns], (~has).alias(DELETE_MARK)
-    )
-    zset = (
-        rows.where(had)
-        .select(
-            *[F.col(f"old.{quote(c)}").alias(c) for c in columns], F.lit(-1).cast("long").alias(WEIGHT), MTIME
-        )
-        .unionByName(
-            rows.where(has).select(
-                *[F.col(f"new.{quote(c)}").alias(c) for c in columns],
-                F.lit(1).cast("long").alias(WEIGHT),
-                MTIME,
+        upserts = None
+        if count and key:
+            sources = [f"_k{key.index(c)}" if c in key else new for c, new in zip(self.columns, news)]
+            upserts = engine.rename(
+                engine.select(engine.compute(rows, {DELETE_MARK: "NOT _has"}), [*sources, DELETE_MARK]),
+                dict(zip(sources, self.columns)),
             )
-        )
-    )
-    count, retractions = _count_keyed(plan, rows, key)
-    return ViewChanges(
-        _finish(changelog, version, batch_id),
-        deletes if count else None,
-        inserts,
-        key,
-        count,
-        zset,
-        retractions,
-        upserts if count and key else None,
-    )
-
-
-def _key_match(key: list[str], left: str, right: str) -> Column:
-    condition = F.lit(True)
-    for i, k in enumerate(key):
-        condition = condition & F.col(f"{left}._k{i}").eqNullSafe(F.col(f"{right}.{quote(k)}"))
-    return condition
-
-
-def _bag(
-    spark: SparkSession,
-    changes: DataFrame,
-    columns: list[str],
-    snapshot: TableRef,
-    snapshot_before: int | None,
-    version: int,
-    batch_id: int,
-) -> ViewChanges:
-    w = F.col(WEIGHT)
-    copies = F.explode(F.sequence(F.lit(1), F.abs(w).cast("int")))
-    changelog = changes.select(
-        *[quote(c) for c in columns],
-        F.when(w > 0, "+I").otherwise("-D").alias("_op"),
-        (w < 0).alias("_undo"),
-        F.col(MTIME).alias("_mtime"),
-        F.lit(0).cast("long").alias("_emit_index"),
-        copies.alias("_copy"),
-    ).drop("_copy")
-    removed = changes.where(w < 0)
-    totals = changes.agg(
-        F.sum(F.abs(w)).alias("rows"), F.sum(F.when(w < 0, -w).otherwise(0)).alias("removed")
-    )
-    total = totals.collect()[0]
-    count, removed_rows = int(total["rows"] or 0), int(total["removed"] or 0)
-    zset = changes.select(*[quote(c) for c in columns], WEIGHT, MTIME)
-    if snapshot_before is None:
-        inserts = (
-            changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
-        )
+        if count:  # (last: a NotOnDriver above leaves nothing staged)
+            kept = engine.compute(rows, {REVISION: f"CASE WHEN _has THEN _next ELSE {REVISION} END"})
+            engine.stage(EMIT_STATE, engine.rename(kept, keys), key, [REVISION], "_gone")
         return ViewChanges(
-            _finish(changelog, version, batch_id), None, inserts, columns, count, zset, removed_rows
+            changelog,
+            deletes if count else None,
+            inserts,
+            key,
+            count,
+            zset,
+            retractions,
+            upserts,
         )
-    # A bag row that loses copies is removed entirely and put back as many times as it still occurs.
-    before = read_table(spark, snapshot, version=snapshot_before).alias("s")
-    r = removed.alias("r")
-    counts = (
-        before.join(r, null_safe_equal(before, r, columns), "left_semi")
-        .groupBy(*[quote(c) for c in columns])
-        .agg(F.count(F.lit(1)).alias("_before"))
-        .alias("b")
-    )
-    remaining = r.join(counts, null_safe_equal(r, counts, columns), "left").select(
-        *[F.col(f"r.{quote(c)}").alias(c) for c in columns],
-        (F.coalesce(F.col("b._before"), F.lit(0)) + F.col(f"r.{WEIGHT}")).alias("_left"),
-    )
-    kept = (
-        remaining.where(F.col("_left") > 0)
-        .select(
-            *[quote(c) for c in columns],
-            F.explode(F.sequence(F.lit(1), F.col("_left").cast("int"))).alias("_copy"),
+
+    def _count(self, engine: Engine[Any], rows: Any, keys: dict[str, str]) -> tuple[int, int]:
+        """The number of changelog rows and of old rows among them, checking (in the same Spark job) that no key
+        occurs twice: a batch holds at most one old and one new row per key, unless an input broke its declared
+        PRIMARY KEY (which is NOT ENFORCED) — then the snapshot cannot be updated by key. Keys unique by
+        construction need no check."""
+        rows = engine.compute(rows, {"_old": "CASE WHEN _had THEN 1 ELSE 0 END"})
+        if key_is_guaranteed(self.plan.root):
+            total = engine.one_row(
+                engine.aggregate(rows, {}, {"rows": ("sum", "_rows"), "old": ("sum", "_old")})
+            )
+            return int(total["rows"] or 0), int(total["old"] or 0)
+        sums = {"_pairs": ("sum", "_copies"), "_rows": ("sum", "_rows"), "_old": ("sum", "_old")}
+        per_key = engine.aggregate(rows, {k: k for k in keys}, sums)
+        total = engine.one_row(
+            engine.aggregate(
+                per_key, {}, {"rows": ("sum", "_rows"), "old": ("sum", "_old"), "most": ("max", "_pairs")}
+            )
         )
-        .drop("_copy")
-    )
-    added = changes.where(w > 0).select(*[quote(c) for c in columns], copies.alias("_copy")).drop("_copy")
-    return ViewChanges(
-        _finish(changelog, version, batch_id),
-        removed.select(*[quote(c) for c in columns]) if removed_rows else None,
-        added.unionByName(kept),
-        columns,
-        count,
-        zset,
-        removed_rows,
-    )
-
-
-def _finish(changelog: DataFrame, version: int, batch_id: int) -> DataFrame:
-    columns = [c for c in changelog.columns if c not in ("_op", "_undo", "_mtime", "_emit_index")]
-    return changelog.select(
-        *[quote(c) for c in columns],
-        "_op",
-        "_undo",
-        "_mtime",
-        F.lit(version).cast("long").alias("_version"),
-        F.lit(batch_id).cast("long").alias("_batch_id"),
-        "_emit_index",
-        F.lit(None).cast("string").alias("_emit_timing"),
-    )
-
-
-def _count_keyed(plan: ViewPlan, pairs: DataFrame, key: list[str]) -> tuple[int, int]:
-    """The number of changelog rows and of old rows among them, checking (in the same Spark job) that no key
-    occurs twice: a batch holds at most one old and one new row per key, unless an input broke its declared
-    PRIMARY KEY (which is NOT ENFORCED) — then the snapshot cannot be updated by key. Keys unique by construction
-    need no check."""
-    rows = F.when(F.col("_had") & F.col("_has"), 2).otherwise(1)  # changelog rows of one pair
-    old = F.col("_had").cast("long")
-    if key_is_guaranteed(plan.root):
-        total = pairs.agg(F.sum(rows).alias("rows"), F.sum(old).alias("old")).collect()[0]
+        if total["most"] is not None and total["most"] > 1:
+            twice = engine.one_row(engine.where(per_key, "_pairs > 1"))
+            shown = ", ".join(f"{c}={twice[k]!r}" for k, c in keys.items())
+            raise DuplicateKeyError(self.plan.name, shown)
         return int(total["rows"] or 0), int(total["old"] or 0)
-    per_key = pairs.groupBy(*[f"_k{i}" for i in range(len(key))]).agg(
-        F.sum("_copies").alias("_pairs"),
-        F.sum(rows).alias("_rows"),
-        F.sum(old).alias("_old"),
-        F.first(F.struct(*[F.col(f"_k{i}") for i in range(len(key))])).alias("_key"),
-    )
-    total = per_key.agg(
-        F.sum("_rows").alias("rows"),
-        F.sum("_old").alias("old"),
-        F.max("_pairs").alias("most"),
-        F.max_by("_key", "_pairs").alias("key"),
-    ).collect()[0]
-    if total["most"] is not None and total["most"] > 1:
-        shown = ", ".join(f"{c}={v!r}" for c, v in zip(key, total["key"]))
-        raise DuplicateKeyError(plan.name, shown)
-    return int(total["rows"] or 0), int(total["old"] or 0)
+
+    def _bag(self, engine: Engine[Any], changes: Any) -> ViewChanges:
+        """A view without a key changes by whole rows, one `+I` or `-D` per copy. A row that loses copies is
+        removed from the snapshot entirely and put back as many times as it still occurs."""
+        values = self.values
+        changes = engine.compute(
+            changes, {"_n": f"abs({WEIGHT})", "_removed": f"CASE WHEN {WEIGHT} < 0 THEN -{WEIGHT} ELSE 0 END"}
+        )
+        total = engine.one_row(
+            engine.aggregate(changes, {}, {"rows": ("sum", "_n"), "removed": ("sum", "_removed")})
+        )
+        count, retractions = int(total["rows"] or 0), int(total["removed"] or 0)
+        op = f"CASE WHEN {WEIGHT} > 0 THEN '+I' ELSE '-D' END"
+        logged = engine.compute(engine.copies(changes, "_n"), {"_index": "CAST(0 AS BIGINT)"})
+        changelog = self._changelog(engine, logged, op, "_index")
+        zset = self._named(engine, engine.select(changes, [*values, WEIGHT, MTIME]))
+        added = engine.select(engine.copies(engine.where(changes, f"{WEIGHT} > 0"), "_n"), values)
+        if self.snapshot_before is None:
+            return ViewChanges(
+                changelog, None, self._named(engine, added), self.columns, count, zset, retractions
+            )
+        removed = engine.where(changes, f"{WEIGHT} < 0")
+        first = engine.rename(engine.select(removed, values[:1]), {values[0]: self.columns[0]})
+        before = engine.table(self.snapshot, self.snapshot_before, first, self.columns[0])
+        before = engine.rename(before, dict(zip(self.columns, values)))
+        on = [(v, v) for v in values]
+        present = engine.lookup(before, on, engine.select(removed, values), "semi", null_safe=True)
+        copies = engine.aggregate(
+            engine.compute(present, {"_one": "CAST(1 AS BIGINT)"}),
+            {v: v for v in values},
+            {"_before": ("sum", "_one")},
+        )
+        left = engine.lookup(removed, on, copies, "left", null_safe=True)
+        left = engine.where(engine.compute(left, {"_left": f"coalesce(_before, 0) + {WEIGHT}"}), "_left > 0")
+        kept = engine.select(engine.copies(left, "_left"), values)
+        inserts = self._named(engine, engine.concat([added, kept]))
+        deletes = self._named(engine, engine.select(removed, values)) if retractions else None
+        return ViewChanges(changelog, deletes, inserts, self.columns, count, zset, retractions)
+
+    def _changelog(self, engine: Engine[Any], logged: Any, op: str, index: str) -> Any:
+        """Change rows (the view's columns, `_w`, `_mtime`, `index`) as the changelog's rows: `op` gives `_op`."""
+        version = (self.snapshot_before + 1) if self.snapshot_before is not None else 0
+        logged = engine.compute(
+            logged,
+            {
+                "_op": op,
+                "_undo": f"{WEIGHT} < 0",
+                "_version": f"CAST({version} AS BIGINT)",
+                "_batch_id": f"CAST({self.batch_id} AS BIGINT)",
+                "_emit_index": index,
+                "_emit_timing": "CAST(NULL AS STRING)",
+            },
+        )
+        return self._named(engine, engine.select(logged, [*self.values, *CHANGELOG]))
+
+    def _named(self, engine: Engine[Any], rel: Any) -> Any:
+        """The view's columns by their own names again."""
+        return engine.rename(rel, dict(zip(self.values, self.columns)))

@@ -1,7 +1,7 @@
-"""A keyed view's changelog computed on the driver (small batches, runtime/emit_driver.py) equals the one its Spark
-form computes (runtime/emit.py): the same changelog rows and `_emit_index`es, snapshot edit, key revisions,
-Z-set for the views downstream and counts, for random batches over keys with and without revisions, NULL keys,
-NaN and -0.0; and a key that occurs twice is refused by both."""
+"""A keyed view's changelog computed on the driver (a small batch: runtime/emit.py's rule run by the Arrow engine)
+equals the one Spark computes (the same rule run by the Spark engine): the same changelog rows and `_emit_index`es,
+snapshot edit, key revisions, Z-set for the views downstream and counts, for random batches over keys with and
+without revisions, NULL keys, NaN and -0.0; and a key that occurs twice is refused by both."""
 
 from __future__ import annotations
 
@@ -106,9 +106,8 @@ def test_the_driver_changelog_equals_the_spark_one(spark, plan, tmp_path_factory
 
 def _bag(rows) -> list[str]:
     """Rows (a DataFrame or an Arrow table) as a sorted list of reprs, timestamps in UTC, NaN equal to NaN."""
-    table = rows if isinstance(rows, pa.Table) else rows.toArrow()
     listed = []
-    for row in table.to_pylist():
+    for row in _arrow(rows).to_pylist():
         listed.append(
             repr(
                 {c: _plain(v) for c, v in sorted(row.items()) if c not in (WEIGHT, MTIME, "_mtime")}
@@ -130,3 +129,62 @@ def _instant(value):
     if value is None:
         return None
     return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+ONE_ROW_SQL = """
+CREATE TABLE t (k INT, s STRING, x DOUBLE, PRIMARY KEY (k) NOT ENFORCED);
+CREATE MATERIALIZED VIEW one AS SELECT count(*) AS n, max(x) AS top FROM t;
+"""
+ONE_ROW = st.tuples(st.integers(0, 3), st.sampled_from([None, 1.0, math.nan]))
+
+
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=list(HealthCheck))
+@given(had=st.one_of(st.none(), ONE_ROW), has=st.one_of(st.none(), ONE_ROW), revision=st.integers(0, 3))
+def test_a_view_of_one_row_counts_its_revisions_on_both_engines(spark, tmp_path_factory, had, has, revision):
+    """A view without a key (a global aggregate) has one row, whose revisions `_emit_index` counts on both
+    engines (the driver once numbered every revision 0 and kept none)."""
+    root: Path = tmp_path_factory.mktemp("one")
+    (root / "views").mkdir()
+    (root / "views" / "one.sql").write_text(ONE_ROW_SQL)
+    plan = load_catalog(load_config(root)).plans["one"]
+    assert plan.key == ()
+    when = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    rows = ([(*had, -1, when)] if had else []) + ([(*has, 1, when)] if has else [])
+    zset = spark.createDataFrame(rows, "n bigint, top double, _w long, _mtime timestamp")
+    outcomes = []
+    for on_driver in (False, True):
+        folder = tmp_path_factory.mktemp("state")
+        write_table(
+            pa.table({REVISION: pa.array([revision], pa.int64())}), TableRef(str(folder / EMIT_STATE))
+        )
+        state = StateStore(spark, str(folder), {}, "one-0", 3, fresh=False, on_driver=on_driver)
+        work = Batch(spark, {}, state)
+        try:
+            changes = view_changes(
+                plan, zset, work, snapshot=TableRef(str(folder / "snapshot")), snapshot_before=4, batch_id=3
+            )
+            staged = {name: _arrow(rows) for name, rows, *_ in state._pending}
+            outcomes.append(
+                {
+                    "changelog": _bag(changes.changelog),
+                    "indices": sorted(_arrow(changes.changelog).column("_emit_index").to_pylist()),
+                    "kept": staged[EMIT_STATE].column(REVISION).to_pylist() if EMIT_STATE in staged else None,
+                    "rows": changes.rows,
+                    "in arrow": isinstance(changes.changelog, pa.Table),
+                }
+            )
+        finally:
+            work.release()
+    spark_form, driver_form = outcomes
+    assert not spark_form.pop("in arrow") and driver_form.pop("in arrow"), "each engine computed its own form"
+    assert driver_form == spark_form
+    changed = had != has and not (had and has and had[0] == has[0] and _plain(had[1]) == _plain(has[1]))
+    assert spark_form["rows"] == (0 if not changed else (2 if had and has else 1))
+    if changed:
+        both = [revision, revision + 1] if had and has else [revision if had else revision + 1]
+        assert spark_form["indices"] == both
+        assert spark_form["kept"] == [revision + 1 if has else revision]
+
+
+def _arrow(rows) -> pa.Table:
+    return rows if isinstance(rows, pa.Table) else rows.toArrow()

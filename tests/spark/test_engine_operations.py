@@ -157,6 +157,24 @@ def test_aggregates_computations_and_unions_are_the_same_on_both_engines(spark, 
     _same(s.copies(s.where(sr, positive), WEIGHT), a.copies(a.where(ar, positive), WEIGHT))
 
 
+@SETTINGS
+@given(rows=RELATIONS, other=RELATIONS, key=KEYS, keyed=st.booleans())
+def test_outer_pairs_sameness_and_one_row_are_the_same_on_both_engines(spark, rows, other, key, keyed):
+    """A view's changelog pairs a key's old and new rows (`outer`, NULL matching NULL; a view of one row pairs
+    every row) and drops the pairs whose values are the same (`same`: NaN as NaN, -0.0 as 0.0)."""
+    s, a, ((sl, al), (so, ao)) = _engines(spark, rows, other)
+    apart = {c: f"r{c}" for c in SCHEMA.names}
+    sr, ar = s.rename(so, apart), a.rename(ao, apart)
+    keys = [(key, f"r{key}")] if keyed else []
+    spark_pairs, arrow_pairs = s.outer(sl, sr, keys), a.outer(al, ar, keys)
+    _same(spark_pairs, arrow_pairs)
+    left, right = ["c0", "c1", "c2", "c3"], ["rc0", "rc1", "rc2", "rc3"]
+    _same(s.same(spark_pairs, left, right, "_same"), a.same(arrow_pairs, left, right, "_same"))
+    totals = {"_n": ("sum", WEIGHT), "_hi": ("max", "c1"), "_c": ("count", "c3")}
+    spark_row, arrow_row = s.one_row(s.aggregate(sl, {}, totals)), a.one_row(a.aggregate(al, {}, totals))
+    assert {k: _value(v) for k, v in arrow_row.items()} == {k: _value(v) for k, v in spark_row.items()}
+
+
 ORDERS = st.sampled_from(
     ["c2 DESC", "c2 ASC NULLS LAST", "c3 DESC NULLS FIRST, c2", "c1", "c0 DESC NULLS LAST, c3"]
 )
