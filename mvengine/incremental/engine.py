@@ -65,7 +65,7 @@ from mvengine.incremental.key_filters import key_filters
 from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
 from mvengine.incremental.partition_rows import batch_time
 from mvengine.incremental.ranking import nulls_first, ranked
-from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
+from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
 from mvengine.plan.nodes import Field, Join, Node, Scan, WindowAssign
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef
@@ -112,9 +112,12 @@ class Engine(Protocol[R]):
     def keep(self, rel: R) -> R:
         """Computed once here, for a relation read more than once (a no-op on the driver)."""
 
-    def with_state(self, rel: R, table: str, keys: Sequence[str], column: str, sql_type: str) -> R:
-        """`rel` with `column`: the value of state table `table` for each row's `keys` (NULL matching NULL),
-        as the table was before the batch; NULL where it holds none (or does not exist: of `sql_type`)."""
+    def with_state(
+        self, rel: R, table: str, keys: Sequence[str], column: str, sql_type: str, named: Sequence[str] = ()
+    ) -> R:
+        """`rel` with `column`: the value of state table `table` for each row's `keys` (NULL matching NULL; the
+        table names them `named`, or alike), as the table was before the batch; NULL where it holds none (or
+        does not exist: of `sql_type`)."""
 
     def stage(self, table: str, rel: R, keys: Sequence[str], columns: Sequence[str], delete: str) -> None:
         """Queue `rel`'s rows (`keys` and `columns`) to state table `table`: each key's new row, or (where
@@ -334,13 +337,23 @@ class SparkEngine:
         return self.batch.keep_small(rel)
 
     def with_state(
-        self, rel: DataFrame, table: str, keys: Sequence[str], column: str, sql_type: str
+        self,
+        rel: DataFrame,
+        table: str,
+        keys: Sequence[str],
+        column: str,
+        sql_type: str,
+        named: Sequence[str] = (),
     ) -> DataFrame:
-        template = rel.select(*[quote(k) for k in keys], F.lit(None).cast(sql_type).alias(column)).limit(0)
-        state = self.batch.state.read_candidates(table, template, rel, list(keys)).alias("s")
-        r = rel.alias("r")
-        return r.join(state, null_safe_equal(r, state, list(keys)), "left").select(
-            "r.*", F.col(f"s.{quote(column)}").alias(column)
+        names = list(named or keys)
+        touched = rel.select(*[F.col(quote(k)).alias(n) for k, n in zip(keys, names)])
+        template = touched.select("*", F.lit(None).cast(sql_type).alias(column)).limit(0)
+        state = self.batch.state.read_candidates(table, template, touched, names).alias("s")
+        on = [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"s.{quote(n)}")) for k, n in zip(keys, names)]
+        return (
+            rel.alias("r")
+            .join(state, reduce(lambda a, b: a & b, on, F.lit(True)), "left")
+            .select("r.*", F.col(f"s.{quote(column)}").alias(column))
         )
 
     def stage(
@@ -653,19 +666,36 @@ class ArrowEngine:
         return rel
 
     def with_state(
-        self, rel: pa.Table, table: str, keys: Sequence[str], column: str, sql_type: str
+        self,
+        rel: pa.Table,
+        table: str,
+        keys: Sequence[str],
+        column: str,
+        sql_type: str,
+        named: Sequence[str] = (),
     ) -> pa.Table:
-        rows, found = self._state_rows(table, rel, keys)
-        old = found.take(align([rows.column(k) for k in keys], [found.column(k) for k in keys]))
-        return rel.append_column(column, old.column(column))
+        if self.batch.state.schema(table) is None:
+            return self.compute(rel, {column: f"CAST(NULL AS {sql_type})"})
+        names = list(named or keys)
+        if names:
+            rows, found = self._state_rows(table, rel, keys, names)
+            index = align([rows.column(n) for n in names], [found.column(n) for n in names])
+        else:  # a table of one row
+            found = self.batch.state.read_all(table)
+            assert found is not None  # it has a schema
+            _, index = _every_pair(rel.num_rows, min(found.num_rows, 1), "left outer")
+            assert index is not None  # an outer join pairs rows
+        return rel.append_column(column, found.column(column).take(index))
 
-    def _state_rows(self, table: str, rel: pa.Table, keys: Sequence[str]) -> tuple[pa.Table, pa.Table]:
-        """`rel`'s keys in the state table's types, and the table's rows of those keys (before the batch)."""
+    def _state_rows(
+        self, table: str, rel: pa.Table, keys: Sequence[str], names: Sequence[str]
+    ) -> tuple[pa.Table, pa.Table]:
+        """`rel`'s keys in the state table's names and types, and the table's rows of those keys (before the
+        batch)."""
         schema = self.batch.state.schema(table)
-        if schema is None:
-            raise NotOnDriver(f"state {table} does not exist")
-        rows = pa.table([cast(rel.column(k), schema.field(k).type) for k in keys], names=list(keys))
-        found = self.batch.state.lookup(table, rows, list(keys))
+        assert schema is not None  # (the callers' check)
+        rows = pa.table([cast(rel.column(k), schema.field(n).type) for k, n in zip(keys, names)], names=names)
+        found = self.batch.state.lookup(table, rows, names)
         assert found is not None  # its schema was found
         return rows, found
 
@@ -878,7 +908,7 @@ class ArrowEngine:
         if self.batch.state.schema(table) is None:
             return template.schema.empty_table()
         if keys:
-            _, found = self._state_rows(table, touched, keys)
+            _, found = self._state_rows(table, touched, keys, keys)
         else:  # every row of the state
             found = self.batch.state.read_all(table)
             assert found is not None  # it has a schema

@@ -139,10 +139,7 @@ class _Emit:
         )
         pairs = engine.where(pairs, "NOT (_had AND _has AND _same)")
 
-        touched = engine.rename(engine.select(pairs, list(keys)), keys)
-        template = engine.empty(engine.compute(touched, {REVISION: "CAST(0 AS BIGINT)"}))
-        revisions = engine.read_state(EMIT_STATE, template, key, touched)
-        rows = engine.lookup(pairs, list(keys.items()), revisions, "left", null_safe=True)
+        rows = engine.with_state(pairs, EMIT_STATE, list(keys), REVISION, "BIGINT", named=key)
         rows = engine.compute(
             rows,
             {
