@@ -119,9 +119,11 @@ class Engine(Protocol[R]):
         table names them `named`, or alike), as the table was before the batch; NULL where it holds none (or
         does not exist: of `sql_type`)."""
 
-    def stage(self, table: str, rel: R, keys: Sequence[str], columns: Sequence[str], delete: str) -> None:
-        """Queue `rel`'s rows (`keys` and `columns`) to state table `table`: each key's new row, or (where
-        `delete` is true) its removal; committed with the batch's other writes."""
+    def stage(
+        self, table: str, rel: R, keys: Sequence[str], columns: Sequence[str], delete: str | None = None
+    ) -> None:
+        """Queue `rel`'s rows (`keys` and `columns`) to state table `table`: each key's new row, or (where its
+        column `delete` is true) its removal; committed with the batch's other writes."""
 
     def output(self, rel: R, names: Sequence[str]) -> R:
         """The rule's result as the node's changes: the data columns `names` in order, `_w`, `_mtime`."""
@@ -357,11 +359,15 @@ class SparkEngine:
         )
 
     def stage(
-        self, table: str, rel: DataFrame, keys: Sequence[str], columns: Sequence[str], delete: str
+        self,
+        table: str,
+        rel: DataFrame,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        delete: str | None = None,
     ) -> None:
-        self.batch.state.stage(
-            table, rel.select(*[quote(c) for c in (*keys, *columns, delete)]), list(keys), delete
-        )
+        names = [*keys, *columns, *([delete] if delete else [])]
+        self.batch.state.stage(table, rel.select(*[quote(c) for c in names]), list(keys), delete)
 
     def output(self, rel: DataFrame, names: Sequence[str]) -> DataFrame:
         return rel.select(*[quote(c) for c in names], WEIGHT, MTIME)
@@ -700,14 +706,19 @@ class ArrowEngine:
         return rows, found
 
     def stage(
-        self, table: str, rel: pa.Table, keys: Sequence[str], columns: Sequence[str], delete: str
+        self,
+        table: str,
+        rel: pa.Table,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        delete: str | None = None,
     ) -> None:
         schema = self.batch.state.schema(table)  # (None: a new table, of the rows' own types)
         names = [*keys, *columns]
         rows = pa.table(
             [rel.column(c) if schema is None else cast(rel.column(c), schema.field(c).type) for c in names]
-            + [rel.column(delete)],
-            names=[*names, delete],
+            + ([rel.column(delete)] if delete else []),
+            names=[*names, *([delete] if delete else [])],
         )
         self.batch.state.stage(table, rows, list(keys), delete)
 
@@ -815,20 +826,20 @@ class ArrowEngine:
         retract: str,
         insert: str,
     ) -> pa.Table:
-        # A row's retraction comes before its insertion, next to it (a changelog's -U before its +U).
-        def change(weight: int, columns: Sequence[str], on: str) -> tuple[pa.Table, np.ndarray]:
-            holds = pc.fill_null(rel.column(on), False)
-            rows = rel.filter(holds)
-            weights = pa.repeat(pa.scalar(weight, pa.int64()), rows.num_rows)
-            table = pa.table(
-                [*[rows.column(c) for c in columns], weights, rows.column(MTIME)],
-                names=[*names, WEIGHT, MTIME],
+        # A row's retraction comes before its insertion, next to it (a changelog's -U before its +U): the two
+        # sides stacked, then taken row by row, retraction first, where each holds.
+        def side(weight: int, columns: Sequence[str]) -> pa.Table:
+            weights = pa.repeat(pa.scalar(weight, pa.int64()), rel.num_rows)
+            return pa.table(
+                [*[rel.column(c) for c in columns], weights, rel.column(MTIME)], names=[*names, WEIGHT, MTIME]
             )
-            return table, np.flatnonzero(holds.to_numpy(zero_copy_only=False)) * 2 + (weight > 0)
 
-        (retracted, before), (inserted, after) = change(-1, old, retract), change(1, new, insert)
-        order = np.argsort(np.concatenate([before, after]), kind="stable")
-        return self.concat([retracted, inserted]).take(pa.array(order))
+        holds = np.empty(2 * rel.num_rows, dtype=bool)
+        for at, on in ((0, retract), (1, insert)):
+            holds[at::2] = pc.fill_null(rel.column(on), False).to_numpy(zero_copy_only=False)
+        code = np.flatnonzero(holds)  # 2 × row + (0: its retraction, 1: its insertion), in order
+        index = code // 2 + rel.num_rows * (code % 2)
+        return self.concat([side(-1, old), side(1, new)]).take(pa.array(index, pa.int64()))
 
     def concat(self, rels: Sequence[pa.Table]) -> pa.Table:
         names = rels[0].column_names
@@ -990,7 +1001,10 @@ def _every_pair(n: int, m: int, how: str) -> tuple[pa.ChunkedArray, pa.ChunkedAr
 
 def _fields(rel: pa.Table) -> list[Field]:
     """The table's columns as the fields a rule's SQL names (its types are the columns' own)."""
-    return [Field(name, exp.DataType.build("UNKNOWN"), True) for name in rel.column_names]
+    return [Field(name, _UNKNOWN, True) for name in rel.column_names]
+
+
+_UNKNOWN = exp.DataType.build("UNKNOWN")  # (built once: building it costs more than most evaluations)
 
 
 @lru_cache(maxsize=256)

@@ -146,7 +146,6 @@ class _Emit:
                 "_next": f"CASE WHEN {REVISION} IS NULL THEN CAST(0 AS BIGINT) ELSE {REVISION} + 1 END",
                 "_both": "_had AND _has",
                 "_rows": "CASE WHEN _had AND _has THEN 2 ELSE 1 END",
-                "_gone": "false",
             },
         )
         rows = engine.keep(rows)
@@ -183,7 +182,7 @@ class _Emit:
             )
         if count:  # (last: a NotOnDriver above leaves nothing staged)
             kept = engine.compute(rows, {REVISION: f"CASE WHEN _has THEN _next ELSE {REVISION} END"})
-            engine.stage(EMIT_STATE, engine.rename(kept, keys), key, [REVISION], "_gone")
+            engine.stage(EMIT_STATE, engine.rename(kept, keys), key, [REVISION])
         return ViewChanges(
             changelog,
             deletes if count else None,
