@@ -182,7 +182,9 @@ class _Emit:
             )
         if count:  # (last: a NotOnDriver above leaves nothing staged)
             kept = engine.compute(rows, {REVISION: f"CASE WHEN _has THEN _next ELSE {REVISION} END"})
-            engine.stage(EMIT_STATE, engine.rename(kept, keys), key, [REVISION])
+            engine.stage(
+                EMIT_STATE, engine.rename(engine.select(kept, [*keys, REVISION]), keys), key, [REVISION]
+            )
         return ViewChanges(
             changelog,
             deletes if count else None,
