@@ -287,6 +287,10 @@ class Engine(Protocol[R]):
 class SparkEngine:
     batch: Batch
     child_delta: Callable[[Node, Batch], DataFrame]
+    # Whether `keep` may collect a small relation to the driver (Batch.keep_small); False where the rows are
+    # known to be many: the attempt would compute them once more, and a local relation of ~100,000 rows is
+    # serialized into every task of every job that reads it.
+    collect_small: bool = True
 
     def node_id(self, node: Node) -> int:
         return self.batch.node_id(node)
@@ -336,7 +340,7 @@ class SparkEngine:
         return rel.where(F.expr(condition))
 
     def keep(self, rel: DataFrame) -> DataFrame:
-        return self.batch.keep_small(rel)
+        return self.batch.keep_small(rel) if self.collect_small else self.batch.keep(rel)
 
     def with_state(
         self,

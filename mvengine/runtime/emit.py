@@ -71,14 +71,14 @@ def view_changes(
         assert isinstance(zset, pa.Table)  # the driver's rules give Arrow
         return emit.changes(ArrowEngine(batch, _no_child), zset)
     assert isinstance(zset, DataFrame)  # Spark's give DataFrames
-    if batch.state.on_driver:
-        collected = collect_small(zset, batch.state.policy.collect_to_driver)
-        if collected is not None:
-            try:
-                return emit.changes(ArrowEngine(DriverBatch({}, batch.state), _no_child), collected)
-            except NotOnDriver:  # (before anything is staged) a type the driver does not compare: Spark does
-                pass
-    return emit.changes(SparkEngine(batch, _no_child), zset)
+    collected = collect_small(zset, batch.state.policy.collect_to_driver) if batch.state.on_driver else None
+    if collected is not None:
+        try:
+            return emit.changes(ArrowEngine(DriverBatch({}, batch.state), _no_child), collected)
+        except NotOnDriver:  # (before anything is staged) a type the driver does not compare: Spark does
+            pass
+    # Too many changes to collect: so are the rows computed from them, which Spark keeps where it computed them.
+    return emit.changes(SparkEngine(batch, _no_child, collect_small=collected is not None), zset)
 
 
 def _no_child(node: Node, batch: Any) -> Any:
