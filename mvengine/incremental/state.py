@@ -38,7 +38,10 @@ class StateStore:
     # windows past the view's allowed lateness (runtime/event_time.purge_conditions).
     purge: dict[str, str] = field(default_factory=dict)
     _pending: list[tuple[str, DataFrame, tuple[str, ...], str | None]] = field(default_factory=list)
-    # The driver's state schemas, read once a batch (until its commit).
+    # The driver's reads of each state table: its version before the batch (None: none to read) and schema,
+    # found once a batch (until its commit): each costs a look at the table's log, and a batch's rules and
+    # changelog read a table several times.
+    _versions: dict[str, int | None] = field(default_factory=dict)
     _schemas: dict[str, pa.Schema | None] = field(default_factory=dict)
 
     def ref(self, name: str) -> TableRef:
@@ -90,31 +93,34 @@ class StateStore:
 
     # -- the driver's reads (incremental/driver.py), with delta-rs ------------------------------------------
 
-    def schema(self, name: str) -> pa.Schema | None:
-        if name not in self._schemas:
+    def _version(self, name: str) -> int | None:
+        """The state table's version before the batch; None when it does not exist or starts empty."""
+        if name not in self._versions:
             ref = self.ref(name)
             starts_empty = self._starts_empty(name) or not ref.exists()
-            self._schemas[name] = None if starts_empty else arrow_schema(ref.open())
+            self._versions[name] = None if starts_empty else version_before(ref, self.app_id, self.batch_id)
+        return self._versions[name]
+
+    def schema(self, name: str) -> pa.Schema | None:
+        if name not in self._schemas:
+            version = self._version(name)
+            self._schemas[name] = (
+                None if version is None else arrow_schema(self.ref(name).open(version=version))
+            )
         return self._schemas[name]
 
     def read_all(self, name: str) -> pa.Table | None:
-        ref = self.ref(name)
-        if self._starts_empty(name) or not ref.exists():
-            return None
-        return read_arrow(ref, version=version_before(ref, self.app_id, self.batch_id))
+        version = self._version(name)
+        return None if version is None else read_arrow(self.ref(name), version=version)
 
     def lookup(self, name: str, rows: pa.Table, keys: Sequence[str]) -> pa.Table | None:
         """The state rows whose keys equal (NULL matching NULL) those of `rows`: the files are narrowed by the
         first key column's values (delta-rs skips files and row groups by their statistics), the rows matched
         exactly on the driver."""
-        ref = self.ref(name)
-        if self._starts_empty(name) or not ref.exists():
+        version = self._version(name)
+        if version is None:
             return None
-        found = read_arrow(
-            ref,
-            version=version_before(ref, self.app_id, self.batch_id),
-            where=(keys[0], rows.column(keys[0])),
-        )
+        found = read_arrow(self.ref(name), version=version, where=(keys[0], rows.column(keys[0])))
         matched, _ = match(
             [found.column(k) for k in keys], [rows.column(k) for k in keys], "left semi", null_safe=True
         )
@@ -134,6 +140,7 @@ class StateStore:
     def commit(self, names: set[str] | None = None) -> None:
         """Write the staged tables (only `names`, when given), each once per batch."""
         txn = (self.app_id, self.batch_id)
+        self._versions.clear()
         self._schemas.clear()
         chosen = [p for p in self._pending if names is None or p[0] in names]
         for name, rows, keys, delete_column in chosen:
