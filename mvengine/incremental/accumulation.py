@@ -125,7 +125,7 @@ def _float_sum(a: Accumulator, c: Get) -> Column:
             .otherwise(finite)
         )
 
-    value = exact_sum.bind(exact_sum.value(total)["hi"], combined)
+    value = exact_sum.bind(exact_sum.value(total), combined)
     if a.result[6]:  # the average
         value = value / count.cast("double")
     return F.when(count > 0, value).cast(a.result_type)

@@ -1,7 +1,6 @@
 """Exact sums of doubles that survive retraction: SUM and AVG over floating-point values, and the moments of the
-variances, on the driver (numpy over Arrow) and in Spark (Columns), by one algorithm. A value's digits are taken
-by one function on both engines (numpy; in Spark an Arrow UDF); sums of digits are merged and rounded in Columns
-and in numpy alike.
+variances, by one implementation for both engines: numpy over Arrow, which Spark calls as Arrow UDFs (taking a
+value's digits, merging two sums, rounding a sum to a double), so that the two cannot round apart.
 
 A running sum of doubles in a double forgets: add 1e17 to 1.5, take 1e17 away, and 0.0 is left where the rows
 say 1.5 (issue 35); a compensated pair (hi, lo) forgets the third of three far-apart magnitudes. So a sum is
@@ -46,33 +45,39 @@ TOP_SLOT = 30  # digits above this slot are added shifted down: 2^(32·31) is ne
 _SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's splitter of a double into two 26-bit halves
 
 
-# -- Spark ------------------------------------------------------------------------------------------------------
-
-
-def _power_of_two(k: Column) -> Column:
-    return F.pow(F.lit(2.0), k)
-
-
-def scaled(x: Column, k: Column) -> Column:
-    """x·2^k, exactly, for |k| up to 2200 (two steps, so that no power of two overflows)."""
-    half = F.floor(k / 2)
-    return x * _power_of_two(half) * _power_of_two(k - half)
+# -- Spark: the driver's numpy functions, as Arrow UDFs ------------------------------------------------------
 
 
 def with_digits(df: DataFrame, column: str, into: str, *, square: bool = False) -> DataFrame:
     """`df` with a column `into`: the digits of double column `column` (of its square, with `square`) as an
-    array of (slot, digit), zeros left out (empty for 0, NULL, NaN and ±inf). The driver's numpy function, in
-    Spark as an Arrow UDF: the same algorithm written in Spark Columns took 30 projections a column of squares,
-    and building and planning them cost seconds a batch."""
-    return df.withColumn(into, _digits_udf(square)(F.col(column).cast("double")))
+    array of (slot, digit), zeros left out (empty for 0, NULL, NaN and ±inf). (Written in Spark Columns, this
+    took 30 projections a column of squares, and building and planning them cost seconds a batch.)"""
+    digits = _arrow_udf(digit_lists_of_squares if square else digit_lists, DIGITS_TYPE)
+    return df.withColumn(into, digits(F.col(column).cast("double")))
+
+
+def merged(a: Column, b: Column) -> Column:
+    """The sum of two digit maps (NULL as empty), normalized."""
+    return _arrow_udf(_merged, MAP_TYPE)(a, b)
+
+
+def value(m: Column) -> Column:
+    """The map's sum rounded to a double (0.0 for an empty or NULL map; ±inf beyond the double range)."""
+    return _arrow_udf(_rounded, "double")(m)
+
+
+def _merged(a: pa.Array, b: pa.Array) -> pa.Array:  # (Spark's Arrow UDFs take these type hints only)
+    return merged_np(a, b)
+
+
+def _rounded(m: pa.Array) -> pa.Array:
+    return pa.array(value_np(m)[0], pa.float64())
 
 
 @functools.cache
-def _digits_udf(square: bool) -> Callable[[Column], Column]:
+def _arrow_udf(function: Callable[..., pa.Array], returns: str) -> Callable[..., Column]:
     # pyspark's stubs know only the form with an explicit functionType, which warns at run time
-    udf: Callable[[Column], Column] = F.arrow_udf(  # type: ignore[call-overload]
-        digit_lists_of_squares if square else digit_lists, DIGITS_TYPE
-    )
+    udf: Callable[..., Column] = F.arrow_udf(function, returns)  # type: ignore[call-overload]
     return udf
 
 
@@ -81,69 +86,6 @@ def bind(value: Column, body: Callable[[Column], Column]) -> Column:
     the plan hold, a copy of it for every use in the body)."""
     bound: Column = F.element_at(F.transform(F.array(value), body), 1)
     return bound
-
-
-def merged(a: Column, b: Column) -> Column:
-    """The sum of two digit maps (NULL as empty), normalized."""
-    empty = F.create_map().cast(MAP_TYPE)
-    total = F.map_zip_with(
-        F.coalesce(a, empty),
-        F.coalesce(b, empty),
-        lambda k, u, v: F.coalesce(u, F.lit(0).cast("long")) + F.coalesce(v, F.lit(0).cast("long")),
-    )
-    return bind(total, normalized)
-
-
-def normalized(m: Column) -> Column:
-    """Digits at or beyond 2^32 carry their excess (truncated toward zero) into the slot above; zeros go."""
-
-    def carry(v: Column) -> Column:
-        return F.when(v >= 0, F.shiftright(v, SLOT_BITS)).otherwise(-F.shiftright(-v, SLOT_BITS))
-
-    kept = F.transform_values(m, lambda k, v: v - F.shiftleft(carry(v), SLOT_BITS))
-    carried = F.transform_keys(
-        F.map_filter(F.transform_values(m, lambda k, v: carry(v)), lambda k, v: v != 0), lambda k, v: k + 1
-    )
-    total = F.map_zip_with(
-        kept,
-        carried,
-        lambda k, u, v: F.coalesce(u, F.lit(0).cast("long")) + F.coalesce(v, F.lit(0).cast("long")),
-    )
-    return F.map_filter(total, lambda k, v: v != 0)
-
-
-def two_sum(a: Column, b: Column) -> tuple[Column, Column]:
-    """a + b = s + e exactly (Knuth)."""
-    s = a + b
-    v = s - a
-    return s, (a - (s - v)) + (b - v)
-
-
-def value(m: Column) -> Column:
-    """The map's sum rounded to a double (0.0 for an empty or NULL map): as a struct (hi, lo), a double-double
-    whose hi is the rounded value (±inf beyond the double range)."""
-    entries = F.sort_array(F.map_entries(F.coalesce(m, F.create_map().cast(MAP_TYPE))), asc=False)
-    # Digits near the top of the double range are added shifted down (a top digit of 1 beside a negative one
-    # below it would overflow on its own), and the sum shifted back up at the end.
-    top = F.get(entries, 0)  # NULL for an empty map (entries[0] would be an error)
-    shift = F.greatest(F.coalesce(top["key"], F.lit(0)) - F.lit(TOP_SLOT), F.lit(0))
-
-    def add(acc: Column, entry: Column) -> Column:
-        term = scaled(entry["value"].cast("double"), (entry["key"] - shift) * SLOT_BITS)
-        s, e = two_sum(acc["hi"], term)
-        lo = acc["lo"] + e
-        hi = s + lo
-        return F.struct(hi.alias("hi"), (lo - (hi - s)).alias("lo"))
-
-    def finish(acc: Column) -> Column:  # NaN only from an overflow: then ±inf, the top digit's sign
-        infinity = F.signum(top["value"].cast("double")) * F.lit(float("inf"))
-        hi = scaled(acc["hi"], shift * SLOT_BITS)
-        return F.when(F.isnan(hi), F.struct(infinity.alias("hi"), F.lit(0.0).alias("lo"))).otherwise(
-            F.struct(hi.alias("hi"), scaled(acc["lo"], shift * SLOT_BITS).alias("lo"))
-        )
-
-    zero = F.struct(F.lit(0.0).alias("hi"), F.lit(0.0).alias("lo"))
-    return F.aggregate(entries, zero, add, finish)
 
 
 # -- on the driver (numpy over Arrow) ---------------------------------------------------------------------------
@@ -300,8 +242,7 @@ def _build(groups: int, group: np.ndarray, slot: np.ndarray, digit: np.ndarray) 
 
 
 def value_np(m: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Row by row, each map's sum rounded to a double (hi) and the rest (lo), by the same steps as `value` in
-    Spark."""
+    """Row by row, each map's sum rounded to a double (hi) and the rest (lo)."""
     group, slot, digit = _entries(m)
     n = len(m)
     hi, lo = np.zeros(n), np.zeros(n)
