@@ -102,9 +102,10 @@ class Engine(Protocol[R]):
     def consolidate(self, rel: R, names: Sequence[str]) -> R:
         """Equal rows (by `names`, as Spark groups them) summed into one: net weight, latest time; zeros gone."""
 
-    def compute(self, rel: R, columns: Mapping[str, str]) -> R:
+    def compute(self, rel: R, columns: Mapping[str, str | exp.Expression]) -> R:
         """Columns added or replaced, each the value of its Spark SQL expression over `rel`'s named columns
-        (all evaluated over `rel` as it comes: one may not read another's new value)."""
+        (all evaluated over `rel` as it comes: one may not read another's new value). An expression that
+        changes from batch to batch (a batch's number) is given built: the driver would parse its text anew."""
 
     def where(self, rel: R, condition: str) -> R:
         """The rows a Spark SQL condition over `rel`'s named columns holds for."""
@@ -333,8 +334,8 @@ class SparkEngine:
     def consolidate(self, rel: DataFrame, names: Sequence[str]) -> DataFrame:
         return consolidate(rel, list(names))
 
-    def compute(self, rel: DataFrame, columns: Mapping[str, str]) -> DataFrame:
-        return rel.withColumns({name: F.expr(sql) for name, sql in columns.items()})
+    def compute(self, rel: DataFrame, columns: Mapping[str, str | exp.Expression]) -> DataFrame:
+        return rel.withColumns({name: F.expr(_text(sql)) for name, sql in columns.items()})
 
     def where(self, rel: DataFrame, condition: str) -> DataFrame:
         return rel.where(F.expr(condition))
@@ -661,7 +662,7 @@ class ArrowEngine:
     def consolidate(self, rel: pa.Table, names: Sequence[str]) -> pa.Table:
         return consolidated(rel.select([*names, WEIGHT, MTIME])).rename_columns([*names, WEIGHT, MTIME])
 
-    def compute(self, rel: pa.Table, columns: Mapping[str, str]) -> pa.Table:
+    def compute(self, rel: pa.Table, columns: Mapping[str, str | exp.Expression]) -> pa.Table:
         fields = _fields(rel)
         values = {name: evaluate(_parsed(sql), rel, fields) for name, sql in columns.items()}
         for name, column in values.items():
@@ -1011,8 +1012,16 @@ def _fields(rel: pa.Table) -> list[Field]:
 _UNKNOWN = exp.DataType.build("UNKNOWN")  # (built once: building it costs more than most evaluations)
 
 
+def _parsed(sql: str | exp.Expression) -> exp.Expression:
+    return _parsed_text(sql) if isinstance(sql, str) else sql
+
+
 @lru_cache(maxsize=256)
-def _parsed(sql: str) -> exp.Expression:
+def _parsed_text(sql: str) -> exp.Expression:
     parsed = sqlglot.parse_one(sql, read="spark")
     assert isinstance(parsed, exp.Expression)  # a rule's own SQL: one expression
     return parsed
+
+
+def _text(sql: str | exp.Expression) -> str:
+    return sql if isinstance(sql, str) else sql.sql("spark")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from sqlglot import exp
 
 from mvengine.errors import DuplicateKeyError
 from mvengine.incremental.batch import Batch, collect_small
@@ -236,7 +237,7 @@ class _Emit:
         changelog = self._changelog(engine, logged, op, "_index")
         zset = self._named(engine, engine.select(changes, [*values, WEIGHT, MTIME]))
         added = engine.select(engine.copies(engine.where(changes, f"{WEIGHT} > 0"), "_n"), values)
-        if self.snapshot_before is None:
+        if self.snapshot_before is None or not retractions:  # (no row loses copies: the snapshot only gains)
             return ViewChanges(
                 changelog, None, self._named(engine, added), self.columns, count, zset, retractions
             )
@@ -255,7 +256,7 @@ class _Emit:
         left = engine.where(engine.compute(left, {"_left": f"coalesce(_before, 0) + {WEIGHT}"}), "_left > 0")
         kept = engine.select(engine.copies(left, "_left"), values)
         inserts = self._named(engine, engine.concat([added, kept]))
-        deletes = self._named(engine, engine.select(removed, values)) if retractions else None
+        deletes = self._named(engine, engine.select(removed, values))
         return ViewChanges(changelog, deletes, inserts, self.columns, count, zset, retractions)
 
     def _changelog(self, engine: Engine[Any], logged: Any, op: str, index: str) -> Any:
@@ -266,8 +267,8 @@ class _Emit:
             {
                 "_op": op,
                 "_undo": f"{WEIGHT} < 0",
-                "_version": f"CAST({version} AS BIGINT)",
-                "_batch_id": f"CAST({self.batch_id} AS BIGINT)",
+                "_version": _bigint(version),
+                "_batch_id": _bigint(self.batch_id),
                 "_emit_index": index,
                 "_emit_timing": "CAST(NULL AS STRING)",
             },
@@ -277,3 +278,8 @@ class _Emit:
     def _named(self, engine: Engine[Any], rel: Any) -> Any:
         """The view's columns by their own names again."""
         return engine.rename(rel, dict(zip(self.values, self.columns)))
+
+
+def _bigint(n: int) -> exp.Expression:
+    """`CAST(n AS BIGINT)`, built (its text differs every batch: the driver would parse it each time)."""
+    return exp.cast(exp.Literal.number(n), exp.DataType.build("BIGINT"))
