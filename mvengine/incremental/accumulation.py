@@ -26,6 +26,7 @@ from mvengine.incremental.accumulators import COUNT, Accumulator, StateColumn
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch, aggregated, align, extreme, normalized, same_values
 from mvengine.incremental.driver_expressions import NotOnDriver, cast
+from mvengine.incremental.exact_sum import arrow_udf
 from mvengine.incremental.zset import MTIME, WEIGHT, null_safe_equal, quote
 
 OLD_EXISTS = "_old_exists"  # whether the group had a row before the batch
@@ -66,7 +67,10 @@ def _partial(c: StateColumn, x: Column, w: Column) -> Column:
     if how == "rows":
         return F.sum(F.when(_TESTS[str(parameters[0])](x), w).otherwise(0))
     if how == "sum":
-        return F.sum(x.cast(str(parameters[0])) * w).cast(str(parameters[0]))
+        t = str(parameters[0])
+        if t.startswith("decimal"):  # rows of weight ±1 (partial_in_spark): see _unit_weights
+            return F.sum(F.when(w > 0, x.cast(t)).otherwise(-x.cast(t))).cast(t)
+        return F.sum(x.cast(t) * w).cast(t)
     if how == "inserted":
         return (F.min if parameters[0] == "min" else F.max)(F.when(w > 0, x))
     first, ignore_nulls = parameters[0] == "first", parameters[1]
@@ -76,6 +80,8 @@ def _partial(c: StateColumn, x: Column, w: Column) -> Column:
 
 def _merge(c: StateColumn, o: Get, d: Get) -> Column:
     old, partial = o(c.name), d(c.name)
+    if c.merge == "add" and _scale_lost(c.sql_type):
+        return arrow_udf(_decimal_added, c.sql_type)(old, partial)
     if c.merge == "add":
         zero = F.lit(0).cast(c.sql_type)
         return (F.coalesce(old, zero) + F.coalesce(partial, zero)).cast(c.sql_type)
@@ -89,6 +95,29 @@ def _merge(c: StateColumn, o: Get, d: Get) -> Column:
         return F.coalesce(partial, old)
     kept, other, rows = (old, partial, o(COUNT)) if c.merge == "first" else (partial, old, d(COUNT))
     return F.when(F.coalesce(rows, F.lit(0)) > 0, kept).otherwise(other)
+
+
+def _scale_lost(sql_type: str) -> bool:
+    """Whether Spark's + of two values of a DECIMAL(38, s) type with s > 6 rounds (Spark keeps 38 digits and at
+    least 6 places of a sum that needs 39: it rounds a place away)."""
+    return sql_type.startswith("decimal(38,") and int(sql_type.split(",")[1].rstrip(")")) > 6
+
+
+def _decimal_added(a: pa.Array, b: pa.Array) -> pa.Array:  # (Spark's Arrow UDFs take these type hints only)
+    """The driver's exact decimal +, for Spark (an Arrow UDF)."""
+    try:
+        return _decimal_sum(a, b, a.type)
+    except NotOnDriver as e:
+        raise ArithmeticError(str(e)) from None
+
+
+def _unit_weights(rows: DataFrame) -> DataFrame:
+    """Each row of weight w as |w| rows of weight ±1. Spark keeps only 6 places of a decimal's product with a
+    weight (its product of a DECIMAL(p, s) and a BIGINT needs p + 21 digits, and beyond 38 it rounds to 6
+    places), while a sum of ±x keeps them all."""
+    w = F.col(WEIGHT)
+    unit = F.explode(F.array_repeat(F.signum(w).cast("long"), F.abs(w).cast("int")))
+    return rows.select(*[quote(c) for c in rows.columns if c != WEIGHT], unit.alias(WEIGHT))
 
 
 def _result(a: Accumulator, c: Get) -> Column:
@@ -159,6 +188,13 @@ def _moments_udf() -> Callable[..., Column]:
 def partial_in_spark(
     rows: DataFrame, groups: Sequence[str], aggs: Sequence[Accumulator], arguments: Mapping[str, str]
 ) -> DataFrame:
+    if any(
+        c.partial[0] == "sum" and c.sql_type.startswith("decimal")
+        for a in aggs
+        for c in a.columns
+        if c.partial
+    ):
+        rows = _unit_weights(rows)
     w = F.col(WEIGHT)
     columns = [F.sum(w).alias(COUNT), F.max(MTIME).alias(MTIME)]
     for a in aggs:

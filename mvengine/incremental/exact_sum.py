@@ -52,18 +52,18 @@ def with_digits(df: DataFrame, column: str, into: str, *, square: bool = False) 
     """`df` with a column `into`: the digits of double column `column` (of its square, with `square`) as an
     array of (slot, digit), zeros left out (empty for 0, NULL, NaN and ±inf). (Written in Spark Columns, this
     took 30 projections a column of squares, and building and planning them cost seconds a batch.)"""
-    digits = _arrow_udf(digit_lists_of_squares if square else digit_lists, DIGITS_TYPE)
+    digits = arrow_udf(digit_lists_of_squares if square else digit_lists, DIGITS_TYPE)
     return df.withColumn(into, digits(F.col(column).cast("double")))
 
 
 def merged(a: Column, b: Column) -> Column:
     """The sum of two digit maps (NULL as empty), normalized."""
-    return _arrow_udf(_merged, MAP_TYPE)(a, b)
+    return arrow_udf(_merged, MAP_TYPE)(a, b)
 
 
 def value(m: Column) -> Column:
     """The map's sum rounded to a double (0.0 for an empty or NULL map; ±inf beyond the double range)."""
-    return _arrow_udf(_rounded, "double")(m)
+    return arrow_udf(_rounded, "double")(m)
 
 
 def _merged(a: pa.Array, b: pa.Array) -> pa.Array:  # (Spark's Arrow UDFs take these type hints only)
@@ -75,7 +75,7 @@ def _rounded(m: pa.Array) -> pa.Array:
 
 
 @functools.cache
-def _arrow_udf(function: Callable[..., pa.Array], returns: str) -> Callable[..., Column]:
+def arrow_udf(function: Callable[..., pa.Array], returns: str) -> Callable[..., Column]:
     # pyspark's stubs know only the form with an explicit functionType, which warns at run time
     udf: Callable[..., Column] = F.arrow_udf(function, returns)  # type: ignore[call-overload]
     return udf
