@@ -310,9 +310,7 @@ def _or_when_none(a: Accumulator, value: Column) -> Column:
 
 # -- on the driver ---------------------------------------------------------------------------------------------
 
-Contribution = tuple[
-    str, pa.ChunkedArray, Any
-]  # a partial's column: per-row values, Arrow's aggregate of them
+Contribution = tuple[pa.ChunkedArray, Any]  # a partial's column: per-row values, Arrow's aggregate of them
 
 _ARROW_TESTS: dict[str, Callable[[pa.ChunkedArray], pa.ChunkedArray]] = {
     "not_null": pc.is_valid,
@@ -327,48 +325,25 @@ _ARROW_TESTS: dict[str, Callable[[pa.ChunkedArray], pa.ChunkedArray]] = {
 }
 
 
-def _contributions(
+def _contribution(
     c: StateColumn, x: pa.ChunkedArray | None, w: pa.ChunkedArray, schema: pa.Schema
-) -> list[Contribution]:
-    """What each row adds to state column `c`: (column, values, Arrow's grouped aggregate: its name, or its name
-    and options)."""
+) -> Contribution:
+    """What each row adds to state column `c`: (values, Arrow's grouped aggregate: its name, or its name and
+    options)."""
     assert c.partial is not None and x is not None  # (COUNT(*) keeps no column)
     how, *parameters = c.partial
     if how == "rows":
         counted = pc.fill_null(_ARROW_TESTS[str(parameters[0])](x), False)
-        return [(c.name, pc.if_else(counted, w, pa.scalar(0, pa.int64())), "sum")]
+        return pc.if_else(counted, w, pa.scalar(0, pa.int64())), "sum"
     if how == "inserted":
-        return [(c.name, pc.if_else(pc.greater(w, 0), x, pa.scalar(None, x.type)), parameters[0])]
+        return pc.if_else(pc.greater(w, 0), x, pa.scalar(None, x.type)), parameters[0]
     if how == "arrival":
         options = pc.ScalarAggregateOptions(skip_nulls=bool(parameters[1]))
-        return [(c.name, x, ("first" if parameters[0] == "first" else "last", options))]
+        return x, ("first" if parameters[0] == "first" else "last", options)
     sum_type = schema.field(c.name).type
     if pa.types.is_decimal(sum_type) and not pa.types.is_decimal(x.type):  # AVG of integers, summed exactly
         x = pc.cast(x, pa.decimal128(38, 0))
-    weighted = _weighted(x, w, sum_type)
-    if not pa.types.is_integer(sum_type):
-        return [(c.name, weighted, "sum")]
-    # Arrow's grouped sum wraps around on overflow: halves of 32 bits sum without it (_whole_sum adds them).
-    return [
-        (c.name, pc.shift_right(weighted, pa.scalar(32, pa.int64())), "sum"),
-        (_low(c), pc.bit_wise_and(weighted, pa.scalar(2**32 - 1, pa.int64())), "sum"),
-    ]
-
-
-def _low(c: StateColumn) -> str:
-    return f"{c.name}_low"
-
-
-def _whole_sum(high: pa.ChunkedArray, low: pa.ChunkedArray) -> pa.ChunkedArray:
-    """An integer sum from its halves' sums, or NotOnDriver beyond BIGINT (Spark's error, which Spark gives)."""
-    wide = pa.decimal128(20, 0)  # every int64; its products with 2^32 and their sums are within 38 digits
-    total = pc.add(
-        pc.multiply(pc.cast(high, wide), pa.scalar(2**32, pa.decimal128(10, 0))), pc.cast(low, wide)
-    )
-    try:
-        return pc.cast(total, pa.int64())
-    except pa.ArrowInvalid:
-        raise NotOnDriver("a sum beyond the range of BIGINT") from None
+    return _weighted(x, w, sum_type), "sum"  # (aggregated's sums are checked)
 
 
 def _weighted(x: pa.ChunkedArray, weight: pa.ChunkedArray, sum_type: pa.DataType) -> pa.ChunkedArray:
@@ -503,24 +478,15 @@ def partial_on_driver(
     columns: dict[str, pa.ChunkedArray] = {**dict(zip(groups, group_values)), COUNT: weight}
     columns[MTIME] = rows.column(MTIME)
     how: dict[str, Any] = {COUNT: "sum", MTIME: "max"}
-    halves = []
     for a in aggs:
         for c in a.columns:
             if c.partial is None or c.partial[0] == "exact":
                 continue
-            contributions = _contributions(c, values.get(a.argument), weight, schema)
-            halves += [c] if len(contributions) == 2 else []
-            for name, contribution, aggregate in contributions:
-                columns[name], how[name] = contribution, aggregate
+            columns[c.name], how[c.name] = _contribution(c, values.get(a.argument), weight, schema)
     contributions = pa.table(list(columns.values()), names=list(columns))
     if any(a.ordered for a in aggs):  # in arrival order (a stable sort keeps a commit's order)
         contributions = contributions.take(pc.sort_indices(contributions, [(MTIME, "ascending")]))
     partial = aggregated(contributions, groups, how)
-    for c in halves:
-        whole = _whole_sum(partial.column(c.name), partial.column(_low(c)))
-        partial = partial.set_column(partial.schema.get_field_index(c.name), c.name, whole).drop_columns(
-            [_low(c)]
-        )
     exact = [(a, column, square) for a in aggs for column, square in a.digit_columns()]
     if exact:  # the batch's exact sums, per group: every row's digits times its weight
         group_of = (

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -167,8 +168,15 @@ def group_by(table: pa.Table, keys: Sequence[str]) -> pa.TableGroupBy:
 def aggregated(table: pa.Table, keys: Sequence[str], how: Mapping[str, Any]) -> pa.Table:
     """Per group of `keys` (as `group_by`; without keys, one row, also over no rows, as Spark's global
     aggregate): the keys, then each column of `how` by its Arrow aggregate (a name, or a name and options). The
-    MAX of floating-point values is NaN where one is NaN, as in Spark (Arrow's skips NaN)."""
+    MAX of floating-point values is NaN where one is NaN, as in Spark (Arrow's skips NaN). A SUM of BIGINTs or
+    DECIMALs that passes its type is NotOnDriver (Spark's error, which Spark gives), where Arrow's wraps around."""
     specs = [(c, *h) if isinstance(h, tuple) else (c, h) for c, h in how.items()]
+    widened = {
+        c: table.schema.field(c).type for c, h in how.items() if h == "sum" and _may_overflow(table[c])
+    }
+    for c, t in widened.items():
+        wide = pa.decimal256(76, t.scale) if pa.types.is_decimal(t) else pa.decimal128(38, 0)
+        table = table.set_column(table.schema.get_field_index(c), c, pc.cast(table[c], wide))
     nan_max = [c for c, h in how.items() if h == "max" and pa.types.is_floating(table.schema.field(c).type)]
     for c in nan_max:
         table = table.append_column(f"{c}_nan", pc.fill_null(pc.is_nan(table.column(c)), False))
@@ -179,8 +187,26 @@ def aggregated(table: pa.Table, keys: Sequence[str], how: Mapping[str, Any]) -> 
         column = grouped.column(f"{c}_{h[0] if isinstance(h, tuple) else h}")
         if c in nan_max:
             column = pc.if_else(grouped.column(f"{c}_nan_any"), pa.scalar(float("nan"), column.type), column)
+        if c in widened:
+            try:
+                column = pc.cast(column, widened[c])
+            except pa.ArrowInvalid:
+                raise NotOnDriver(f"a sum beyond the range of {widened[c]}") from None
         columns[c] = column
     return pa.table(list(columns.values()), names=list(columns))
+
+
+def _may_overflow(values: pa.ChunkedArray) -> bool:
+    """Whether a sum of `values` (BIGINT or DECIMAL) could pass its type: the largest magnitude times the count
+    reaches it (a cheap test; where it holds, the sum is taken in a wider type)."""
+    t = values.type
+    if not (t == pa.int64() or pa.types.is_decimal(t)) or not len(values):
+        return False
+    low, high = pc.min_max(values).values()
+    if low.as_py() is None:
+        return False
+    largest = max(abs(low.as_py()), abs(high.as_py())) * len(values)
+    return bool(largest >= (2**63 if t == pa.int64() else Decimal(10) ** (t.precision - t.scale)))
 
 
 def same_values(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
