@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from mvengine.incremental.accumulation import OLD_EXISTS, SAME, new_result, old_result, state_columns
+from mvengine.incremental.accumulation import (
+    OLD_EXISTS,
+    SAME,
+    merged,
+    new_result,
+    old_result,
+    partial,
+    state_columns,
+)
 from mvengine.incremental.accumulators import COUNT, Accumulator, accumulator
 from mvengine.incremental.engine import Engine
 from mvengine.incremental.zset import MTIME, WEIGHT, quote
@@ -50,20 +58,20 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
         rows = engine.keep(rows)
 
     # 1. What this batch adds to each affected group's accumulators.
-    partial = engine.accumulate(rows, groups, aggs, column, table)
+    added = partial(engine, rows, groups, aggs, column)
     if multisets:
-        partial = engine.keep(partial)
+        added = engine.keep(added)
 
     # 2. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
     values = [
         _multiset_values(
-            engine, f"n{engine.node_id(node)}_ms{j}", rows, partial, groups, column[argument], aggs, j
+            engine, f"n{engine.node_id(node)}_ms{j}", rows, added, groups, column[argument], aggs, j
         )
         for j, argument in enumerate(multisets)
     ]
 
     # 3. The accumulators before and after the batch, and the results from each.
-    new = engine.keep(engine.accumulators(partial, table, groups, aggs, values))
+    new = engine.keep(merged(engine, added, table, groups, aggs, values))
 
     # 4. State: the new accumulators; a group whose count reached zero is deleted (a global one is kept).
     deleted = f"{quote(COUNT)} = 0" if groups else "false"

@@ -23,7 +23,7 @@ def rule(node: Distinct, engine: Engine[R]) -> R:
         engine.consolidate(engine.named(engine.child(node.child), node.child, columns), columns)
     )
     table = f"n{engine.node_id(node)}_rows"
-    found = engine.with_state(changed, table, columns, COUNT, "BIGINT")
+    found = engine.with_state(changed, table, columns, {COUNT: "BIGINT"})
     merged = engine.keep(
         engine.compute(found, {BEFORE: f"COALESCE({COUNT}, 0)", COUNT: f"COALESCE({COUNT}, 0) + {WEIGHT}"})
     )

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mvengine.incremental.driver_expressions import NotOnDriver
+from mvengine.incremental.driver_expressions import NotOnDriver, extreme
 from mvengine.incremental.zset import MTIME, WEIGHT, ReadOnDemand
 from mvengine.plan.nodes import Node, Scan
 from mvengine.policy import ExecutionPolicy
@@ -311,18 +311,4 @@ def _widening(a: pa.DataType, b: pa.DataType) -> bool:
 
 def latest(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
     """The later of two times, row by row, skipping NULLs (Spark's `greatest`)."""
-    return extreme("max", a, b)
-
-
-def extreme(kind: str, a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The least (`kind` "min") or greatest of two columns, row by row, skipping NULLs (Spark's least and
-    greatest, where NaN is above every number); Arrow's element-wise kernels have none for zoned timestamps,
-    so those run on their microseconds, and skip NaN, so a NaN on either side makes the greatest NaN."""
-    pick = pc.min_element_wise if kind == "min" else pc.max_element_wise
-    if pa.types.is_timestamp(a.type) and a.type.tz is not None:
-        return pick(pc.cast(a, pa.int64()), pc.cast(b, pa.int64())).cast(a.type)
-    picked = pick(a, b)
-    if kind == "max" and pa.types.is_floating(a.type):
-        nan = pc.or_(pc.fill_null(pc.is_nan(a), False), pc.fill_null(pc.is_nan(b), False))
-        picked = pc.if_else(nan, pa.scalar(float("nan"), picked.type), picked)
-    return picked
+    return extreme("max", [a, b])

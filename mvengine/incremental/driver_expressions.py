@@ -3,11 +3,11 @@ what Spark computes.
 
 A small batch costs Spark ~150 ms per job whatever its size; Arrow evaluates the same expressions over a few
 thousand rows in microseconds. Exactness comes first: each construct here follows Spark's semantics (types as
-Spark's analyzer widens them, three-valued logic, checked integer arithmetic, NULL for a failed CASE), and
-where the two engines could disagree on a batch's values (a NaN in a comparison, an overflow, a division by
-zero, a non-ASCII string in UPPER, a cast that does not fit), evaluation stops with `NotOnDriver` and the batch
-goes to Spark, which gives its own answer or its own error. `driver_support.unsupported(e)` says, without data,
-whether an expression is in the subset at all.
+Spark's analyzer widens them, three-valued logic, checked integer arithmetic, NULL for a failed CASE, NaN
+equal to itself and above every number), and where the two engines could disagree on a batch's values (an
+overflow, a division by zero, a non-ASCII string in UPPER, a cast that does not fit), evaluation stops with
+`NotOnDriver` and the batch goes to Spark, which gives its own answer or its own error.
+`driver_support.unsupported(e)` says, without data, whether an expression is in the subset at all.
 
 Types are read off the data (the Arrow types of the inputs, which are the types Spark reads them as), never
 off the plan's inferred types, which Spark's analysis may correct.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import functools
 import re
 from collections.abc import Callable, Sequence
 from decimal import ROUND_HALF_UP, Decimal, localcontext
@@ -29,6 +30,7 @@ from sqlglot import exp
 from mvengine.incremental.driver_support import ARITHMETIC as _ARITHMETIC
 from mvengine.incremental.driver_support import COMPARISONS as _COMPARISONS
 from mvengine.incremental.driver_support import EVALUATED, strftime_pattern
+from mvengine.incremental.functions import function
 from mvengine.incremental.zset import MTIME
 from mvengine.plan.nodes import Field
 from mvengine.plan.types import adjusted_decimal, decimal_result, integer_literal_digits
@@ -235,7 +237,7 @@ class _Evaluator:
         left, right = self._comparable(e.this, e.expression)
         if left.type == pa.null() or right.type == pa.null():  # NULL <=> x: whether x is NULL
             return pc.is_null(right if left.type == pa.null() else left)
-        equal = pc.fill_null(pc.equal(left, right), False)
+        equal = pc.fill_null(_ordered("equal", left, right), False)
         both_null = pc.and_(pc.is_null(left), pc.is_null(right))
         return pc.or_(equal, both_null)
 
@@ -246,18 +248,14 @@ class _Evaluator:
         left, right = self._comparable(a, b)
         if left.type == pa.null() or right.type == pa.null():
             return pa.scalar(None, pa.bool_())
-        return getattr(pc, op)(left, right)
+        return _ordered(op, left, right)
 
     def _comparable(self, a: exp.Expression, b: exp.Expression) -> tuple[Value, Value]:
-        """Both sides in the type Spark compares them in. NaN would compare as Spark does not (Spark: NaN equals
-        NaN and is above every number): such a batch goes to Spark."""
+        """Both sides in the type Spark compares them in."""
         left, right = self.value(a), self.value(b)
         left, right = _dates_from_literals(left, right, a, b)
         target = _common_type(left.type, right.type)
-        left, right = cast(left, target), cast(right, target)
-        if pa.types.is_floating(target) and (_has_nan(left) or _has_nan(right)):
-            raise NotOnDriver("a NaN in a comparison")
-        return left, right
+        return cast(left, target), cast(right, target)
 
     # -- arithmetic -----------------------------------------------------------------------------------------
 
@@ -309,17 +307,22 @@ class _Evaluator:
 
     def _decimal_arithmetic(self, e: exp.Expression, left: Value, right: Value, op: str) -> Value:
         """+, - and * of decimals (and integers: an integer literal as DECIMAL(its digits, 0), any other as
-        DECIMAL(3|5|10|20, 0)) in the type Spark gives them, where it has at most 38 digits: then it holds
-        every result, so nothing overflows or is rounded (beyond 38 digits Spark takes scale away: Spark
-        decides)."""
+        DECIMAL(3|5|10|20, 0)) in the type Spark gives them. Within 38 digits that type holds every result, so
+        nothing overflows or is rounded. Beyond, Spark keeps 38 digits: where it keeps the scale too, the exact
+        result is cast to its type (an overflow is Spark's error: Spark decides); where it takes scale away,
+        Spark decides."""
         name = op.removesuffix("_checked")
         a, b = _decimal_operand(e.this, left.type), _decimal_operand(e.expression, right.type)
         if a is None or b is None:
             raise NotOnDriver(f"{name} of {sql_type(left.type)} and {sql_type(right.type)}")
-        precision, scale = decimal_result(_DECIMAL_OP[op], (a.precision, a.scale), (b.precision, b.scale))
-        if precision > 38:
-            raise NotOnDriver(f"{name} of {sql_type(a)} and {sql_type(b)} beyond 38 digits")
-        operands = (cast(v, _as_decimal(v.type)) for v in (left, right))  # a literal's type: its digits'
+        exact = decimal_result(_DECIMAL_OP[op], (a.precision, a.scale), (b.precision, b.scale))
+        precision, scale = adjusted_decimal(*exact)
+        if scale < exact[1]:
+            raise NotOnDriver(
+                f"{name} of {sql_type(a)} and {sql_type(b)}, which Spark rounds to {scale} places"
+            )
+        wide = [pa.decimal256(t.precision, t.scale) for t in (a, b)] if exact[0] > 38 else [a, b]
+        operands = (cast(v, t) for v, t in zip((left, right), wide))  # a literal's type: its digits'
         return cast(_checked(getattr(pc, op), *operands), pa.decimal128(precision, scale))
 
     def _div(self, e: exp.Div) -> Value:
@@ -420,6 +423,37 @@ class _Evaluator:
             *[_array(v, n) for v in values],
         )
 
+    def _greatest(self, e: exp.Greatest) -> Value:
+        return self._extreme(e, "max")
+
+    def _least(self, e: exp.Least) -> Value:
+        return self._extreme(e, "min")
+
+    def _extreme(self, e: exp.Expression, kind: str) -> Value:
+        values = [self.value(v) for v in [e.this, *e.expressions]]
+        target = common_type([v.type for v in values])
+        return _checked(
+            lambda *vs: extreme(kind, vs), *[_array(cast(v, target), self.table.num_rows) for v in values]
+        )
+
+    def _isnan(self, e: exp.IsNan) -> Value:
+        v = self.value(e.this)
+        if not pa.types.is_floating(v.type):
+            raise NotOnDriver(f"isnan of {sql_type(v.type)}")
+        return pc.fill_null(pc.is_nan(v), False)
+
+    def _anonymous(self, e: exp.Anonymous) -> Value:
+        """One of the engine's own functions (incremental/functions.py), the same function Spark runs."""
+        found = function(e.name.lower())
+        if found is None:
+            raise NotOnDriver(f"the function {e.name}")
+        n = self.table.num_rows
+        arrays = [_array(self.value(v), n) for v in e.expressions]
+        try:
+            return found[0](*[a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays])
+        except ArithmeticError as why:  # Spark's error, which a batch in Spark gives
+            raise NotOnDriver(str(why)) from None
+
     def _coalesce(self, e: exp.Coalesce) -> Value:
         values = [self.value(v) for v in [e.this, *e.expressions]]
         target = common_type([v.type for v in values])
@@ -457,6 +491,8 @@ class _Evaluator:
         ):  # the whole part; one that does not fit: Spark decides
             whole = _checked(lambda x: pc.round(x, ndigits=0, round_mode="towards_zero"), v)
             return _checked(lambda x: pc.cast(x, to, safe=True), whole)
+        if widening_to_float and v.type in _INTEGRAL:
+            return cast(v, to)
         if integral_to_integral or widening_to_float or (to == pa.string() and v.type in _INTEGRAL):
             return _checked(lambda x: pc.cast(x, to, safe=True), v)
         raise NotOnDriver(f"a cast from {sql_type(v.type)} to {sql_type(to)}")
@@ -853,6 +889,8 @@ def cast(v: Value, to: pa.DataType) -> Value:
         return v
     if pa.types.is_decimal(v.type) and to == pa.float64():
         return _decimal_as_double(v)
+    if pa.types.is_integer(v.type) and pa.types.is_floating(to):  # the nearest float, as Java converts
+        return pc.cast(v, to, safe=False)
     return _checked(lambda x: pc.cast(x, to, safe=True), v)
 
 
@@ -926,10 +964,13 @@ def _decimals_alone(a: pa.DataType, b: pa.DataType) -> bool:
 
 def _decimal_as_double(v: Value) -> Value:
     """A decimal as Spark makes it a double: the nearest double. Of at most 15 digits, its unscaled digits and
-    10^scale are both exact doubles, so their quotient is the nearest double, as Spark's is; of more, Spark's
+    10^scale are both exact doubles, so their quotient is the nearest double, as Spark's is; a whole number of
+    more is rounded once by both (Python's float of a Decimal is the nearest); of more with decimals, Spark's
     conversion may round twice: Spark decides."""
     t = v.type
     assert isinstance(t, pa.Decimal128Type)
+    if t.precision > 15 and t.scale == 0:
+        return _rows(lambda d: None if d is None else float(d), [v], pa.float64())
     if t.precision > 15:
         raise NotOnDriver(f"{sql_type(t)} as a double")
     unscaled = pc.multiply(v, pa.scalar(10**t.scale, pa.decimal128(t.scale + 1, 0)))  # a whole number
@@ -951,10 +992,36 @@ def _checked(function: Callable[..., Value], *args: Value) -> Value:
         raise NotOnDriver(str(e).splitlines()[0]) from None
 
 
-def _has_nan(v: Value) -> bool:
-    if isinstance(v, pa.Scalar):
-        return bool(v.is_valid and v.as_py() != v.as_py())
-    return bool(pc.any(pc.is_nan(v)).as_py())
+def _ordered(op: str, left: Value, right: Value) -> Value:
+    """Comparison `op` of two values of one type, floats ordered as Spark orders them: NaN equal to NaN and
+    above every number (Arrow's NaN equals nothing)."""
+    if not pa.types.is_floating(left.type):
+        return getattr(pc, op)(left, right)
+    nan_left, nan_right = pc.is_nan(left), pc.is_nan(right)
+    zero = pa.scalar(0.0, left.type)
+    by_value = getattr(pc, op)(pc.if_else(nan_left, zero, left), pc.if_else(nan_right, zero, right))
+    by_nan = getattr(pc, op)(pc.cast(nan_left, pa.int8()), pc.cast(nan_right, pa.int8()))
+    return pc.if_else(pc.equal(nan_left, nan_right), by_value, by_nan)
+
+
+def extreme(kind: str, values: Sequence[Value]) -> Value:
+    """The least (`kind` "min") or greatest of columns of one type, row by row, skipping NULLs (Spark's least
+    and greatest, where NaN is above every number). Arrow's element-wise kernels have none for zoned
+    timestamps, so those run on their microseconds, and they skip NaN: a NaN makes the greatest NaN, and the
+    least NaN where every other value is NULL or NaN."""
+    pick = pc.min_element_wise if kind == "min" else pc.max_element_wise
+    if pa.types.is_timestamp(values[0].type) and values[0].type.tz is not None:
+        return pick(*[pc.cast(v, pa.int64()) for v in values]).cast(values[0].type)
+    picked = pick(*values)
+    if pa.types.is_floating(values[0].type):
+        nans = [pc.fill_null(pc.is_nan(v), False) for v in values]
+        nan = (
+            functools.reduce(pc.or_, nans)
+            if kind == "max"
+            else pc.and_(pc.is_null(picked), functools.reduce(pc.or_, nans))
+        )
+        picked = pc.if_else(nan, pa.scalar(float("nan"), picked.type), picked)
+    return picked
 
 
 def _array(v: Value, n: int) -> pa.Array | pa.ChunkedArray:

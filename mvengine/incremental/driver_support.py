@@ -78,6 +78,10 @@ EVALUATED: frozenset[type[exp.Expr]] = frozenset(
         exp.Like,
         exp.Escape,
         exp.TryCast,
+        exp.Greatest,
+        exp.Least,
+        exp.IsNan,
+        exp.Anonymous,  # the engine's own functions only (incremental/functions.py)
         *COMPARISONS,
         *ARITHMETIC,
     }
@@ -134,6 +138,8 @@ def unsupported(e: exp.Expression) -> str | None:
             node.parent, (exp.TsOrDsAdd, exp.DateDiff, exp.Extract, exp.TimestampTrunc, exp.Interval)
         ):
             continue  # a unit of DATE_ADD, DATEDIFF, EXTRACT, DATE_TRUNC or INTERVAL (the evaluator says which)
+        if isinstance(node, exp.Anonymous) and not node.name.lower().startswith("mv_"):
+            return f"the function {node.name}"
         if type(node) not in EVALUATED and type(node) not in PARTS:
             return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"
         if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):

@@ -31,13 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 from sqlglot import exp
 
-from mvengine.incremental.accumulation import (
-    merged_in_spark,
-    merged_on_driver,
-    partial_in_spark,
-    partial_on_driver,
-)
-from mvengine.incremental.accumulators import Accumulator
+from mvengine.incremental import exact_sum, functions
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import (
     DriverBatch,
@@ -114,11 +108,17 @@ class Engine(Protocol[R]):
         """Computed once here, for a relation read more than once (a no-op on the driver)."""
 
     def with_state(
-        self, rel: R, table: str, keys: Sequence[str], column: str, sql_type: str, named: Sequence[str] = ()
+        self,
+        rel: R,
+        table: str,
+        keys: Sequence[str],
+        columns: Mapping[str, str],
+        named: Sequence[str] = (),
+        prefix: str = "",
     ) -> R:
-        """`rel` with `column`: the value of state table `table` for each row's `keys` (NULL matching NULL; the
-        table names them `named`, or alike), as the table was before the batch; NULL where it holds none (or
-        does not exist: of `sql_type`)."""
+        """`rel` with `columns` (name → SQL type), named with `prefix`: the values of state table `table` for each
+        row's `keys` (NULL matching NULL; the table names them `named`, or alike; without keys, its one row), as
+        the table was before the batch; NULL where it holds none (or does not exist)."""
 
     def stage(
         self, table: str, rel: R, keys: Sequence[str], columns: Sequence[str], delete: str | None = None
@@ -169,9 +169,11 @@ class Engine(Protocol[R]):
 
     def aggregate(self, rel: R, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]) -> R:
         """One row per group of the named `keys` (output name → column; NULLs form one group, as Spark groups):
-        the group's keys and each `sums` output, a function of a column: `sum`, `min`, `max` (NaN above every
-        number, as in Spark), `count` (of its non-NULL values) or `sorted_list` (its non-NULL values in ascending
-        order; Spark only). Without keys, one row, also over no rows (as Spark's global aggregate)."""
+        the group's keys and each `sums` output, a function of a column: `sum` (beyond its type, Spark's error),
+        `min`, `max` (NaN above every number, as in Spark), `count` (of its non-NULL values), `sorted_list` (its
+        non-NULL values in ascending order; Spark only), or by `_mtime` (rows of one time in any order) `first`,
+        `last`, `first_valid`, `last_valid` (the first or last non-NULL value). Without keys, one row, also over
+        no rows (as Spark's global aggregate)."""
 
     def concat(self, rels: Sequence[R]) -> R:
         """Relations of the same columns in one."""
@@ -194,25 +196,15 @@ class Engine(Protocol[R]):
 
     # -- a GROUP BY's accumulators (incremental/accumulation.py) ------------------------------------------------
 
-    def accumulate(
-        self,
-        rel: R,
-        groups: Sequence[str],
-        aggs: Sequence[Accumulator],
-        arguments: Mapping[str, str],
-        table: str,
-    ) -> R:
-        """Per group of the named `groups` (NULLs one group): `_n` (Σ `_w`), the latest `_mtime`, and what the
-        rows add to each accumulator's state columns (its argument's SQL → `rel`'s column: `arguments`), kept in
-        state table `table`."""
+    def unit_weights(self, rel: R) -> R:
+        """Each row of weight w as |w| rows of weight ±1."""
 
-    def accumulators(
-        self, partial: R, table: str, groups: Sequence[str], aggs: Sequence[Accumulator], values: Sequence[R]
+    def exact_sums(
+        self, rows: R, partial: R, groups: Sequence[str], sums: Sequence[tuple[str, str, bool]]
     ) -> R:
-        """Per row of `partial` (`accumulate`'s): the group's new accumulators (the ones in `table` before the
-        batch, NULL for a new group, plus the partial), `_old_exists`, `_mtime`, each aggregate's result before
-        (`_old<i>`) and after (`_new<i>`), and `_same`, whether all are equal (NULL and NaN to their own).
-        `values` hold the multiset aggregates' values per group (a group absent: it has none)."""
+        """`partial` (a row per group of `groups`, as `aggregate` gives) with, for each (name, column, of squares)
+        of `sums`, the exact Σ w·x (or w·x²) of `rows`' double `column` per group, as a digit map
+        (incremental/exact_sum.py)."""
 
     def updates(
         self, rel: R, old: Sequence[str], new: Sequence[str], names: Sequence[str], retract: str, insert: str
@@ -335,6 +327,9 @@ class SparkEngine:
         return consolidate(rel, list(names))
 
     def compute(self, rel: DataFrame, columns: Mapping[str, str | exp.Expression]) -> DataFrame:
+        for sql in columns.values():
+            if isinstance(sql, str) and "mv_" in sql:
+                functions.register(self.batch.spark, sql)
         return rel.withColumns({name: F.expr(_text(sql)) for name, sql in columns.items()})
 
     def where(self, rel: DataFrame, condition: str) -> DataFrame:
@@ -348,19 +343,19 @@ class SparkEngine:
         rel: DataFrame,
         table: str,
         keys: Sequence[str],
-        column: str,
-        sql_type: str,
+        columns: Mapping[str, str],
         named: Sequence[str] = (),
+        prefix: str = "",
     ) -> DataFrame:
         names = list(named or keys)
         touched = rel.select(*[F.col(quote(k)).alias(n) for k, n in zip(keys, names)])
-        template = touched.select("*", F.lit(None).cast(sql_type).alias(column)).limit(0)
+        template = touched.select("*", *[F.lit(None).cast(t).alias(c) for c, t in columns.items()]).limit(0)
         state = self.batch.state.read_candidates(table, template, touched, names).alias("s")
         on = [F.col(f"r.{quote(k)}").eqNullSafe(F.col(f"s.{quote(n)}")) for k, n in zip(keys, names)]
         return (
             rel.alias("r")
             .join(state, reduce(lambda a, b: a & b, on, F.lit(True)), "left")
-            .select("r.*", F.col(f"s.{quote(column)}").alias(column))
+            .select("r.*", *[F.col(f"s.{quote(c)}").alias(prefix + c) for c in columns])
         )
 
     def stage(
@@ -437,31 +432,24 @@ class SparkEngine:
     def aggregate(
         self, rel: DataFrame, keys: Mapping[str, str], sums: Mapping[str, tuple[str, str]]
     ) -> DataFrame:
-        functions: dict[str, Callable[[Column], Column]] = {"sum": F.sum, "min": F.min, "max": F.max}
-        functions |= {"count": F.count, "sorted_list": lambda c: F.sort_array(F.collect_list(c))}
+        time = F.col(MTIME)
         return rel.groupBy(*[F.col(quote(c)).alias(name) for name, c in keys.items()]).agg(
-            *[functions[f](F.col(quote(c))).alias(name) for name, (f, c) in sums.items()]
+            *[_SPARK_AGGREGATES[f](F.col(quote(c)), time).alias(name) for name, (f, c) in sums.items()]
         )
 
-    def accumulate(
-        self,
-        rel: DataFrame,
-        groups: Sequence[str],
-        aggs: Sequence[Accumulator],
-        arguments: Mapping[str, str],
-        table: str,
-    ) -> DataFrame:
-        return partial_in_spark(rel, groups, aggs, arguments)
+    def unit_weights(self, rel: DataFrame) -> DataFrame:
+        w = F.col(WEIGHT)
+        unit = F.explode(F.array_repeat(F.signum(w).cast("long"), F.abs(w).cast("int")))
+        return rel.select(*[quote(c) for c in rel.columns if c != WEIGHT], unit.alias(WEIGHT))
 
-    def accumulators(
+    def exact_sums(
         self,
+        rows: DataFrame,
         partial: DataFrame,
-        table: str,
         groups: Sequence[str],
-        aggs: Sequence[Accumulator],
-        values: Sequence[DataFrame],
+        sums: Sequence[tuple[str, str, bool]],
     ) -> DataFrame:
-        return merged_in_spark(partial, self.batch, table, groups, aggs, values)
+        return exact_sum.with_sums(rows, partial, groups, sums)
 
     def updates(
         self,
@@ -609,6 +597,19 @@ class SparkEngine:
         return read_table(self.batch.spark, ref, version=version)
 
 
+_SPARK_AGGREGATES: dict[str, Callable[[Column, Column], Column]] = {  # a function of a column and `_mtime`
+    "sum": lambda c, time: F.sum(c),
+    "min": lambda c, time: F.min(c),
+    "max": lambda c, time: F.max(c),
+    "count": lambda c, time: F.count(c),
+    "sorted_list": lambda c, time: F.sort_array(F.collect_list(c)),
+    "first": lambda c, time: F.min_by(c, time),
+    "last": lambda c, time: F.max_by(c, time),
+    "first_valid": lambda c, time: F.min_by(c, F.when(c.isNotNull(), time)),
+    "last_valid": lambda c, time: F.max_by(c, F.when(c.isNotNull(), time)),
+}
+
+
 def _equal(keys: Sequence[tuple[str, str]], null_safe: bool = False) -> Column:
     if not keys:
         return F.lit(True)
@@ -681,12 +682,15 @@ class ArrowEngine:
         rel: pa.Table,
         table: str,
         keys: Sequence[str],
-        column: str,
-        sql_type: str,
+        columns: Mapping[str, str],
         named: Sequence[str] = (),
+        prefix: str = "",
     ) -> pa.Table:
-        if self.batch.state.schema(table) is None:
-            return self.compute(rel, {column: f"CAST(NULL AS {sql_type})"})
+        schema = self.batch.state.schema(table)
+        if schema is None:
+            return self.compute(rel, {prefix + c: f"CAST(NULL AS {t})" for c, t in columns.items()})
+        if set(columns) - set(schema.names):
+            raise NotOnDriver(f"state {table} lacks columns this rule reads")
         names = list(named or keys)
         if names:
             rows, found = self._state_rows(table, rel, keys, names)
@@ -696,7 +700,9 @@ class ArrowEngine:
             assert found is not None  # it has a schema
             _, index = _every_pair(rel.num_rows, min(found.num_rows, 1), "left outer")
             assert index is not None  # an outer join pairs rows
-        return rel.append_column(column, found.column(column).take(index))
+        for c in columns:
+            rel = rel.append_column(prefix + c, found.column(c).take(index))
+        return rel
 
     def _state_rows(
         self, table: str, rel: pa.Table, keys: Sequence[str], names: Sequence[str]
@@ -720,6 +726,8 @@ class ArrowEngine:
     ) -> None:
         schema = self.batch.state.schema(table)  # (None: a new table, of the rows' own types)
         names = [*keys, *columns]
+        if schema is not None and set(schema.names) - set(names):
+            raise NotOnDriver(f"state {table} holds columns this rule does not compute")
         rows = pa.table(
             [rel.column(c) if schema is None else cast(rel.column(c), schema.field(c).type) for c in names]
             + ([rel.column(delete)] if delete else []),
@@ -795,32 +803,31 @@ class ArrowEngine:
     ) -> pa.Table:
         if any(f == "sorted_list" for f, _ in sums.values()):
             raise NotOnDriver("a list of a group's values")
+        if any(f not in ("sum", "min", "max", "count") for f, _ in sums.values()):  # in time order (stably)
+            rel = rel.take(pc.sort_indices(rel, [(MTIME, "ascending")]))
         table = pa.table(
             [*[normalized(rel.column(c)) for c in keys.values()], *[rel.column(c) for _, c in sums.values()]],
             names=[*keys, *[f"_{i}" for i in range(len(sums))]],
         )
-        grouped = aggregated(table, list(keys), {f"_{i}": f for i, (f, _) in enumerate(sums.values())})
-        return grouped.rename_columns([*keys, *sums])
+        how = {f"_{i}": _ARROW_AGGREGATES.get(f, f) for i, (f, _) in enumerate(sums.values())}
+        return aggregated(table, list(keys), how).rename_columns([*keys, *sums])
 
-    def accumulate(
-        self,
-        rel: pa.Table,
-        groups: Sequence[str],
-        aggs: Sequence[Accumulator],
-        arguments: Mapping[str, str],
-        table: str,
-    ) -> pa.Table:
-        return partial_on_driver(rel, groups, aggs, arguments, self.batch, table)
+    def unit_weights(self, rel: pa.Table) -> pa.Table:
+        weights = rel.column(WEIGHT).to_numpy()
+        if np.abs(weights).max(initial=0) <= 1:
+            return rel
+        rows = rel.take(pa.array(np.repeat(np.arange(rel.num_rows), np.abs(weights))))
+        return rows.set_column(rows.schema.get_field_index(WEIGHT), WEIGHT, pc.sign(rows.column(WEIGHT)))
 
-    def accumulators(
-        self,
-        partial: pa.Table,
-        table: str,
-        groups: Sequence[str],
-        aggs: Sequence[Accumulator],
-        values: Sequence[pa.Table],
+    def exact_sums(
+        self, rows: pa.Table, partial: pa.Table, groups: Sequence[str], sums: Sequence[tuple[str, str, bool]]
     ) -> pa.Table:
-        return merged_on_driver(partial, self.batch, table, groups, aggs, values)
+        group_of = (
+            align([normalized(rows.column(g)) for g in groups], [partial.column(g) for g in groups])
+            if groups
+            else pa.array(np.zeros(rows.num_rows, np.int64))
+        )
+        return exact_sum.with_sums_np(rows, partial, group_of.to_numpy(zero_copy_only=False), sums)
 
     def updates(
         self,
@@ -955,6 +962,14 @@ class ArrowEngine:
         return read_before(
             ref, version, (column, near.column(column)), self.batch.state.policy.driver_read_rows
         )
+
+
+_ARROW_AGGREGATES: dict[str, tuple[str, pc.ScalarAggregateOptions]] = {  # by `_mtime`, the rows sorted so
+    "first": ("first", pc.ScalarAggregateOptions(skip_nulls=False)),
+    "last": ("last", pc.ScalarAggregateOptions(skip_nulls=False)),
+    "first_valid": ("first", pc.ScalarAggregateOptions(skip_nulls=True)),
+    "last_valid": ("last", pc.ScalarAggregateOptions(skip_nulls=True)),
+}
 
 
 def _data(rel: pa.Table) -> list[pa.ChunkedArray]:

@@ -1,6 +1,7 @@
 """Exact sums of doubles that survive retraction: SUM and AVG over floating-point values, and the moments of the
 variances, by one implementation for both engines: numpy over Arrow, which Spark calls as Arrow UDFs (taking a
-value's digits, merging two sums, rounding a sum to a double), so that the two cannot round apart.
+value's digits here; merging two sums and rounding a sum to a double in incremental/functions.py), so that the
+two cannot round apart.
 
 A running sum of doubles in a double forgets: add 1e17 to 1.5, take 1e17 away, and 0.0 is left where the rows
 say 1.5 (issue 35); a compensated pair (hi, lo) forgets the third of three far-apart magnitudes. So a sum is
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -35,6 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from mvengine.incremental.zset import WEIGHT, null_safe_equal, quote
 
 SLOT_BITS = 32
 BASE = float(2**SLOT_BITS)
@@ -45,47 +48,66 @@ TOP_SLOT = 30  # digits above this slot are added shifted down: 2^(32·31) is ne
 _SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's splitter of a double into two 26-bit halves
 
 
-# -- Spark: the driver's numpy functions, as Arrow UDFs ------------------------------------------------------
+# -- a batch's sums per group, in Spark and on the driver --------------------------------------------------------
 
 
-def with_digits(df: DataFrame, column: str, into: str, *, square: bool = False) -> DataFrame:
-    """`df` with a column `into`: the digits of double column `column` (of its square, with `square`) as an
-    array of (slot, digit), zeros left out (empty for 0, NULL, NaN and ±inf). (Written in Spark Columns, this
-    took 30 projections a column of squares, and building and planning them cost seconds a batch.)"""
-    digits = arrow_udf(digit_lists_of_squares if square else digit_lists, DIGITS_TYPE)
-    return df.withColumn(into, digits(F.col(column).cast("double")))
-
-
-def merged(a: Column, b: Column) -> Column:
-    """The sum of two digit maps (NULL as empty), normalized."""
-    return arrow_udf(_merged, MAP_TYPE)(a, b)
-
-
-def value(m: Column) -> Column:
-    """The map's sum rounded to a double (0.0 for an empty or NULL map; ±inf beyond the double range)."""
-    return arrow_udf(_rounded, "double")(m)
-
-
-def _merged(a: pa.Array, b: pa.Array) -> pa.Array:  # (Spark's Arrow UDFs take these type hints only)
-    return merged_np(a, b)
-
-
-def _rounded(m: pa.Array) -> pa.Array:
-    return pa.array(value_np(m)[0], pa.float64())
+def with_sums(
+    rows: DataFrame, partial: DataFrame, groups: Sequence[str], sums: Sequence[tuple[str, str, bool]]
+) -> DataFrame:
+    """`partial` (a row per group) with, per group, the batch's exact sum for each (name, column, of squares) of
+    `sums`: every row's digits (the driver's function, as an Arrow UDF) times its weight, summed per slot."""
+    frame, tagged = rows, []
+    for i, (_, column, square) in enumerate(sums):
+        of = arrow_udf(digit_lists_of_squares if square else digit_lists, DIGITS_TYPE)
+        frame = frame.withColumn(f"_dg{i}", of(F.col(column).cast("double")))
+        tagged.append(F.transform(F.col(f"_dg{i}"), _tagged(i)))
+    keys = [quote(g) for g in groups]
+    digits = frame.select(*keys, F.explode(F.concat(*tagged)).alias("_e")).select(
+        *keys, "_e.tag", "_e.slot", "_e.digit"
+    )
+    summed = (
+        digits.groupBy(*keys, "tag", "slot").agg(F.sum("digit").alias("digit")).where(F.col("digit") != 0)
+    )
+    maps = summed.groupBy(*keys).agg(
+        *[
+            F.map_from_entries(F.collect_list(F.when(F.col("tag") == i, F.struct("slot", "digit")))).alias(
+                name
+            )
+            for i, (name, _, _) in enumerate(sums)
+        ]
+    )
+    p, m = partial.alias("p"), maps.alias("m")
+    on = null_safe_equal(p, m, list(groups)) if groups else F.lit(True)
+    return p.join(m, on, "left").select("p.*", *[F.col(f"m.{quote(name)}") for name, _, _ in sums])
 
 
 @functools.cache
 def arrow_udf(function: Callable[..., pa.Array], returns: str) -> Callable[..., Column]:
+    """A function over Arrow arrays as a Spark UDF (Arrow-batched), made once."""
     # pyspark's stubs know only the form with an explicit functionType, which warns at run time
     udf: Callable[..., Column] = F.arrow_udf(function, returns)  # type: ignore[call-overload]
     return udf
 
 
-def bind(value: Column, body: Callable[[Column], Column]) -> Column:
-    """body(value), with `value` computed once, bound to a lambda variable (Spark would otherwise evaluate, and
-    the plan hold, a copy of it for every use in the body)."""
-    bound: Column = F.element_at(F.transform(F.array(value), body), 1)
-    return bound
+def _tagged(tag: int) -> Callable[[Column], Column]:
+    """A digit (slot, digit) as (tag, slot, digit times the row's weight). A function of one parameter: Spark's
+    transform() takes a lambda of two as (element, position)."""
+    return lambda e: F.struct(
+        F.lit(tag).alias("tag"), e["slot"].alias("slot"), (e["digit"] * F.col(WEIGHT)).alias("digit")
+    )
+
+
+def with_sums_np(
+    rows: pa.Table, partial: pa.Table, group_of: np.ndarray, sums: Sequence[tuple[str, str, bool]]
+) -> pa.Table:
+    """with_sums on the driver: each row's group is its row of `partial` (`group_of`)."""
+    weights = rows.column(WEIGHT).to_numpy(zero_copy_only=False)
+    for name, column, square in sums:
+        at, slot, digit = (square_digits_np if square else digits_np)(rows.column(column))
+        partial = partial.append_column(
+            name, maps_np(partial.num_rows, group_of[at], slot, digit * weights[at])
+        )
+    return partial
 
 
 # -- on the driver (numpy over Arrow) ---------------------------------------------------------------------------

@@ -74,7 +74,7 @@ def rule(node: TopN, engine: Engine[R]) -> R:
     # Per touched partition: whether the old prefix was complete, and the new row count.
     sizes = engine.aggregate(old, {c: c for c in pcols}, {"_size": ("sum", COUNT)})
     info = engine.lookup(
-        engine.with_state(touched, counts_name, pcols, COUNT, "BIGINT"),
+        engine.with_state(touched, counts_name, pcols, {COUNT: "BIGINT"}),
         _on(pcols),
         sizes,
         "left",

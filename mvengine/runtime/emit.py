@@ -140,7 +140,7 @@ class _Emit:
         )
         pairs = engine.where(pairs, "NOT (_had AND _has AND _same)")
 
-        rows = engine.with_state(pairs, EMIT_STATE, list(keys), REVISION, "BIGINT", named=key)
+        rows = engine.with_state(pairs, EMIT_STATE, list(keys), {REVISION: "BIGINT"}, named=key)
         rows = engine.compute(
             rows,
             {

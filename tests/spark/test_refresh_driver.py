@@ -1,6 +1,6 @@
 """Which engine computes a batch (incremental/driver.py): small batches of views the driver computes run on the
-driver without a Spark job; a batch whose values the driver cannot compute exactly as Spark (a NaN in a
-comparison), a view outside its subset, or a batch above `[refresh] driver_max_changes` go to Spark; the batch
+driver without a Spark job; a batch whose values the driver cannot compute exactly as Spark (a non-ASCII
+string in UPPER), a view outside its subset, or a batch above `[refresh] driver_max_changes` go to Spark; the batch
 line says which, and every snapshot still equals its SQL."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ CREATE MATERIALIZED VIEW positive AS SELECT k, x FROM m WHERE x > 0;
 CREATE MATERIALIZED VIEW per_s AS SELECT s, COUNT(*) AS n, SUM(x) AS total FROM m GROUP BY s;
 CREATE MATERIALIZED VIEW prefixes AS
 SELECT regexp_replace(s, 'b', 'c') AS p, COUNT(*) AS n FROM m GROUP BY regexp_replace(s, 'b', 'c');
+CREATE MATERIALIZED VIEW shout AS SELECT k, UPPER(s) AS u FROM m;
 """
 SCHEMA = pa.schema([pa.field("k", pa.int32(), False), ("x", pa.float64()), ("s", pa.string())])
 
@@ -67,19 +68,21 @@ def test_small_batches_run_on_the_driver_and_others_in_spark(spark, tmp_path):
 
 
 def test_a_batch_the_driver_would_compute_differently_goes_to_spark(spark, tmp_path):
-    """Spark orders NaN above every number (NaN > 0 is true) where Arrow's comparison is false: the batch goes to
-    Spark, the line says why, and the snapshots follow Spark's semantics."""
+    """Java upper-cases ß to SS, where Arrow's case mapping does not: a batch with a non-ASCII string goes to
+    Spark, the line says why, and the snapshots follow Spark's semantics. A NaN, which Spark orders above every
+    number (NaN > 0 is true) and Arrow's comparison does not, the driver compares as Spark does."""
     config, catalog = project(tmp_path)
     Refresher(spark, config, catalog).refresh()
-    commit(catalog, [(1, math.nan, "a"), (2, 1.0, "a")])
+    commit(catalog, [(1, math.nan, "straße"), (2, 1.0, "a")])
     batches = refresh(spark, config, catalog)
-    assert batches["positive"].engine == "spark"
-    assert "computed by Spark: a NaN in a comparison" in batches["positive"].line()
+    assert batches["shout"].engine == "spark"
+    assert "computed by Spark: UPPER/LOWER of a non-ASCII string" in batches["shout"].line()
+    assert batches["positive"].engine == "driver", batches["positive"].line()
     for view in catalog.plans:
         check_view(spark, catalog, view)
-    commit(catalog, [(3, 4.0, "c")])  # the next batch has no NaN: the driver again
-    assert refresh(spark, config, catalog)["positive"].engine == "driver"
-    check_view(spark, catalog, "positive")
+    commit(catalog, [(3, 4.0, "c")])  # the next batch is ASCII: the driver again
+    assert refresh(spark, config, catalog)["shout"].engine == "driver"
+    check_view(spark, catalog, "shout")
 
 
 def test_a_batch_above_driver_max_changes_goes_to_spark(spark, tmp_path):
@@ -91,6 +94,7 @@ def test_a_batch_above_driver_max_changes_goes_to_spark(spark, tmp_path):
         "positive": "spark",
         "per_s": "spark",
         "prefixes": "spark",
+        "shout": "spark",
     }
     commit(catalog, [(4, 1.0, "a")])
     assert refresh(spark, config, catalog)["per_s"].engine == "driver"
