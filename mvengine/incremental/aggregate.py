@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from mvengine.incremental.accumulation import (
+from mvengine.incremental.accumulators import (
+    COUNT,
     OLD_EXISTS,
     SAME,
+    Accumulator,
+    accumulator,
     merged,
     new_result,
     old_result,
     partial,
     state_columns,
 )
-from mvengine.incremental.accumulators import COUNT, Accumulator, accumulator
 from mvengine.incremental.engine import Engine
 from mvengine.incremental.zset import MTIME, WEIGHT, quote
 from mvengine.plan.analysis import is_append_only

@@ -194,10 +194,7 @@ class Engine(Protocol[R]):
     def joined(self, rel: R, node: Join) -> R:
         """A join's pairs and padded rows (its sides' columns, `_w`, `_mtime`) as the join's changes."""
 
-    # -- a GROUP BY's accumulators (incremental/accumulation.py) ------------------------------------------------
-
-    def unit_weights(self, rel: R) -> R:
-        """Each row of weight w as |w| rows of weight ±1."""
+    # -- a GROUP BY's accumulators (incremental/accumulators.py) -----------------------------------------------
 
     def exact_sums(
         self, rows: R, partial: R, groups: Sequence[str], sums: Sequence[tuple[str, str, bool]]
@@ -436,11 +433,6 @@ class SparkEngine:
         return rel.groupBy(*[F.col(quote(c)).alias(name) for name, c in keys.items()]).agg(
             *[_SPARK_AGGREGATES[f](F.col(quote(c)), time).alias(name) for name, (f, c) in sums.items()]
         )
-
-    def unit_weights(self, rel: DataFrame) -> DataFrame:
-        w = F.col(WEIGHT)
-        unit = F.explode(F.array_repeat(F.signum(w).cast("long"), F.abs(w).cast("int")))
-        return rel.select(*[quote(c) for c in rel.columns if c != WEIGHT], unit.alias(WEIGHT))
 
     def exact_sums(
         self,
@@ -811,13 +803,6 @@ class ArrowEngine:
         )
         how = {f"_{i}": _ARROW_AGGREGATES.get(f, f) for i, (f, _) in enumerate(sums.values())}
         return aggregated(table, list(keys), how).rename_columns([*keys, *sums])
-
-    def unit_weights(self, rel: pa.Table) -> pa.Table:
-        weights = rel.column(WEIGHT).to_numpy()
-        if np.abs(weights).max(initial=0) <= 1:
-            return rel
-        rows = rel.take(pa.array(np.repeat(np.arange(rel.num_rows), np.abs(weights))))
-        return rows.set_column(rows.schema.get_field_index(WEIGHT), WEIGHT, pc.sign(rows.column(WEIGHT)))
 
     def exact_sums(
         self, rows: pa.Table, partial: pa.Table, groups: Sequence[str], sums: Sequence[tuple[str, str, bool]]

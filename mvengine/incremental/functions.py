@@ -1,5 +1,5 @@
-"""The engine's own SQL functions, for the accumulators' arithmetic (incremental/accumulation.py) where Spark SQL
-has no exact form: one implementation each, over Arrow arrays, which the driver's evaluator calls by name and
+"""The engine's own SQL functions, for the accumulators' arithmetic (incremental/accumulators.py) where Spark
+SQL has no exact form: one implementation each, over Arrow arrays, which the driver's evaluator calls by name and
 Spark runs as an Arrow UDF registered under the same name. So the two engines cannot round apart.
 
 - `mv_exact_merged(a, b)`: the sum of two exact sums (digit maps, incremental/exact_sum.py), normalized.
