@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mvengine.incremental.driver_expressions import NotOnDriver, extreme
+from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, ReadOnDemand
 from mvengine.plan.nodes import Node, Scan
 from mvengine.policy import ExecutionPolicy
@@ -307,8 +307,3 @@ def conform(changes: pa.Table, schema: pa.Schema) -> pa.Table:
 def _widening(a: pa.DataType, b: pa.DataType) -> bool:
     """Whether Spark could give type `b` where the driver's rules found `a` (a literal typed narrower)."""
     return bool(pa.types.is_integer(a) and pa.types.is_integer(b) and a.bit_width <= b.bit_width)
-
-
-def latest(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The later of two times, row by row, skipping NULLs (Spark's `greatest`)."""
-    return extreme("max", [a, b])

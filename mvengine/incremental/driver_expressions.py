@@ -34,6 +34,7 @@ from mvengine.incremental.functions import function
 from mvengine.incremental.zset import MTIME
 from mvengine.plan.nodes import Field
 from mvengine.plan.types import adjusted_decimal, decimal_result, integer_literal_digits
+from mvengine.sql.types import arrow_type
 
 
 class NotOnDriver(Exception):
@@ -1060,29 +1061,9 @@ def _date_literal(text: str, to: pa.DataType) -> pa.Scalar:
     return pa.scalar(value, pa.timestamp("us", tz=to.tz))
 
 
-_TYPES = {
-    exp.DataType.Type.TINYINT: pa.int8(),
-    exp.DataType.Type.SMALLINT: pa.int16(),
-    exp.DataType.Type.INT: pa.int32(),
-    exp.DataType.Type.BIGINT: pa.int64(),
-    exp.DataType.Type.FLOAT: pa.float32(),
-    exp.DataType.Type.DOUBLE: pa.float64(),
-    exp.DataType.Type.TEXT: pa.string(),
-    exp.DataType.Type.VARCHAR: pa.string(),
-    exp.DataType.Type.BOOLEAN: pa.bool_(),
-    exp.DataType.Type.DATE: pa.date32(),
-    exp.DataType.Type.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
-    exp.DataType.Type.TIMESTAMP: pa.timestamp("us"),
-    exp.DataType.Type.TIMESTAMPNTZ: pa.timestamp("us"),
-}
-
-
 def _arrow_type(t: exp.DataType) -> pa.DataType:
-    if t.this == exp.DataType.Type.DECIMAL:
-        params = t.expressions
-        precision = int(params[0].name) if params else 10
-        scale = int(params[1].name) if len(params) > 1 else 0
-        return pa.decimal128(precision, scale)
-    if t.this not in _TYPES:
+    """The type of a CAST (CHAR(n): Spark pads it, Arrow does not)."""
+    found = arrow_type(t) if t.this != exp.DataType.Type.CHAR else None
+    if found is None:
         raise NotOnDriver(f"a cast to {t.sql('spark')}")
-    return _TYPES[t.this]
+    return found

@@ -40,7 +40,6 @@ from mvengine.incremental.driver import (
     concat,
     consolidated,
     data,
-    latest,
     match,
     normalized,
     read_before,
@@ -53,6 +52,7 @@ from mvengine.incremental.driver_expressions import (
     common_type,
     comparison_type,
     evaluate,
+    extreme,
     predicate_mask,
 )
 from mvengine.incremental.key_filters import key_filters
@@ -768,7 +768,8 @@ class ArrowEngine:
         assert ri is not None  # an inner join pairs rows
         left, right = left.take(li), right.take(ri)
         weight = pc.multiply_checked(left.column(WEIGHT), right.column(WEIGHT))
-        pairs = zset([*_data(left), *_data(right)], weight, latest(left.column(MTIME), right.column(MTIME)))
+        later = extreme("max", [left.column(MTIME), right.column(MTIME)])
+        pairs = zset([*_data(left), *_data(right)], weight, later)
         return pairs if both is None else pairs.filter(predicate_mask(both, pairs, fields))
 
     def lookup(

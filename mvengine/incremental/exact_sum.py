@@ -142,21 +142,22 @@ def _finite_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return values, np.isfinite(values) & (values != 0)
 
 
-def digits_np(x: pa.ChunkedArray | pa.Array) -> Digits:
-    """The digits of doubles as three arrays (row, slot, digit), zeros left out."""
+def _scaled_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of the finite non-zero doubles, each one's top slot s, and y = x·2^(-32·s)."""
     values, keep = _finite_np(x)
     rows = np.nonzero(keep)[0]
-    v = values[rows]
-    slot = np.floor_divide(_exponent_np(np.abs(v)), SLOT_BITS)
-    return _flatten(rows, _digits_of_np(scaled_np(v, -slot * SLOT_BITS), slot))
+    slot = np.floor_divide(_exponent_np(np.abs(values[rows])), SLOT_BITS)
+    return rows, slot, scaled_np(values[rows], -slot * SLOT_BITS)
+
+
+def digits_np(x: pa.ChunkedArray | pa.Array) -> Digits:
+    """The digits of doubles as three arrays (row, slot, digit), zeros left out."""
+    rows, slot, y = _scaled_np(x)
+    return _flatten(rows, _digits_of_np(y, slot))
 
 
 def square_digits_np(x: pa.ChunkedArray | pa.Array) -> Digits:
-    values, keep = _finite_np(x)
-    rows = np.nonzero(keep)[0]
-    v = values[rows]
-    slot = np.floor_divide(_exponent_np(np.abs(v)), SLOT_BITS)
-    y = scaled_np(v, -slot * SLOT_BITS)
+    rows, slot, y = _scaled_np(x)
     p = y * y
     c = y * _SPLIT
     high = c - (c - y)
