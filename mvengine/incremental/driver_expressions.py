@@ -322,6 +322,12 @@ class _Evaluator:
             raise NotOnDriver(
                 f"{name} of {sql_type(a)} and {sql_type(b)}, which Spark rounds to {scale} places"
             )
+        if op == "multiply_checked" and _signs(
+            right
+        ):  # x times a weight, as Spark's product: ±x or 0, at once
+            x = cast(left, pa.decimal128(precision, scale))
+            zero, negated = pa.scalar(0, x.type), pc.negate(x)
+            return pc.if_else(pc.equal(right, 0), zero, pc.if_else(pc.greater(right, 0), x, negated))
         wide = [pa.decimal256(t.precision, t.scale) for t in (a, b)] if exact[0] > 38 else [a, b]
         operands = (cast(v, t) for v, t in zip((left, right), wide))  # a literal's type: its digits'
         return cast(_checked(getattr(pc, op), *operands), pa.decimal128(precision, scale))
@@ -419,6 +425,8 @@ class _Evaluator:
         columns = [_array(pc.fill_null(c, False), n) for c in conditions]
         if not columns:
             return values[-1]
+        if len(columns) == 1:  # (Arrow's if_else takes scalars as they are: faster)
+            return pc.if_else(columns[0], values[0], values[1])
         return pc.case_when(
             pc.make_struct(*columns, field_names=[f"c{i}" for i in range(len(columns))]),
             *[_array(v, n) for v in values],
@@ -970,8 +978,11 @@ def _decimal_as_double(v: Value) -> Value:
     conversion may round twice: Spark decides."""
     t = v.type
     assert isinstance(t, pa.Decimal128Type)
-    if t.precision > 15 and t.scale == 0:
-        return _rows(lambda d: None if d is None else float(d), [v], pa.float64())
+    if t.precision > 15 and t.scale == 0:  # (Arrow's int64 to double rounds to the nearest, as Java's)
+        try:
+            return pc.cast(pc.cast(v, pa.int64()), pa.float64(), safe=False)
+        except pa.ArrowInvalid:  # beyond BIGINT
+            return _rows(lambda d: None if d is None else float(d), [v], pa.float64())
     if t.precision > 15:
         raise NotOnDriver(f"{sql_type(t)} as a double")
     unscaled = pc.multiply(v, pa.scalar(10**t.scale, pa.decimal128(t.scale + 1, 0)))  # a whole number
@@ -993,10 +1004,24 @@ def _checked(function: Callable[..., Value], *args: Value) -> Value:
         raise NotOnDriver(str(e).splitlines()[0]) from None
 
 
+def _has_nan(v: Value) -> bool:
+    if isinstance(v, pa.Scalar):
+        return bool(v.is_valid and v.as_py() != v.as_py())
+    return bool(pc.any(pc.is_nan(v)).as_py())
+
+
+def _signs(v: Value) -> bool:
+    """Whether `v` is a column of integers -1, 0 and 1 (and NULL)."""
+    if isinstance(v, pa.Scalar) or v.type not in _INTEGRAL:
+        return False
+    low, high = (m.as_py() for m in pc.min_max(v).values())
+    return low is None or (low >= -1 and high <= 1)
+
+
 def _ordered(op: str, left: Value, right: Value) -> Value:
     """Comparison `op` of two values of one type, floats ordered as Spark orders them: NaN equal to NaN and
     above every number (Arrow's NaN equals nothing)."""
-    if not pa.types.is_floating(left.type):
+    if not pa.types.is_floating(left.type) or not (_has_nan(left) or _has_nan(right)):
         return getattr(pc, op)(left, right)
     nan_left, nan_right = pc.is_nan(left), pc.is_nan(right)
     zero = pa.scalar(0.0, left.type)
