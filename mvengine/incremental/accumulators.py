@@ -44,7 +44,6 @@ from sqlglot import exp
 
 from mvengine.incremental import exact_sum
 from mvengine.incremental.engine import Engine
-from mvengine.incremental.functions import decimal_add
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.operators.aggregate import (
     ACCUMULATOR_KINDS,
@@ -57,9 +56,8 @@ from mvengine.plan.types import aggregate_type, type_name
 R = TypeVar("R")
 
 COUNT = "_n"  # a group's row count
-INTEGER_AVERAGE_SUM = (
-    "decimal(38,0)"  # AVG of integers: Spark sums doubles and cannot overflow; 38 digits cannot
-)
+# AVG of integers: Spark sums doubles and cannot overflow; 38 digits cannot
+INTEGER_AVERAGE_SUM = "decimal(38,0)"
 OLD_EXISTS = "_old_exists"  # whether the group had a row before the batch
 SAME = "_same"  # whether each aggregate's result is the same before and after (as Spark compares rows)
 OLD = "_o"  # the prefix of the accumulators' columns as they were before the batch
@@ -122,7 +120,7 @@ def _counted(i: int, name: str = "_c", test: str = "{x} IS NOT NULL") -> StateCo
 
 def _added(sql_type: str) -> str:
     if _scale(sql_type) > 6 and sql_type.startswith("decimal(38,"):  # Spark keeps 6 places of a 39-digit sum
-        return f"{decimal_add(_scale(sql_type))}({{old}}, {{new}})"
+        return f"mv_decimal_add_{_scale(sql_type)}({{old}}, {{new}})"  # (incremental/functions.py)
     return f"CAST(COALESCE({{old}}, 0) + COALESCE({{new}}, 0) AS {sql_type})"
 
 

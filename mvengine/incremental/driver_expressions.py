@@ -326,8 +326,8 @@ class _Evaluator:
             right
         ):  # x times a weight, as Spark's product: ±x or 0, at once
             x = cast(left, pa.decimal128(precision, scale))
-            zero, negated = pa.scalar(0, x.type), pc.negate(x)
-            return pc.if_else(pc.equal(right, 0), zero, pc.if_else(pc.greater(right, 0), x, negated))
+            signed = pc.if_else(pc.greater(right, 0), x, pc.negate(x))
+            return pc.if_else(pc.equal(right, 0), pa.scalar(0, x.type), signed)
         wide = [pa.decimal256(t.precision, t.scale) for t in (a, b)] if exact[0] > 38 else [a, b]
         operands = (cast(v, t) for v, t in zip((left, right), wide))  # a literal's type: its digits'
         return cast(_checked(getattr(pc, op), *operands), pa.decimal128(precision, scale))
@@ -1012,10 +1012,7 @@ def _has_nan(v: Value) -> bool:
 
 def _signs(v: Value) -> bool:
     """Whether `v` is a column of integers -1, 0 and 1 (and NULL)."""
-    if isinstance(v, pa.Scalar) or v.type not in _INTEGRAL:
-        return False
-    low, high = (m.as_py() for m in pc.min_max(v).values())
-    return low is None or (low >= -1 and high <= 1)
+    return not isinstance(v, pa.Scalar) and v.type in _INTEGRAL and (pc.max(pc.abs(v)).as_py() or 0) <= 1
 
 
 def _ordered(op: str, left: Value, right: Value) -> Value:

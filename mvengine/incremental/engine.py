@@ -808,12 +808,19 @@ class ArrowEngine:
     def exact_sums(
         self, rows: pa.Table, partial: pa.Table, groups: Sequence[str], sums: Sequence[tuple[str, str, bool]]
     ) -> pa.Table:
-        group_of = (
+        group_of = (  # each row's row of `partial`
             align([normalized(rows.column(g)) for g in groups], [partial.column(g) for g in groups])
             if groups
             else pa.array(np.zeros(rows.num_rows, np.int64))
-        )
-        return exact_sum.with_sums_np(rows, partial, group_of.to_numpy(zero_copy_only=False), sums)
+        ).to_numpy(zero_copy_only=False)
+        weights = rows.column(WEIGHT).to_numpy(zero_copy_only=False)
+        for name, column, square in sums:
+            at, slot, digit = (exact_sum.square_digits_np if square else exact_sum.digits_np)(
+                rows.column(column)
+            )
+            maps = exact_sum.maps_np(partial.num_rows, group_of[at], slot, digit * weights[at])
+            partial = partial.append_column(name, maps)
+        return partial
 
     def updates(
         self,

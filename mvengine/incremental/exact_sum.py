@@ -97,19 +97,6 @@ def _tagged(tag: int) -> Callable[[Column], Column]:
     )
 
 
-def with_sums_np(
-    rows: pa.Table, partial: pa.Table, group_of: np.ndarray, sums: Sequence[tuple[str, str, bool]]
-) -> pa.Table:
-    """with_sums on the driver: each row's group is its row of `partial` (`group_of`)."""
-    weights = rows.column(WEIGHT).to_numpy(zero_copy_only=False)
-    for name, column, square in sums:
-        at, slot, digit = (square_digits_np if square else digits_np)(rows.column(column))
-        partial = partial.append_column(
-            name, maps_np(partial.num_rows, group_of[at], slot, digit * weights[at])
-        )
-    return partial
-
-
 # -- on the driver (numpy over Arrow) ---------------------------------------------------------------------------
 
 Digits = tuple[np.ndarray, np.ndarray, np.ndarray]  # (row or group, slot, digit), one entry per digit
@@ -135,17 +122,11 @@ def _digits_of_np(y: np.ndarray, slot: np.ndarray) -> list[tuple[np.ndarray, np.
     return [(slot, d0.astype(np.int64)), (slot - 1, d1.astype(np.int64)), (slot - 2, d2.astype(np.int64))]
 
 
-def _finite_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """x as doubles (NULL as 0) and where it is finite and non-zero."""
+def _scaled_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of the finite non-zero doubles (NULL as 0), each one's top slot s, and y = x·2^(-32·s)."""
     values = pc.fill_null(pc.cast(x, pa.float64(), safe=False), 0.0).to_numpy() if len(x) else np.zeros(0)
     values = np.asarray(values, dtype=np.float64)
-    return values, np.isfinite(values) & (values != 0)
-
-
-def _scaled_np(x: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The rows of the finite non-zero doubles, each one's top slot s, and y = x·2^(-32·s)."""
-    values, keep = _finite_np(x)
-    rows = np.nonzero(keep)[0]
+    rows = np.nonzero(np.isfinite(values) & (values != 0))[0]
     slot = np.floor_divide(_exponent_np(np.abs(values[rows])), SLOT_BITS)
     return rows, slot, scaled_np(values[rows], -slot * SLOT_BITS)
 

@@ -39,9 +39,7 @@ def _float_sum(total: pa.Array, nan: pa.Array, pinf: pa.Array, ninf: pa.Array) -
 def _moments(
     kind: pa.Array, count: pa.Array, nonfinite: pa.Array, sums: pa.Array, squares: pa.Array
 ) -> pa.Array:
-    columns = zip(
-        kind.to_pylist(), count.to_pylist(), nonfinite.to_pylist(), sums.to_pylist(), squares.to_pylist()
-    )
+    columns = zip(*(c.to_pylist() for c in (kind, count, nonfinite, sums, squares)))
     return pa.array(
         [exact_sum.moments_result(k, n, f, dict(s or ()), dict(q or ())) for k, n, f, s, q in columns],
         pa.float64(),
@@ -56,11 +54,6 @@ def _decimal_add(a: pa.Array, b: pa.Array) -> pa.Array:
         return pc.cast(total, a.type)
     except pa.ArrowInvalid:
         raise ArithmeticError(f"a sum beyond the range of DECIMAL(38, {a.type.scale})") from None
-
-
-def decimal_add(scale: int) -> str:
-    """The name of the exact + of DECIMAL(38, scale)."""
-    return f"mv_decimal_add_{scale}"
 
 
 def function(name: str) -> tuple[Callable[..., pa.Array], str] | None:
