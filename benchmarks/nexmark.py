@@ -14,6 +14,7 @@ them before the view starts, then batches of --interval seconds of events, one p
 
     .venv/bin/python benchmarks/nexmark.py --rate 1000 --interval 5 --seconds 60
     .venv/bin/python benchmarks/nexmark.py --queries q5 q9 q18 --rate 2000
+    .venv/bin/python benchmarks/nexmark.py --queries q17 --profile   # and where a batch's time goes
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 from mvengine.config import load_config  # noqa: E402
 from mvengine.nexmark import NexmarkFeed  # noqa: E402
 from mvengine.project.catalog import load_catalog  # noqa: E402
-from mvengine.runtime.refresh import Refresher, view_tables  # noqa: E402
+from mvengine.runtime.refresh import BatchReport, Refresher, view_tables  # noqa: E402
+from phases import median_phases  # noqa: E402  (benchmarks/phases.py)
 from mvengine.runtime.session import spark_session  # noqa: E402
 from mvengine.storage.api import read_table  # noqa: E402
 
@@ -67,17 +69,20 @@ def measure(spark, name: str, path: Path, args) -> dict:
     feed.start()
     feed.next_batch()  # the warm-up events
     feed.interval = args.interval
-    refresher = Refresher(spark, config, catalog)
+    reports: list[BatchReport] = []
+    refresher = Refresher(spark, config, catalog, report=reports.append)
     refresher.refresh()
     batches = max(1, round(args.seconds / args.interval))
-    incremental, full = [], []
+    incremental, full, rounds = [], [], []
     per_batch = round(args.rate * args.interval)
     equal = True
     for i in range(batches):
         feed.next_batch()
+        reports.clear()
         started = time.perf_counter()
         refresher.refresh()
         incremental.append(time.perf_counter() - started)
+        rounds.append([r for r in reports if r.kind == "stream"])
         if i >= batches - args.full_runs:
             ours = read_table(spark, view_tables(plan, {}).snapshot)
             ours = ours.select(*ours.columns).collect()
@@ -100,6 +105,7 @@ def measure(spark, name: str, path: Path, args) -> dict:
         "full_s": statistics.median(full),
         "full_eps": per_batch / statistics.median(full),
         "equal": equal,
+        "phases": median_phases(rounds),
     }
 
 
@@ -116,6 +122,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds of events before the view starts")
     parser.add_argument(
         "--full-runs", type=int, default=2, help="recomputations measured, after the last batches"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="print each query's median phases of a batch (runtime/profile.py)"
     )
     args = parser.parse_args()
     files = query_files()
@@ -136,6 +145,8 @@ def main() -> None:
             f"{r['full_s']:7.2f} {r['full_eps']:10.0f} {r['full_s'] / r['batch_s']:8.1f}x  {r['equal']}",
             flush=True,
         )
+        if args.profile:
+            print(r["phases"], flush=True)
 
 
 if __name__ == "__main__":

@@ -122,10 +122,23 @@ def predicate_mask(e: exp.Expression, table: pa.Table, fields: Sequence[Field]) 
     return pc.fill_null(values, False)
 
 
+@functools.lru_cache(maxsize=1024)
+def _positions(names: tuple[tuple[str, str | None], ...]) -> dict[tuple[str, str | None], int]:
+    """Where a reference (name, qualifier) finds its column among fields (name, qualifier): the first field of
+    that name and qualifier; an unqualified name that no unqualified field has, the first field of that name
+    (Spark resolves it by name alone)."""
+    positions: dict[tuple[str, str | None], int] = {}
+    for i, field in enumerate(names):
+        positions.setdefault(field, i)
+    for i, (name, _) in enumerate(names):
+        positions.setdefault((name, None), i)
+    return positions
+
+
 class _Evaluator:
     def __init__(self, table: pa.Table, fields: Sequence[Field]) -> None:
         self.table = table
-        self.fields = fields
+        self.positions = _positions(tuple((f.name, f.qualifier) for f in fields))
 
     def value(self, e: exp.Expression) -> Value:
         try:
@@ -145,16 +158,12 @@ class _Evaluator:
     # -- leaves ---------------------------------------------------------------------------------------------
 
     def _column(self, e: exp.Column) -> Value:
-        qualifier = e.table or None
         if e.meta.get("proctime"):
             return self.table.column(MTIME)
-        for i, f in enumerate(self.fields):
-            if f.name == e.name and f.qualifier == qualifier:
-                return self.table.column(i)
-        for i, f in enumerate(self.fields):  # a reference Spark resolves by name alone
-            if f.name == e.name and qualifier is None:
-                return self.table.column(i)
-        raise NotOnDriver(f"column {e.sql('spark')} not found")
+        i = self.positions.get((e.name, e.table or None))
+        if i is None:
+            raise NotOnDriver(f"column {e.sql('spark')} not found")
+        return self.table.column(i)
 
     def _literal(self, e: exp.Literal) -> Value:
         if e.is_string:

@@ -1012,9 +1012,14 @@ def _every_pair(n: int, m: int, how: str) -> tuple[pa.ChunkedArray, pa.ChunkedAr
     return pa.chunked_array([li], pa.int64()), pa.chunked_array([ri], pa.int64())
 
 
-def _fields(rel: pa.Table) -> list[Field]:
+def _fields(rel: pa.Table) -> tuple[Field, ...]:
     """The table's columns as the fields a rule's SQL names (its types are the columns' own)."""
-    return [Field(name, _UNKNOWN, True) for name in rel.column_names]
+    return _named_fields(tuple(rel.column_names))
+
+
+@lru_cache(maxsize=1024)
+def _named_fields(names: tuple[str, ...]) -> tuple[Field, ...]:
+    return tuple(Field(name, _UNKNOWN, True) for name in names)
 
 
 _UNKNOWN = exp.DataType.build("UNKNOWN")  # (built once: building it costs more than most evaluations)
