@@ -657,7 +657,13 @@ class ArrowEngine:
 
     def compute(self, rel: pa.Table, columns: Mapping[str, str | exp.Expression]) -> pa.Table:
         fields = _fields(rel)
-        values = {name: evaluate(_parsed(sql), rel, fields) for name, sql in columns.items()}
+        evaluated: dict[str | int, pa.ChunkedArray] = {}  # each SQL text once: accumulators of one argument
+        values = {}  # share some
+        for name, sql in columns.items():
+            key = sql if isinstance(sql, str) else id(sql)
+            if key not in evaluated:
+                evaluated[key] = evaluate(_parsed(sql), rel, fields)
+            values[name] = evaluated[key]
         for name, column in values.items():
             i = rel.schema.get_field_index(name)
             rel = rel.set_column(i, name, column) if i >= 0 else rel.append_column(name, column)
@@ -814,12 +820,16 @@ class ArrowEngine:
             else pa.array(np.zeros(rows.num_rows, np.int64))
         ).to_numpy(zero_copy_only=False)
         weights = rows.column(WEIGHT).to_numpy(zero_copy_only=False)
+        summed: dict[tuple[str, bool], pa.Array] = {}  # SUM(x) and AVG(x) both sum x
         for name, column, square in sums:
-            at, slot, digit = (exact_sum.square_digits_np if square else exact_sum.digits_np)(
-                rows.column(column)
-            )
-            maps = exact_sum.maps_np(partial.num_rows, group_of[at], slot, digit * weights[at])
-            partial = partial.append_column(name, maps)
+            if (column, square) not in summed:
+                at, slot, digit = (exact_sum.square_digits_np if square else exact_sum.digits_np)(
+                    rows.column(column)
+                )
+                summed[column, square] = exact_sum.maps_np(
+                    partial.num_rows, group_of[at], slot, digit * weights[at]
+                )
+            partial = partial.append_column(name, summed[column, square])
         return partial
 
     def updates(
