@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from pyspark.sql import functions as F
 
 from mvengine.config import load_config
 from mvengine.errors import SqlError
+from mvengine.incremental.exact_sum import arrow_udf
+from mvengine.incremental.lateness import rows_json
 from mvengine.project.catalog import load_catalog
 from mvengine.reading.describe import describe
 from mvengine.reading.versions import Versions
@@ -71,14 +75,17 @@ def test_rows_later_than_the_lateness_are_kept_aside_and_old_windows_leave_state
     late = read_arrow(tables.late).to_pylist()
     assert sorted(
         (
-            json.loads(r["row"])["score"],
+            r["row"],  # the same text from both engines (lateness.rows_json)
             r["event_time"].strftime("%H:%M:%S"),
             r["_w"],
             r["watermark"].strftime("%H:%M:%S"),
             r["batch_id"],
         )
         for r in late
-    ) == [(4, "12:01:40", 1, "12:02:20", 2), (16, "12:00:30", 1, "12:02:20", 2)]
+    ) == [
+        ('{"team":"x","score":16,"ts":"2026-11-23T12:00:30Z"}', "12:00:30", 1, "12:02:20", 2),
+        ('{"team":"x","score":4,"ts":"2026-11-23T12:01:40Z"}', "12:01:40", 1, "12:02:20", 2),
+    ]
     assert json.loads(late[0]["inputs"]) == {"scores": 2}
     # The 12:00-12:01 window ended before 12:01:50: its accumulators and key revisions are gone from state.
     for name in ("n1_acc", "emit"):
@@ -103,3 +110,30 @@ def test_a_windowed_view_without_lateness_has_unbounded_state(tmp_path):
     views = VIEW.replace(" WITH ('allowed_lateness' = '30 seconds')", "")
     with pytest.raises(SqlError, match="state"):
         load_catalog(load_config(_project(tmp_path, views)))
+
+
+def test_a_late_row_reads_the_same_from_both_engines_whatever_its_types(spark):
+    """Spark runs `rows_json` as an Arrow UDF over its rows; the driver over the rows as delta-rs reads them."""
+    rows = spark.sql(
+        """SELECT s, d, m, day, ts, ntz, b, l, kv, IF(a IS NULL, NULL, named_struct('a', a, 'b', sb)) AS st
+        FROM VALUES
+        ('x', CAST('NaN' AS DOUBLE), CAST(1.5 AS DECIMAL(10, 2)), DATE'2026-11-23',
+         TIMESTAMP'2026-11-23 12:01:40.5', TIMESTAMP_NTZ'2026-11-23 12:01:40', X'CAFE',
+         array(1, NULL), map('k', 2), CAST('-Infinity' AS DOUBLE), 'é"'),
+        (NULL, 1e20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+        AS t(s, d, m, day, ts, ntz, b, l, kv, a, sb)"""
+    )
+    in_spark = [r[0] for r in rows.select(arrow_udf(rows_json, "string")(F.struct(*rows.columns))).collect()]
+    table = rows.toArrow()
+    on_driver = rows_json(
+        pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], names=table.column_names)
+    ).to_pylist()
+    assert (
+        in_spark
+        == on_driver
+        == [
+            '{"s":"x","d":"NaN","m":1.50,"day":"2026-11-23","ts":"2026-11-23T12:01:40.500000Z",'
+            '"ntz":"2026-11-23T12:01:40","b":"yv4=","l":[1,null],"kv":{"k":2},"st":{"a":"-Infinity","b":"é\\""}}',
+            '{"s":null,"d":1e+20,"m":null,"day":null,"ts":null,"ntz":null,"b":null,"l":null,"kv":null,"st":null}',
+        ]
+    )
