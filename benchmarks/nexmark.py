@@ -31,11 +31,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from phases import median_phases  # noqa: E402  (benchmarks/phases.py)
+
 from mvengine.config import load_config  # noqa: E402
 from mvengine.nexmark import NexmarkFeed  # noqa: E402
 from mvengine.project.catalog import load_catalog  # noqa: E402
 from mvengine.runtime.refresh import BatchReport, Refresher, view_tables  # noqa: E402
-from phases import median_phases  # noqa: E402  (benchmarks/phases.py)
 from mvengine.runtime.session import spark_session  # noqa: E402
 from mvengine.storage.api import read_table  # noqa: E402
 
@@ -124,7 +125,9 @@ def main() -> None:
         "--full-runs", type=int, default=2, help="recomputations measured, after the last batches"
     )
     parser.add_argument(
-        "--profile", action="store_true", help="print each query's median phases of a batch (runtime/profile.py)"
+        "--profile",
+        action="store_true",
+        help="print each query's median phases of a batch (runtime/profile.py)",
     )
     args = parser.parse_args()
     files = query_files()
