@@ -668,11 +668,8 @@ def _sources(config, console: Console, *, create: bool, as_json: bool) -> int:
                 "line": source.line,
                 "key": list(source.key) if source.key else None,
                 "append_only": source.append_only,
-                "watermark": (
-                    f"{source.watermark.column} AS {source.watermark.expression}"
-                    if source.watermark
-                    else None
-                ),
+                "watermark": source.watermark_sql(),
+                "idle_timeout_seconds": source.idle_timeout_seconds(),
                 "columns": [
                     {"name": f.name, "type": type_name(t), "nullable": f.nullable}
                     for f, t in zip(source.schema, source.sql_types)

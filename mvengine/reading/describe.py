@@ -132,9 +132,8 @@ def _describe_source(versions: Versions, name: str) -> dict[str, Any]:
         "changelog_path": None,
         "key": None if source.key is None else list(source.key),
         "append_only": source.append_only,
-        "watermark": f"{source.watermark.column} AS {source.watermark.expression}"
-        if source.watermark
-        else None,
+        "watermark": source.watermark_sql(),
+        "idle_timeout_seconds": source.idle_timeout_seconds(),
         "strategy": None,
         "reason": None,
         "inputs": None,

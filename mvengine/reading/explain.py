@@ -19,7 +19,7 @@ def plan_document(catalog: Catalog, views: list[str]) -> dict:
                 "path": s.path,
                 "key": list(s.key) if s.key else None,
                 "append_only": s.append_only,
-                "watermark": f"{s.watermark.column} AS {s.watermark.expression}" if s.watermark else None,
+                "watermark": s.watermark_sql(),
             }
             for s in catalog.sources.values()
         ],

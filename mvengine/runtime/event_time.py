@@ -2,7 +2,10 @@
 rows, and the EMIT policies that hold a window's row back until the watermark passes it.
 
 A source's watermark is the largest event time it holds (its `WATERMARK FOR` column) less the declared delay; a
-view's is the least of its inputs' (a view input's is the one its snapshot commit records), never moving back.
+view's is the least of its inputs' (a view input's is the one its snapshot commit records), never moving back. A
+source with `WITH ('idle_timeout' = '1 minute')` whose newest commit read is older than that (processing time) is
+idle and left out of the least, so one quiet source does not hold back every view that reads it (unless all of a
+view's inputs are idle); its next commit counts again, and its rows behind the view's watermark are then late.
 Every snapshot commit records the view's watermark after the batch (`mvengine.watermark`, microseconds since the
 epoch), so views of views, `mv describe` and the next batch read it from the log.
 
@@ -36,7 +39,7 @@ from mvengine.project.catalog import Catalog, source_relation
 from mvengine.project.layout import recorded_at
 from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
-from mvengine.storage.tables import TableRef, arrow_dataset
+from mvengine.storage.tables import TableRef, arrow_dataset, commit_metadata
 
 PENDING = "emit_pending"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -119,20 +122,31 @@ def has_event_time(plan: ViewPlan, catalog: Catalog) -> bool:
 def input_watermark(
     plan: ViewPlan, catalog: Catalog, refs: dict[str, TableRef], versions: dict[str, int]
 ) -> int | None:
-    """The least watermark of the view's inputs at these versions (inputs without event time aside)."""
-    marks = []
+    """The least watermark of the view's inputs at these versions (inputs without event time aside, and idle
+    sources: those with an `idle_timeout` whose version read was committed longer than that ago, unless every
+    input is idle)."""
+    marks: list[tuple[int | None, bool]] = []  # (watermark, idle)
     for name in plan.inputs:
         if name in catalog.sources:
             source = catalog.sources[name]
             if source.watermark is not None:
                 mark = source_watermark(source, refs[name], versions[name])
-                marks.append(mark)
+                marks.append((mark, _idle(source, refs[name], versions[name])))
         elif has_event_time(catalog.plans[name], catalog):
-            marks.append(recorded_watermark(refs[name], versions[name]))
-    known = [m for m in marks if m is not None]
-    if not known or len(known) < len(marks):
+            marks.append((recorded_watermark(refs[name], versions[name]), False))
+    counted = [m for m, idle in marks if not idle] or [m for m, _ in marks]
+    known = [m for m in counted if m is not None]
+    if not known or len(known) < len(counted):
         return None
     return min(known)
+
+
+def _idle(source: SourceDef, ref: TableRef, version: int) -> bool:
+    """Whether the source's commit `version` is older than its idle timeout (processing time)."""
+    if source.idle_timeout is None or version < 0:
+        return False
+    committed = commit_metadata(ref.open(), version).get("timestamp")  # (milliseconds since the epoch)
+    return committed is not None and now_micros() - int(committed) * 1000 > source.idle_timeout
 
 
 def recorded_watermark(snapshot: TableRef, version: int | None) -> int | None:

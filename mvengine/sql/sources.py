@@ -2,7 +2,7 @@
 
 CREATE TABLE user_scores (name STRING, ..., PRIMARY KEY (name) NOT ENFORCED,
                           WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
-WITH ('path' = 'warehouse/sources/user_scores', 'append_only' = 'false');
+WITH ('path' = 'warehouse/sources/user_scores', 'append_only' = 'false', 'idle_timeout' = '1 minute');
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import did_you_mean, validate_name
 from mvengine.sql.expectations import Expectation, check_columns
 from mvengine.sql.files import Statement, Watermark
-from mvengine.sql.time_syntax import unit_micros
+from mvengine.sql.time_syntax import option_micros, unit_micros
 from mvengine.sql.types import arrow_type
 
-SOURCE_OPTIONS = {"path", "append_only"}
+SOURCE_OPTIONS = {"path", "append_only", "idle_timeout"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,16 @@ class SourceDef:
     # WITH ('path' = ...): the table is the user's, found there, never created by a refresh (a typo in the path
     # would otherwise give views over a new empty table); without it, the project's own under the warehouse.
     path_declared: bool = False
+    # WITH ('idle_timeout' = '1 minute'), µs: with no commit for that long, the source stops holding back the
+    # watermarks of the views that read it (runtime/event_time.py)
+    idle_timeout: int | None = None
+
+    def watermark_sql(self) -> str | None:
+        """`ts AS ts - INTERVAL '5' SECOND`, as `mv plan`, `mv sources` and `mv describe` show it."""
+        return f"{self.watermark.column} AS {self.watermark.expression}" if self.watermark else None
+
+    def idle_timeout_seconds(self) -> float | None:
+        return None if self.idle_timeout is None else self.idle_timeout / 1_000_000
 
 
 def is_source(statement: Statement) -> bool:
@@ -115,6 +125,15 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
         if "path" in options
         else join_uri(config.sources_dir(), name)
     )
+    idle_timeout = None
+    if "idle_timeout" in options:
+        if watermark is None:
+            raise SqlError(
+                "'idle_timeout' is for a source with event time: it lets its WATERMARK go idle",
+                **where,
+                hint="declare WATERMARK FOR <column> AS <column> - INTERVAL '5' SECOND, or drop the option",
+            )
+        idle_timeout = option_micros("idle_timeout", options["idle_timeout"], where)
     expectations = check_columns(statement.expectations, columns, statement.file, f"source {name}")
     return SourceDef(
         name,
@@ -128,6 +147,7 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
         watermark,
         expectations,
         path_declared="path" in options,
+        idle_timeout=idle_timeout,
     )
 
 

@@ -177,6 +177,19 @@ def unit_micros(unit: str) -> int | None:
     return _UNITS.get(unit.removesuffix("s"))
 
 
+def option_micros(option: str, text: str, where: dict) -> int:
+    """A duration option, `WITH ('<option>' = '1 hour')` (or seconds, minutes, days...), in microseconds."""
+    m = re.fullmatch(r"\s*(?:INTERVAL\s+)?'?(\d+)'?\s+([A-Za-z]+)\s*", text, re.IGNORECASE)
+    micros = unit_micros(m.group(2)) if m else None
+    if m is None or micros is None:
+        raise SqlError(
+            f"cannot read {option} {text!r}",
+            **where,
+            hint=f"write WITH ('{option}' = '1 hour') (or seconds, minutes, days)",
+        )
+    return int(m.group(1)) * micros
+
+
 def interval_micros(text: str, file: str, tok: Token) -> int:
     m = re.fullmatch(r"\s*(?:INTERVAL\s+)?'?(\d+)'?\s+([A-Za-z]+)\s*", text, re.IGNORECASE)
     micros = unit_micros(m.group(2)) if m else None

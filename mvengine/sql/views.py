@@ -6,7 +6,6 @@ SELECT team, SUM(score) AS total FROM user_scores GROUP BY team;
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +16,7 @@ from mvengine.errors import InvalidNameError, SqlError
 from mvengine.names import validate_name
 from mvengine.sql.expectations import Expectation
 from mvengine.sql.files import Statement
-from mvengine.sql.time_syntax import Emit, unit_micros
+from mvengine.sql.time_syntax import Emit, option_micros
 
 VIEW_OPTIONS = {"path", "refresh_policy", "allowed_lateness"}
 # How a view is refreshed (as Databricks' materialized views offer): `auto` chooses per batch, by cost, between
@@ -105,7 +104,11 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
             **where,
             hint=f"write WITH ('refresh_policy' = one of {', '.join(REFRESH_POLICIES)})",
         )
-    lateness = _lateness(options["allowed_lateness"], where) if "allowed_lateness" in options else None
+    lateness = (
+        option_micros("allowed_lateness", options["allowed_lateness"], where)
+        if "allowed_lateness" in options
+        else None
+    )
     return ViewDef(
         name,
         statement.file,
@@ -119,19 +122,6 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
         lateness,
         expectations=statement.expectations,
     )
-
-
-def _lateness(text: str, where: dict) -> int:
-    """'1 hour', '30 minutes', '0 seconds': microseconds."""
-    m = re.fullmatch(r"\s*(?:INTERVAL\s+)?'?(\d+)'?\s+([A-Za-z]+)\s*", text, re.IGNORECASE)
-    micros = unit_micros(m.group(2)) if m else None
-    if m is None or micros is None:
-        raise SqlError(
-            f"cannot read allowed_lateness {text!r}",
-            **where,
-            hint="write WITH ('allowed_lateness' = '1 hour') (or seconds, minutes, days)",
-        )
-    return int(m.group(1)) * micros
 
 
 def _properties(tree: exp.Create) -> list[exp.Expression]:

@@ -497,6 +497,7 @@ CONTRACT = {
         "key",
         "append_only",
         "watermark",
+        "idle_timeout_seconds",
         "strategy",
         "reason",
         "inputs",

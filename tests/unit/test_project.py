@@ -158,6 +158,17 @@ def test_sources_are_read_with_keys_watermarks_and_paths(tmp_path):
         ({"views/a.sql": "CREATE TABLE t (a INTERVAL DAY);"}, r"column 'a' has unsupported type"),
         ({"views/a.sql": b"CREATE TABLE t (a INT);\n-- caf\xe9"}, r"a.sql:2: not UTF-8 text"),
         ({"views/a.sql": "CREATE TABLE t (a INT, WATERMARK ts);"}, r"a.sql:1:\d+: WATERMARK must read"),
+        (
+            {"views/a.sql": "CREATE TABLE t (a INT) WITH ('idle_timeout' = '1 minute');"},
+            r"a.sql:1: source t: 'idle_timeout' is for a source with event time",
+        ),
+        (
+            {
+                "views/a.sql": "CREATE TABLE t (ts TIMESTAMP, WATERMARK FOR ts AS ts)\n"
+                "WITH ('idle_timeout' = 'a while');"
+            },
+            r"a.sql:1: source t: cannot read idle_timeout 'a while'",
+        ),
     ],
 )
 def test_source_errors_name_file_line_and_object(tmp_path, files, message):

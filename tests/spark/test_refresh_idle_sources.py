@@ -1,0 +1,76 @@
+"""Idle sources (`WITH ('idle_timeout' = ...)`): a source with no commit for that long stops holding back the
+watermark of the views that read it; its next commit holds it back again, and the watermark never moves back."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import write_deltalake
+
+from mvengine.config import load_config
+from mvengine.project.catalog import load_catalog
+from mvengine.reading.describe import describe
+from mvengine.reading.versions import Versions
+from mvengine.runtime.refresh import Refresher
+from mvengine.storage.tables import TableRef
+
+IDLE_SECONDS = 2
+SOURCES = f"""
+CREATE TABLE clicks (ad STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH ('append_only' = 'true');
+CREATE TABLE impressions (ad STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts)
+WITH ('append_only' = 'true', 'idle_timeout' = '{IDLE_SECONDS} seconds');
+CREATE MATERIALIZED VIEW events AS
+SELECT ad, ts FROM clicks UNION ALL SELECT ad, ts FROM impressions;
+"""
+NOON = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
+
+
+def _add(catalog, source: str, minutes: list[int]) -> None:
+    write_deltalake(
+        TableRef(catalog.sources[source].path).uri,
+        pa.table(
+            {
+                "ad": pa.array(["a"] * len(minutes), pa.string()),
+                "ts": pa.array(
+                    [NOON + dt.timedelta(minutes=m) for m in minutes], pa.timestamp("us", tz="UTC")
+                ),
+            }
+        ),
+        mode="append",
+    )
+
+
+def test_a_quiet_source_stops_holding_back_the_watermark_until_it_commits_again(spark, tmp_path: Path):
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "events.sql").write_text(SOURCES)
+    config = load_config(tmp_path)
+    catalog = load_catalog(config)
+    refresher = Refresher(spark, config, catalog)
+    refresher.refresh()
+
+    def watermark() -> str:
+        return describe(Versions(config, catalog), "events")["watermark"]
+
+    _add(catalog, "clicks", [5])
+    _add(catalog, "impressions", [1])
+    refresher.refresh()
+    assert watermark() == "2026-11-23 12:01:00"  # impressions committed just now: it holds the view back
+
+    time.sleep(IDLE_SECONDS + 0.5)
+    _add(catalog, "clicks", [6])
+    refresher.refresh()
+    assert watermark() == "2026-11-23 12:06:00"  # impressions idle: clicks alone
+
+    _add(catalog, "impressions", [3])
+    refresher.refresh()
+    assert (
+        watermark() == "2026-11-23 12:06:00"
+    )  # impressions counts again (12:03), but a watermark never goes back
+
+    _add(catalog, "impressions", [9])
+    _add(catalog, "clicks", [7])
+    refresher.refresh()
+    assert watermark() == "2026-11-23 12:07:00"  # both active: the least of them
