@@ -177,23 +177,28 @@ def unit_micros(unit: str) -> int | None:
     return _UNITS.get(unit.removesuffix("s"))
 
 
-def option_micros(option: str, text: str, where: dict) -> int:
-    """A duration option, `WITH ('<option>' = '1 hour')` (or seconds, minutes, days...), in microseconds."""
+def duration_micros(text: str) -> int | None:
+    """`1 hour`, `INTERVAL '30' SECOND`, `'5' minutes`: microseconds; None when it is not a duration."""
     m = re.fullmatch(r"\s*(?:INTERVAL\s+)?'?(\d+)'?\s+([A-Za-z]+)\s*", text, re.IGNORECASE)
     micros = unit_micros(m.group(2)) if m else None
-    if m is None or micros is None:
+    return None if m is None or micros is None else int(m.group(1)) * micros
+
+
+def option_micros(option: str, text: str, where: dict) -> int:
+    """A duration option, `WITH ('<option>' = '1 hour')` (or seconds, minutes, days...), in microseconds."""
+    micros = duration_micros(text)
+    if micros is None:
         raise SqlError(
             f"cannot read {option} {text!r}",
             **where,
             hint=f"write WITH ('{option}' = '1 hour') (or seconds, minutes, days)",
         )
-    return int(m.group(1)) * micros
+    return micros
 
 
 def interval_micros(text: str, file: str, tok: Token) -> int:
-    m = re.fullmatch(r"\s*(?:INTERVAL\s+)?'?(\d+)'?\s+([A-Za-z]+)\s*", text, re.IGNORECASE)
-    micros = unit_micros(m.group(2)) if m else None
-    if m is None or micros is None:
+    micros = duration_micros(text)
+    if micros is None:
         raise SqlError(
             f"cannot read the interval {text.strip()!r}",
             file=file,
@@ -201,4 +206,4 @@ def interval_micros(text: str, file: str, tok: Token) -> int:
             col=first_col(tok),
             hint="write INTERVAL 'n' SECOND (or MINUTE, HOUR, DAY)",
         )
-    return int(m.group(1)) * micros
+    return micros
