@@ -27,7 +27,7 @@ def print_plan(config: Config, console: Console, names: list[str], *, as_json: b
         width = max(len(s.name) for s in catalog.sources.values())
         for s in catalog.sources.values():
             mode = "append-only" if s.append_only else (f"key {', '.join(s.key)}" if s.key else "bag")
-            watermark = f", watermark {s.watermark.column} AS {s.watermark.expression}" if s.watermark else ""
+            watermark = f", watermark {s.watermark_shown()}" if s.watermark else ""
             console.out(f"  {s.name:<{width}}  {mode}{watermark}  ({s.file}:{s.line})")
     for name in views:
         console.out("")

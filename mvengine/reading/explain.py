@@ -54,9 +54,9 @@ def watermarks(catalog: Catalog, plan: ViewPlan) -> list[str]:
     """The watermarks the view's event time follows: those of the sources it reads, however far up."""
     found: list[str] = []
     for name in plan.inputs:
-        mark = catalog.sources[name].watermark if name in catalog.sources else None
-        if mark is not None:
-            found.append(f"{name}: {mark.column} AS {mark.expression}")
+        source = catalog.sources.get(name)
+        if source is not None and source.watermark is not None:
+            found.append(f"{name}: {source.watermark_shown()}")
         elif name in catalog.plans:
             found += [m for m in watermarks(catalog, catalog.plans[name]) if m not in found]
     return found

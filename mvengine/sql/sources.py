@@ -51,6 +51,11 @@ class SourceDef:
     def idle_timeout_seconds(self) -> float | None:
         return None if self.idle_timeout is None else self.idle_timeout / 1_000_000
 
+    def watermark_shown(self) -> str:
+        """The watermark as `mv plan` shows it, with its idle timeout ('' without a watermark)."""
+        idle = self.idle_timeout_seconds()
+        return f"{self.watermark_sql() or ''}{'' if idle is None else f' (idle after {idle:g} s)'}"
+
 
 def is_source(statement: Statement) -> bool:
     tree = statement.tree

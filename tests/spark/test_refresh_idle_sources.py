@@ -13,6 +13,7 @@ from deltalake import write_deltalake
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.reading.describe import describe
+from mvengine.reading.explain import plan_document
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.tables import TableRef
@@ -48,6 +49,8 @@ def test_a_quiet_source_stops_holding_back_the_watermark_until_it_commits_again(
     (tmp_path / "views" / "events.sql").write_text(SOURCES)
     config = load_config(tmp_path)
     catalog = load_catalog(config)
+    (view,) = plan_document(catalog, ["events"])["views"]
+    assert view["watermarks"] == ["clicks: ts AS ts", f"impressions: ts AS ts (idle after {IDLE_SECONDS} s)"]
     refresher = Refresher(spark, config, catalog)
     refresher.refresh()
 
