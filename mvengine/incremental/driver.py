@@ -83,10 +83,6 @@ class DriverBatch:
         return DriverBatch(contents, self.state, node_ids=self.node_ids)
 
 
-# On the driver: the Z-set a child node's rule gives, in Arrow (compiler.node_delta_on_driver).
-DriverChildDelta = Callable[[Node, DriverBatch], pa.Table]
-
-
 def _inserts(rows: pa.Table) -> pa.Table:
     """Every row as an insert, at no time."""
     weight = pa.repeat(pa.scalar(1, pa.int64()), rows.num_rows)

@@ -124,9 +124,8 @@ def predicate_mask(e: exp.Expression, table: pa.Table, fields: Sequence[Field]) 
 
 @functools.lru_cache(maxsize=1024)
 def _positions(names: tuple[tuple[str, str | None], ...]) -> dict[tuple[str, str | None], int]:
-    """Where a reference (name, qualifier) finds its column among fields (name, qualifier): the first field of
-    that name and qualifier; an unqualified name that no unqualified field has, the first field of that name
-    (Spark resolves it by name alone)."""
+    """Where a reference (name, qualifier) finds its column among fields (name, qualifier): the first of that
+    name and qualifier, else (unqualified) the first of that name, as Spark resolves it."""
     positions: dict[tuple[str, str | None], int] = {}
     for i, field in enumerate(names):
         positions.setdefault(field, i)

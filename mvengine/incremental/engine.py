@@ -656,15 +656,13 @@ class ArrowEngine:
         return consolidated(rel.select([*names, WEIGHT, MTIME])).rename_columns([*names, WEIGHT, MTIME])
 
     def compute(self, rel: pa.Table, columns: Mapping[str, str | exp.Expression]) -> pa.Table:
-        fields = _fields(rel)
-        evaluated: dict[str | int, pa.ChunkedArray] = {}  # each SQL text once: accumulators of one argument
-        values = {}  # share some
+        source, fields = rel, _fields(rel)
+        evaluated: dict[
+            str | int, pa.ChunkedArray
+        ] = {}  # each SQL once: accumulators of one argument share some
         for name, sql in columns.items():
             key = sql if isinstance(sql, str) else id(sql)
-            if key not in evaluated:
-                evaluated[key] = evaluate(_parsed(sql), rel, fields)
-            values[name] = evaluated[key]
-        for name, column in values.items():
+            column = evaluated[key] = evaluated.get(key) or evaluate(_parsed(sql), source, fields)
             i = rel.schema.get_field_index(name)
             rel = rel.set_column(i, name, column) if i >= 0 else rel.append_column(name, column)
         return rel
@@ -823,11 +821,10 @@ class ArrowEngine:
         summed: dict[tuple[str, bool], pa.Array] = {}  # SUM(x) and AVG(x) both sum x
         for name, column, square in sums:
             if (column, square) not in summed:
-                at, slot, digit = (exact_sum.square_digits_np if square else exact_sum.digits_np)(
-                    rows.column(column)
-                )
+                digits = exact_sum.square_digits_np if square else exact_sum.digits_np
+                at, slot, digit = digits(rows.column(column))
                 summed[column, square] = exact_sum.maps_np(
-                    partial.num_rows, group_of[at], slot, digit * weights[at]
+                    len(partial), group_of[at], slot, digit * weights[at]
                 )
             partial = partial.append_column(name, summed[column, square])
         return partial
@@ -1028,7 +1025,7 @@ def _fields(rel: pa.Table) -> tuple[Field, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _named_fields(names: tuple[str, ...]) -> tuple[Field, ...]:
+def _named_fields(names: tuple[str, ...]) -> tuple[Field, ...]:  # (made once per list of names)
     return tuple(Field(name, _UNKNOWN, True) for name in names)
 
 

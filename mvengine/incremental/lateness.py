@@ -3,19 +3,10 @@ is final and dropped from state), and kept in the batch's `late` list as (row JS
 late-rows table. A row whose time is NULL is never late. Both engines' forms, side by side: the window rules
 (window_assign.py through the engine, session_window.py in Spark) call them.
 
-The row's JSON is written by one function, `rows_json`, which Spark runs as an Arrow UDF, so a late row reads the
-same whichever engine set it aside: compact, every column (NULL as null), numbers as numbers (a DECIMAL with its
-scale's digits; NaN and the infinities as the strings "NaN", "Infinity", "-Infinity"), a TIMESTAMP in UTC as
-`2026-11-23T12:01:40Z` (TIMESTAMP_NTZ without the Z), BINARY in base64."""
+The row's JSON is written by one function (storage/row_json.py), which Spark runs as an Arrow UDF, so a late row
+reads the same whichever engine set it aside."""
 
 from __future__ import annotations
-
-import base64
-import datetime as dt
-import json
-import math
-from decimal import Decimal
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +18,7 @@ from mvengine.incremental.driver import DriverBatch, data
 from mvengine.incremental.exact_sum import arrow_udf
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import WindowAssign
+from mvengine.storage.row_json import rows_json
 
 
 def time_position(node: WindowAssign) -> int:
@@ -81,35 +73,3 @@ def on_time_on_driver(node: WindowAssign, changes: pa.Table, batch: DriverBatch)
             )
         )
     return changes.filter(pc.invert(late))
-
-
-def rows_json(rows: pa.Array) -> pa.Array:  # (Spark's Arrow UDFs take these type hints only)
-    """Each row of a struct array as a JSON object (the module's docstring says how each type is written)."""
-    return pa.array([_json(row) for row in rows.to_pylist(maps_as_pydicts="lossy")], pa.string())
-
-
-_NON_FINITE = {math.inf: '"Infinity"', -math.inf: '"-Infinity"'}
-
-
-def _json(v: Any) -> str:
-    if v is None or isinstance(v, (bool, int, str)):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, float):
-        return json.dumps(v) if math.isfinite(v) else _NON_FINITE.get(v, '"NaN"')
-    if isinstance(v, Decimal):
-        return format(v, "f")
-    if isinstance(v, dt.datetime):
-        if v.tzinfo is None:
-            return f'"{v.isoformat()}"'
-        return f'"{v.astimezone(dt.UTC).replace(tzinfo=None).isoformat()}Z"'
-    if isinstance(v, dt.date):
-        return f'"{v.isoformat()}"'
-    if isinstance(v, bytes):
-        return json.dumps(base64.b64encode(v).decode())
-    if isinstance(v, dict):
-        return (
-            "{" + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{_json(x)}" for k, x in v.items()) + "}"
-        )
-    if isinstance(v, list):
-        return "[" + ",".join(_json(x) for x in v) + "]"
-    return json.dumps(str(v), ensure_ascii=False)

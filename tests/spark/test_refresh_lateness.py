@@ -14,12 +14,12 @@ from pyspark.sql import functions as F
 from mvengine.config import load_config
 from mvengine.errors import SqlError
 from mvengine.incremental.exact_sum import arrow_udf
-from mvengine.incremental.lateness import rows_json
 from mvengine.project.catalog import load_catalog
 from mvengine.reading.describe import describe
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_arrow
+from mvengine.storage.row_json import rows_json
 from mvengine.storage.tables import TableRef
 from tests.conftest import add_scores
 
