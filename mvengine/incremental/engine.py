@@ -657,12 +657,13 @@ class ArrowEngine:
 
     def compute(self, rel: pa.Table, columns: Mapping[str, str | exp.Expression]) -> pa.Table:
         source, fields = rel, _fields(rel)
-        evaluated: dict[
-            str | int, pa.ChunkedArray
-        ] = {}  # each SQL once: accumulators of one argument share some
+        # Each SQL once (accumulators of one argument share some), over the relation as it came.
+        evaluated: dict[str | int, pa.ChunkedArray] = {}
         for name, sql in columns.items():
             key = sql if isinstance(sql, str) else id(sql)
-            column = evaluated[key] = evaluated.get(key) or evaluate(_parsed(sql), source, fields)
+            if key not in evaluated:
+                evaluated[key] = evaluate(_parsed(sql), source, fields)
+            column = evaluated[key]
             i = rel.schema.get_field_index(name)
             rel = rel.set_column(i, name, column) if i >= 0 else rel.append_column(name, column)
         return rel

@@ -115,13 +115,13 @@ def test_a_windowed_view_without_lateness_has_unbounded_state(tmp_path):
 def test_a_late_row_reads_the_same_from_both_engines_whatever_its_types(spark):
     """Spark runs `rows_json` as an Arrow UDF over its rows; the driver over the rows as delta-rs reads them."""
     rows = spark.sql(
-        """SELECT s, d, m, day, ts, ntz, b, l, kv, IF(a IS NULL, NULL, named_struct('a', a, 'b', sb)) AS st
+        """SELECT s, d, m, day, ts, ntz, b, l, kv, IF(a IS NULL, NULL, named_struct('a', a, 'b', sb)) AS st, big
         FROM VALUES
         ('x', CAST('NaN' AS DOUBLE), CAST(1.5 AS DECIMAL(10, 2)), DATE'2026-11-23',
          TIMESTAMP'2026-11-23 12:01:40.5', TIMESTAMP_NTZ'2026-11-23 12:01:40', X'CAFE',
-         array(1, NULL), map('k', 2), CAST('-Infinity' AS DOUBLE), 'é"'),
-        (NULL, 1e20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
-        AS t(s, d, m, day, ts, ntz, b, l, kv, a, sb)"""
+         array(1, NULL), map('k', 2), CAST('-Infinity' AS DOUBLE), 'é"', 9007199254740993L),
+        (NULL, 1e20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST(NULL AS BIGINT))
+        AS t(s, d, m, day, ts, ntz, b, l, kv, a, sb, big)"""
     )
     in_spark = [r[0] for r in rows.select(arrow_udf(rows_json, "string")(F.struct(*rows.columns))).collect()]
     table = rows.toArrow()
@@ -133,7 +133,7 @@ def test_a_late_row_reads_the_same_from_both_engines_whatever_its_types(spark):
         == on_driver
         == [
             '{"s":"x","d":"NaN","m":1.50,"day":"2026-11-23","ts":"2026-11-23T12:01:40.500000Z",'
-            '"ntz":"2026-11-23T12:01:40","b":"yv4=","l":[1,null],"kv":{"k":2},"st":{"a":"-Infinity","b":"é\\""}}',
-            '{"s":null,"d":1e+20,"m":null,"day":null,"ts":null,"ntz":null,"b":null,"l":null,"kv":null,"st":null}',
+            '"ntz":"2026-11-23T12:01:40","b":"yv4=","l":[1,null],"kv":{"k":2},"st":{"a":"-Infinity","b":"é\\""},"big":9007199254740993}',
+            '{"s":null,"d":1e+20,"m":null,"day":null,"ts":null,"ntz":null,"b":null,"l":null,"kv":null,"st":null,"big":null}',
         ]
     )
