@@ -39,7 +39,8 @@ from mvengine.project.catalog import Catalog, source_relation
 from mvengine.project.layout import recorded_at
 from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
-from mvengine.storage.tables import TableRef, arrow_dataset, commit_metadata
+from mvengine.storage.api import read_arrow
+from mvengine.storage.tables import TableRef, arrow_dataset, commit_metadata, in_plain_files
 
 PENDING = "emit_pending"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -65,7 +66,6 @@ def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | No
     actions = pa.table(dt.get_add_actions(flatten=True))
     if actions.num_rows == 0:
         return None
-    dataset = arrow_dataset(dt)
     relation = source_relation(source)
     kept = relation.kept
     read = (
@@ -73,6 +73,10 @@ def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | No
         if kept is None
         else [f.name for f in source.schema if f.name == column or f.name in _column_names(kept)]
     )
+    if not in_plain_files(dt):  # deletion vectors or mapped columns, which only delta-rs's scan applies
+        rows = _seen(read_arrow(ref, version=version, columns=read), relation)
+        return _less_delay(rows, column, source.watermark.delay)
+    dataset = arrow_dataset(dt)
     stat = f"max.{column}"
     highest = pc.max(actions.column(stat)) if stat in actions.column_names else None
     rows = None
@@ -84,10 +88,13 @@ def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | No
         )
     if rows is None or rows.num_rows == 0:
         rows = _seen(dataset.to_table(columns=read), relation)
-    latest = pc.max(rows.column(column))
-    if not latest.is_valid:
-        return None
-    return latest.cast(pa.int64()).as_py() - source.watermark.delay
+    return _less_delay(rows, column, source.watermark.delay)
+
+
+def _less_delay(rows: pa.Table, column: str, delay: int) -> int | None:
+    """The largest time of `column` in µs, less `delay` (None when there is none)."""
+    latest = pc.max(rows.column(column)) if rows.num_rows else pa.scalar(None)
+    return None if not latest.is_valid else latest.cast(pa.int64()).as_py() - delay
 
 
 def _column_names(e) -> set[str]:
