@@ -40,7 +40,7 @@ from mvengine.project.layout import recorded_at
 from mvengine.runtime.emit import EMIT_STATE
 from mvengine.sql.sources import SourceDef
 from mvengine.storage.api import read_arrow
-from mvengine.storage.tables import TableRef, arrow_dataset, commit_metadata, in_plain_files
+from mvengine.storage.tables import TableRef, arrow_dataset, commit_metadata, has_column_mapping
 
 PENDING = "emit_pending"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -73,7 +73,8 @@ def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | No
         if kept is None
         else [f.name for f in source.schema if f.name == column or f.name in _column_names(kept)]
     )
-    if not in_plain_files(dt):  # deletion vectors or mapped columns, which only delta-rs's scan applies
+    if "deletionVectors" in (dt.protocol().reader_features or []) or has_column_mapping(dt):
+        # (delta-rs's pyarrow dataset refuses them; its scan applies them)
         rows = _seen(read_arrow(ref, version=version, columns=read), relation)
         return _less_delay(rows, column, source.watermark.delay)
     dataset = arrow_dataset(dt)
