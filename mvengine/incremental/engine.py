@@ -236,10 +236,6 @@ class Engine(Protocol[R]):
     def copies(self, rel: R, count: str) -> R:
         """Each row `count` times (its named column: a positive multiplicity)."""
 
-    def partition_max(self, rel: R, partition: Sequence[str], column: str, name: str) -> R:
-        """`rel` with `name`: the greatest value of `column` among the rows of each row's partition (the named
-        columns; NULL where the partition holds none)."""
-
     def any_rows(self, rel: R) -> bool:
         """Whether `rel` holds a row (computed now)."""
 
@@ -548,10 +544,6 @@ class SparkEngine:
             for name, f in outputs.items()
         ]
         return rel.select("*", *columns)
-
-    def partition_max(self, rel: DataFrame, partition: Sequence[str], column: str, name: str) -> DataFrame:
-        over = Window.partitionBy(*[F.col(quote(c)) for c in partition])
-        return rel.withColumn(name, F.max(F.col(quote(column))).over(over))
 
     def copies(self, rel: DataFrame, count: str) -> DataFrame:
         copy = F.explode(F.sequence(F.lit(1), F.col(quote(count)).cast("int")))
@@ -909,11 +901,6 @@ class ArrowEngine:
     ) -> pa.Table:
         keys = [evaluate(o.this, rel, _fields(rel)) for o in order]
         return ranked(rel, partition, order, keys, ties, outputs)
-
-    def partition_max(self, rel: pa.Table, partition: Sequence[str], column: str, name: str) -> pa.Table:
-        keys = {f"_part{i}": c for i, c in enumerate(partition)}
-        most = self.aggregate(rel, keys, {name: ("max", column)})
-        return self.lookup(rel, [(c, k) for k, c in keys.items()], most, "left", null_safe=True)
 
     def copies(self, rel: pa.Table, count: str) -> pa.Table:
         counts = rel.column(count).to_numpy()

@@ -109,10 +109,9 @@ def rule(node: TopN, engine: Engine[R]) -> R:
     )
     merged = engine.rank(merged, pcols, order, columns, {"_pos": "row_number"})
     merged = engine.compute(merged, {"_old_pos": "CASE WHEN _was = 1 THEN _pos END"})
-    merged = engine.partition_max(merged, pcols, "_old_pos", "_bound")
-    merged = engine.lookup(
-        merged, _on(pcols), engine.select(info, [*pcols, "_complete"]), "left", null_safe=True
-    )
+    bounds = engine.aggregate(merged, {c: c for c in pcols}, {"_bound": ("max", "_old_pos")})
+    for facts in (bounds, engine.select(info, [*pcols, "_complete"])):
+        merged = engine.lookup(merged, _on(pcols), facts, "left", null_safe=True)
     prefix = engine.keep(
         engine.select(
             engine.where(merged, f"(_complete OR _pos <= _bound) AND {COUNT} > 0"), [*columns, *pcols, COUNT]
