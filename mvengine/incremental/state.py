@@ -7,7 +7,9 @@ and committed together after the batch's result is known, each carrying the batc
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -138,36 +140,42 @@ class StateStore:
         self._pending.append((name, rows, tuple(keys), delete_column))
 
     def commit(self, names: set[str] | None = None) -> None:
-        """Write the staged tables (only `names`, when given), each once per batch."""
-        txn = (self.app_id, self.batch_id)
+        """Write the staged tables (only `names`, when given), each once per batch. Tables staged in Arrow are
+        written side by side: delta-rs releases the GIL while it writes, and a view of several aggregates
+        keeps several tables (a batch replayed after a crash finds any of them committed, whatever the order)."""
         self._versions.clear()
         self._schemas.clear()
         chosen = [p for p in self._pending if names is None or p[0] in names]
-        for name, rows, keys, delete_column in chosen:
-            ref = self.ref(name)
-            if self._starts_empty(name) or not ref.exists() or not keys:
-                # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
-                kept = _without_deleted(rows, delete_column)
-                write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver, cluster_by=keys)
-            else:
-                purge = next(
-                    (
-                        c
-                        for prefix, c in self.purge.items()
-                        if name == prefix or (name.startswith(prefix) and name[len(prefix) :].isdigit())
-                    ),
-                    None,
-                )
-                merge_into(
-                    rows,
-                    ref,
-                    keys,
-                    delete_column=delete_column,
-                    txn=txn,
-                    on_driver=self.on_driver,
-                    purge=purge,
-                )
+        if len(chosen) > 1 and all(isinstance(rows, pa.Table) for _, rows, _, _ in chosen):
+            with ThreadPoolExecutor(min(len(chosen), os.cpu_count() or 1)) as pool:
+                for written in [pool.submit(self._write, *p) for p in chosen]:
+                    written.result()
+        else:
+            for p in chosen:
+                self._write(*p)
         self._pending = [p for p in self._pending if p not in chosen]
+
+    def _write(
+        self, name: str, rows: DataFrame | pa.Table, keys: tuple[str, ...], delete_column: str | None
+    ) -> None:
+        txn = (self.app_id, self.batch_id)
+        ref = self.ref(name)
+        if self._starts_empty(name) or not ref.exists() or not keys:
+            # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
+            kept = _without_deleted(rows, delete_column)
+            write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver, cluster_by=keys)
+            return
+        purge = next(
+            (
+                c
+                for prefix, c in self.purge.items()
+                if name == prefix or (name.startswith(prefix) and name[len(prefix) :].isdigit())
+            ),
+            None,
+        )
+        merge_into(
+            rows, ref, keys, delete_column=delete_column, txn=txn, on_driver=self.on_driver, purge=purge
+        )
 
     @property
     def staged(self) -> set[str]:
