@@ -57,16 +57,31 @@ class Watermarks:
 
 def source_watermark(source: SourceDef, ref: TableRef, version: int) -> int | None:
     """The source's largest event time at `version` less its delay, over the rows its readers see (a row its
-    DROP ROW / QUARANTINE expectations refuse does not move it). The files' statistics say which files hold the
-    largest (they are rounded to milliseconds), and those files' column says it exactly; only when every such
-    row is refused are all the rows read."""
+    DROP ROW / QUARANTINE expectations refuse does not move it). Found once per table version in a process:
+    the views of a pipeline batch that read one source ask for the same version."""
     assert source.watermark is not None, source.name  # a source with event time
+    relation = source_relation(source)
+    kept = None if relation.kept is None else relation.kept.sql()
+    key = (ref.uri, str(ref.open().metadata().id), version, source.watermark_sql(), kept)
+    if key not in _WATERMARKS:
+        if len(_WATERMARKS) >= 1024:
+            _WATERMARKS.clear()
+        _WATERMARKS[key] = _read_watermark(source, relation, ref, version)
+    return _WATERMARKS[key]
+
+
+_WATERMARKS: dict[tuple, int | None] = {}  # (table, its id, version, watermark, expectations) -> watermark
+
+
+def _read_watermark(source: SourceDef, relation: Relation, ref: TableRef, version: int) -> int | None:
+    """The files' statistics say which files hold the largest time (they are rounded to milliseconds), and
+    those files' column says it exactly; only when every such row is refused are all the rows read."""
+    assert source.watermark is not None  # (the caller's)
     column = source.watermark.column
     dt = ref.open(version=version)
     actions = pa.table(dt.get_add_actions(flatten=True))
     if actions.num_rows == 0:
         return None
-    relation = source_relation(source)
     kept = relation.kept
     read = (
         [column]

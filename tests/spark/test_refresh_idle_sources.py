@@ -1,9 +1,11 @@
-"""Idle sources (`WITH ('idle_timeout' = ...)`): a source with no commit for that long stops holding back the
-watermark of the views that read it; its next commit holds it back again, and the watermark never moves back."""
+"""Source watermarks. Idle sources (`WITH ('idle_timeout' = ...)`): a source with no commit for that long stops
+holding back the watermark of the views that read it; its next commit holds it back again, and the watermark
+never moves back. A source's watermark is found once per table version, and a table made anew is read anew."""
 
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from mvengine.project.catalog import load_catalog
 from mvengine.reading.describe import describe
 from mvengine.reading.explain import plan_document
 from mvengine.reading.versions import Versions
+from mvengine.runtime.event_time import source_watermark
 from mvengine.runtime.refresh import Refresher
 from mvengine.storage.tables import TableRef
 
@@ -77,3 +80,21 @@ def test_a_quiet_source_stops_holding_back_the_watermark_until_it_commits_again(
     _add(catalog, "clicks", [7])
     refresher.refresh()
     assert watermark() == "2026-11-23 12:07:00"  # both active: the least of them
+
+
+def test_a_source_table_made_anew_at_its_path_has_its_watermark_read_anew(tmp_path: Path):
+    """Its versions start again from 0: the watermark found for the old table's version 0 must not serve."""
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "events.sql").write_text(SOURCES)
+    catalog = load_catalog(load_config(tmp_path))
+    source = catalog.sources["clicks"]
+    ref = TableRef(source.path)
+    _add(catalog, "clicks", [5])
+    assert source_watermark(source, ref, 0) == _micros(NOON + dt.timedelta(minutes=5))
+    shutil.rmtree(ref.uri.removeprefix("file://"))
+    _add(catalog, "clicks", [2])
+    assert source_watermark(source, ref, 0) == _micros(NOON + dt.timedelta(minutes=2))
+
+
+def _micros(t: dt.datetime) -> int:
+    return int(t.timestamp()) * 1_000_000
