@@ -160,7 +160,7 @@ def _run(
             full.append(timed(lambda: refresher.refresh(full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
         print(
-            f"{n:>10} {groups:>8} {changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} {ful:>7.1f} "
+            f"{n:>10} {groups:>8} {changed:>9} {inc:>14.3f} {statistics.median(batch):>8.3f} {ful:>7.2f} "
             f"{ful / inc:>9.1f}x",
             flush=True,
         )

@@ -125,8 +125,8 @@ def _run(spark, view: str, n: int, sizes: list[int], dim_share: float, repeat: i
             full.append(timed(lambda: refresher.refresh(target, full=True)))
         inc, ful = statistics.median(incremental), statistics.median(full)
         print(
-            f"{view:>6} {n:>10} {changed:>9} {dim_changed:>9} {inc:>14.1f} {statistics.median(batch):>8.1f} "
-            f"{ful:>7.1f} {ful / inc:>9.1f}x",
+            f"{view:>6} {n:>10} {changed:>9} {dim_changed:>9} {inc:>14.3f} {statistics.median(batch):>8.3f} "
+            f"{ful:>7.2f} {ful / inc:>9.1f}x",
             flush=True,
         )
         if profile:
