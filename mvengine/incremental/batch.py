@@ -26,9 +26,8 @@ class Batch:
     # None when the view starts from nothing (a bootstrap: every input's rows are its changes).
     before: dict[str, Callable[[], DataFrame]] | None = None
     moved: frozenset[str] | None = None  # the inputs with changes in this batch; None: all of them
-    node_ids: dict[int, int] = field(
-        default_factory=dict
-    )  # id(node) → its position in the plan (names state)
+    # id(node) → its position in the plan (names state)
+    node_ids: dict[int, int] = field(default_factory=dict)
     checkpoints: list[DataFrame] = field(default_factory=list)  # released when the batch ends
     # allowed_lateness: input rows whose event time is before this (µs) are not applied, but kept in `late`
     late_before: int | None = None

@@ -558,8 +558,6 @@ class SparkEngine:
     def read_state(
         self, table: str, template: DataFrame, keys: Sequence[str], touched: DataFrame
     ) -> DataFrame:
-        if not keys:
-            return self.batch.state.read(table, template)
         return self.batch.state.read_for(table, template, touched, list(keys))
 
     def rename(self, rel: DataFrame, names: Mapping[str, str]) -> DataFrame:
@@ -681,12 +679,10 @@ class ArrowEngine:
         if set(columns) - set(schema.names):
             raise NotOnDriver(f"state {table} lacks columns this rule reads")
         names = list(named or keys)
+        rows, found = self._state_rows(table, rel, keys, names)
         if names:
-            rows, found = self._state_rows(table, rel, keys, names)
             index = align([rows.column(n) for n in names], [found.column(n) for n in names])
         else:  # a table of one row
-            found = self.batch.state.read_all(table)
-            assert found is not None  # it has a schema
             _, index = _every_pair(rel.num_rows, min(found.num_rows, 1), "left outer")
             assert index is not None  # an outer join pairs rows
         for c in columns:
@@ -697,11 +693,12 @@ class ArrowEngine:
         self, table: str, rel: pa.Table, keys: Sequence[str], names: Sequence[str]
     ) -> tuple[pa.Table, pa.Table]:
         """`rel`'s keys in the state table's names and types, and the table's rows of those keys (before the
-        batch)."""
+        batch; without keys, all of them)."""
         schema = self.batch.state.schema(table)
         assert schema is not None  # (the callers' check)
         rows = pa.table([cast(rel.column(k), schema.field(n).type) for k, n in zip(keys, names)], names=names)
-        found = self.batch.state.lookup(table, rows, names)
+        state = self.batch.state
+        found = state.lookup(table, rows, names) if names else state.read_all(table)
         assert found is not None  # its schema was found
         return rows, found
 
@@ -918,11 +915,7 @@ class ArrowEngine:
     def read_state(self, table: str, template: pa.Table, keys: Sequence[str], touched: pa.Table) -> pa.Table:
         if self.batch.state.schema(table) is None:
             return template.schema.empty_table()
-        if keys:
-            _, found = self._state_rows(table, touched, keys, keys)
-        else:  # every row of the state
-            found = self.batch.state.read_all(table)
-            assert found is not None  # it has a schema
+        _, found = self._state_rows(table, touched, keys, keys)
         return pa.table([cast(found.column(f.name), f.type) for f in template.schema], schema=template.schema)
 
     def rename(self, rel: pa.Table, names: Mapping[str, str]) -> pa.Table:
@@ -943,8 +936,7 @@ class ArrowEngine:
         return rel.append_column(name, equal)
 
     def one_row(self, rel: pa.Table) -> dict[str, Any]:
-        row: dict[str, Any] = rel.slice(0, 1).to_pylist()[0]
-        return row
+        return dict(rel.slice(0, 1).to_pylist()[0])
 
     def table(self, ref: TableRef, version: int, near: pa.Table, column: str) -> pa.Table:
         return read_before(

@@ -51,17 +51,17 @@ class StateStore:
 
     def read(self, name: str, template: DataFrame) -> DataFrame:
         """The whole state table before this batch; `template` (empty, with the table's columns) if none."""
-        ref = self.ref(name)
-        if self._starts_empty(name) or not ref.exists():
+        if not self._has_table(name):
             return template.limit(0)
+        ref = self.ref(name)
         return read_table(self.spark, ref, version=version_before(ref, self.app_id, self.batch_id))
 
     def read_for(
         self, name: str, template: DataFrame, keys: DataFrame, key_columns: Sequence[str]
     ) -> DataFrame:
-        """The rows of state table `name` whose key is one of `keys` (NULL matches NULL)."""
+        """The rows of state table `name` whose key is one of `keys` (NULL matches NULL; all, without keys)."""
         state = self.read_candidates(name, template, keys, key_columns)
-        if self._starts_empty(name) or not self.ref(name).exists() or not key_columns:
+        if not (key_columns and self._has_table(name)):
             return state
         keys = keys.select(*[quote(c) for c in key_columns]).distinct()
         s, k = state.alias("s"), keys.alias("k")
@@ -73,7 +73,7 @@ class StateStore:
         """The rows of state table `name` that may match `keys`: a superset, narrowed by a pushed-down filter
         on the first key column when the table is large, for callers that join it to the keys themselves."""
         state = self.read(name, template)
-        if self._starts_empty(name) or not self.ref(name).exists() or not key_columns:
+        if not (key_columns and self._has_table(name)):
             return state
         if _size_bytes(self.ref(name)) < self.policy.state_pushdown_min_bytes:
             return state
@@ -98,9 +98,8 @@ class StateStore:
     def _version(self, name: str) -> int | None:
         """The state table's version before the batch; None when it does not exist or starts empty."""
         if name not in self._versions:
-            ref = self.ref(name)
-            starts_empty = self._starts_empty(name) or not ref.exists()
-            self._versions[name] = None if starts_empty else version_before(ref, self.app_id, self.batch_id)
+            has = self._has_table(name)
+            self._versions[name] = version_before(self.ref(name), self.app_id, self.batch_id) if has else None
         return self._versions[name]
 
     def schema(self, name: str) -> pa.Schema | None:
@@ -128,8 +127,10 @@ class StateStore:
         )
         return found.take(matched)
 
-    def _starts_empty(self, name: str) -> bool:
-        return self.fresh and name not in self.persistent
+    def _has_table(self, name: str) -> bool:
+        """Whether the batch reads (and merges into) rows of state table `name`: it exists and does not start
+        empty (the view is rebuilt, and the table is not one that carries on)."""
+        return not (self.fresh and name not in self.persistent) and self.ref(name).exists()
 
     def stage(
         self, name: str, rows: DataFrame, keys: Sequence[str], delete_column: str | None = None
@@ -160,7 +161,7 @@ class StateStore:
     ) -> None:
         txn = (self.app_id, self.batch_id)
         ref = self.ref(name)
-        if self._starts_empty(name) or not ref.exists() or not keys:
+        if not (keys and self._has_table(name)):
             # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
             kept = _without_deleted(rows, delete_column)
             write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver, cluster_by=keys)
