@@ -92,18 +92,17 @@ def _read_watermark(source: SourceDef, relation: Relation, ref: TableRef, versio
         # (delta-rs's pyarrow dataset refuses them; its scan applies them)
         rows = _seen(read_arrow(ref, version=version, columns=read), relation)
         return _less_delay(rows, column, source.watermark.delay)
-    dataset = arrow_dataset(dt)
     stat = f"max.{column}"
     highest = pc.max(actions.column(stat)) if stat in actions.column_names else None
     rows = None
     if highest is not None and highest.is_valid and actions.column(stat).null_count == 0:
-        field = dataset.schema.field(column)
-        rows = _seen(
-            dataset.to_table(columns=read, filter=pc.field(column) >= pa.scalar(highest.as_py(), field.type)),
-            relation,
-        )
+        # Only the files whose statistic is the highest can hold a row at or past it (a statistic is the
+        # file's largest time, rounded down): delta-rs makes a fragment of those alone.
+        latest = arrow_dataset(dt, file_pruning_predicate=[(column, ">=", highest.as_py())])
+        at_least = pc.field(column) >= pa.scalar(highest.as_py(), latest.schema.field(column).type)
+        rows = _seen(latest.to_table(columns=read, filter=at_least), relation)
     if rows is None or rows.num_rows == 0:
-        rows = _seen(dataset.to_table(columns=read), relation)
+        rows = _seen(arrow_dataset(dt).to_table(columns=read), relation)
     return _less_delay(rows, column, source.watermark.delay)
 
 

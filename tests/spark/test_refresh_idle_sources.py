@@ -98,3 +98,21 @@ def test_a_source_table_made_anew_at_its_path_has_its_watermark_read_anew(tmp_pa
 
 def _micros(t: dt.datetime) -> int:
     return int(t.timestamp()) * 1_000_000
+
+
+def test_a_watermark_is_the_exact_largest_time_when_file_statistics_round_it(tmp_path: Path):
+    """File statistics keep milliseconds: of two files whose largest times share one, the watermark is the larger
+    time to the microsecond, whichever file holds it and whatever files hold earlier times."""
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "events.sql").write_text(SOURCES)
+    catalog = load_catalog(load_config(tmp_path))
+    source = catalog.sources["clicks"]
+    ref = TableRef(source.path)
+    latest = NOON + dt.timedelta(microseconds=1_999)
+    for times in ([latest], [NOON + dt.timedelta(microseconds=1_500)], [NOON - dt.timedelta(minutes=1)]):
+        write_deltalake(
+            ref.uri,
+            pa.table({"ad": ["a"], "ts": pa.array(times, pa.timestamp("us", tz="UTC"))}),
+            mode="append",
+        )
+    assert source_watermark(source, ref, 2) == _micros(NOON) + 1_999
