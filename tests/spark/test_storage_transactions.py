@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from deltalake import DeltaTable
 
@@ -25,6 +27,18 @@ def test_a_committed_transaction_is_not_written_again(spark, table, on_driver):
     assert write_table(spark.range(3, 4), ref, txn=("view-1", 1), on_driver=on_driver)
     assert DeltaTable(ref.uri).version() == 1
     assert read_table(spark, ref).count() == 4
+
+
+def test_a_table_made_anew_at_its_path_has_its_transactions_read_anew(spark, table):
+    """Its versions start again from 0: what the old table's version 0 said of a transaction must not serve
+    (delta-rs is asked once per table version)."""
+    ref = table()
+    write_table(spark.range(3), ref, txn=("view-1", 0), on_driver=True)
+    assert is_committed(ref, "view-1", 0)
+    shutil.rmtree(ref.uri.removeprefix("file://"))
+    write_table(spark.range(3), ref, on_driver=True)
+    assert DeltaTable(ref.uri).version() == 0
+    assert not is_committed(ref, "view-1", 0)
 
 
 def test_the_data_source_itself_skips_a_committed_transaction(spark, table):
