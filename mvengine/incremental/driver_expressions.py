@@ -676,14 +676,14 @@ class _Evaluator:
                 _in_utc("DATE_FORMAT of a TIMESTAMP")
             v = pc.floor_temporal(v, unit="second")
         v = pc.cast(v, seconds)
-        years = pc.min_max(pc.year(v)) if not isinstance(v, pa.Scalar) else None
-        if (
-            years is not None
-            and years["min"].as_py() is not None
-            and not (1 <= years["min"].as_py() and years["max"].as_py() <= 9999)
-        ):
+        years = pc.min_max(pc.year(pa.array([v]) if isinstance(v, pa.Scalar) else v))
+        low, high = years["min"].as_py(), years["max"].as_py()
+        if low is not None and not (1 <= low and high <= 9999):
             raise NotOnDriver("DATE_FORMAT of a year beyond 1 to 9999")
-        return pc.strftime(v, format=pattern)
+        if isinstance(v, pa.Scalar):  # (of a literal)
+            return pc.strftime(v, format=pattern)
+        distinct = pc.unique(v)  # (the times of a batch share few seconds: each is formatted once)
+        return pc.take(pc.strftime(distinct, format=pattern), pc.index_in(v, distinct))
 
     def _concat(self, e: exp.Concat) -> Value:
         parts = [self._string(p) for p in e.expressions]
