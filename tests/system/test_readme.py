@@ -92,7 +92,9 @@ def _complete(command: str) -> bool:
 
 
 def mask(line: str) -> str:
-    return " ".join(re.sub(r"\d+", "#", line).split())
+    """Numbers as `#`, and a time's fraction of a second dropped: a time prints it only when there is one (a
+    commit at a whole second prints none)."""
+    return " ".join(re.sub(r"\d+", "#", re.sub(r"(:\d\d)\.\d+", r"\1", line)).split())
 
 
 def run_readme(
