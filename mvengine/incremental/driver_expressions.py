@@ -356,6 +356,19 @@ class _Evaluator:
             raise NotOnDriver("a division by zero")
         return pc.divide(left, right)
 
+    def _mod(self, e: exp.Mod) -> Value:
+        """`a % b` (MOD) of integers, as Java's: the remainder takes the dividend's sign (by zero Spark decides)."""
+        left, right = self.value(e.this), self.value(e.expression)
+        if left.type not in _INTEGRAL or right.type not in _INTEGRAL:
+            raise NotOnDriver(f"% of {sql_type(left.type)} and {sql_type(right.type)}")
+        target = _common_type(left.type, right.type)
+        left, right = cast(left, target), cast(right, target)
+        if pc.any(pc.equal(right, 0)).as_py():
+            raise NotOnDriver("a remainder by zero")
+        # x % -1 is x % 1, 0, where MIN / -1 would overflow; Arrow's integer divide truncates, as Java's
+        divisor = pc.if_else(pc.equal(right, -1), pa.scalar(1, target), right)
+        return pc.subtract(left, pc.multiply(pc.divide(left, divisor), divisor))
+
     def _decimal_div(self, e: exp.Div, left: Value, right: Value) -> Value:
         """x / y of decimals (and integers, as in _decimal_arithmetic) in Spark's result type, its quotient
         rounded half up at the result's scale. Spark first divides to 38 digits, then rounds at the scale:
@@ -440,18 +453,14 @@ class _Evaluator:
             *[_array(v, n) for v in values],
         )
 
-    def _greatest(self, e: exp.Greatest) -> Value:
-        return self._extreme(e, "max")
-
-    def _least(self, e: exp.Least) -> Value:
-        return self._extreme(e, "min")
-
-    def _extreme(self, e: exp.Expression, kind: str) -> Value:
+    def _extreme(self, e: exp.Greatest | exp.Least) -> Value:
         values = [self.value(v) for v in [e.this, *e.expressions]]
-        target = common_type([v.type for v in values])
+        target, kind = common_type([v.type for v in values]), "max" if isinstance(e, exp.Greatest) else "min"
         return _checked(
             lambda *vs: extreme(kind, vs), *[_array(cast(v, target), self.table.num_rows) for v in values]
         )
+
+    _greatest = _least = _extreme
 
     def _isnan(self, e: exp.IsNan) -> Value:
         v = self.value(e.this)
@@ -557,19 +566,12 @@ class _Evaluator:
             raise NotOnDriver(f"{what} of {sql_type(v.type)}")
         return v
 
-    def _year(self, e: exp.Year) -> Value:
-        return self._field(e, pc.year)
+    def _date_field(self, e: exp.Expression) -> Value:
+        """YEAR, MONTH, DAY (DAYOFMONTH), HOUR and MINUTE of x."""
+        field, of_dates = _FIELDS[type(e).__name__.upper().removesuffix("OFMONTH")]
+        return self._field(e, field, of_dates=of_dates)
 
-    def _month(self, e: exp.Month) -> Value:
-        return self._field(e, pc.month)
-
-    def _day(self, e: exp.Day) -> Value:
-        return self._field(e, pc.day)
-
-    _dayofmonth = _day
-
-    def _hour(self, e: exp.Hour) -> Value:
-        return self._field(e, pc.hour, of_dates=False)
+    _year = _month = _day = _dayofmonth = _hour = _minute = _date_field
 
     def _field(
         self,
@@ -593,9 +595,6 @@ class _Evaluator:
             _in_utc(f"{what} of a TIMESTAMP")
         return v
 
-    def _minute(self, e: exp.Minute) -> Value:
-        return self._field(e, pc.minute, of_dates=False)
-
     def _extract(self, e: exp.Extract) -> Value:
         """EXTRACT(YEAR | MONTH | DAY | HOUR | MINUTE FROM x), as the functions of those names; SECOND is Spark's
         DECIMAL(8, 6), the seconds with their microseconds."""
@@ -607,11 +606,9 @@ class _Evaluator:
                 for f, scale in ((pc.second, 1_000_000), (pc.millisecond, 1_000), (pc.microsecond, 1))
             ]
             return _micros_as_seconds(pc.add(pc.add(micros[0], micros[1]), micros[2]))
-        fields = {"YEAR": (pc.year, True), "MONTH": (pc.month, True), "DAY": (pc.day, True)}
-        fields |= {"HOUR": (pc.hour, False), "MINUTE": (pc.minute, False)}
-        if unit not in fields:
+        if unit not in _FIELDS:
             raise NotOnDriver(f"EXTRACT of {unit or e.this.sql('spark')}")
-        field, of_dates = fields[unit]
+        field, of_dates = _FIELDS[unit]
         named = exp.Anonymous(this=f"EXTRACT {unit}")
         return self._field(named, field, of_dates=of_dates, of=e.expression)
 
@@ -640,15 +637,9 @@ class _Evaluator:
             raise NotOnDriver(f"TRUNC to {e.args.get('unit')}")
         return pc.floor_temporal(self._date(e.this, "TRUNC"), unit=unit)
 
-    def _upper(self, e: exp.Upper) -> Value:
-        return pc.ascii_upper(self._ascii(e.this))
-
-    def _lower(self, e: exp.Lower) -> Value:
-        return pc.ascii_lower(self._ascii(e.this))
-
-    def _ascii(self, e: exp.Expression) -> Value:
-        """Java's and Arrow's case mappings differ beyond ASCII (Java upper-cases ß to SS): ASCII only."""
-        v = self._string(e)
+    def _case_mapped(self, e: exp.Upper | exp.Lower) -> Value:
+        """UPPER and LOWER of ASCII strings only: Java's and Arrow's mappings differ beyond (Java's ß is SS)."""
+        v = self._string(e.this)
         ascii_only = (
             (v.as_py() is None or v.as_py().isascii())
             if isinstance(v, pa.Scalar)
@@ -656,10 +647,20 @@ class _Evaluator:
         )
         if not ascii_only:
             raise NotOnDriver("UPPER/LOWER of a non-ASCII string")
-        return v
+        return (pc.ascii_upper if isinstance(e, exp.Upper) else pc.ascii_lower)(v)
+
+    _upper = _lower = _case_mapped
 
     def _length(self, e: exp.Length) -> Value:
         return pc.cast(pc.utf8_length(self._string(e.this)), pa.int32())
+
+    def _replace(self, e: exp.Replace) -> Value:
+        """REPLACE(s, search[, by]) of string literals: each match left to right (none of an empty search)."""
+        search, by = e.expression, e.args.get("replacement") or exp.Literal.string("")
+        if not all(isinstance(a, exp.Literal) and a.is_string for a in (search, by)):
+            raise NotOnDriver("REPLACE by other than string literals")
+        v = self._string(e.this)
+        return pc.replace_substring(v, pattern=search.name, replacement=by.name) if search.name else v
 
     def _timetostr(self, e: exp.TimeToStr) -> Value:
         """DATE_FORMAT(x, pattern) of a timestamp or date, for the patterns of `strftime_pattern` (in UTC, the
@@ -779,6 +780,11 @@ class _Evaluator:
         raise NotOnDriver(f"a {sql_type(v.type)} where a string is expected")
 
 
+# The date and time fields YEAR(x) and the like, and EXTRACT(field FROM x), take: Arrow's kernel, and whether a
+# DATE has the field (else only a TIMESTAMP)
+_FIELDS = {"YEAR": (pc.year, True), "MONTH": (pc.month, True), "DAY": (pc.day, True)}
+_FIELDS |= {"HOUR": (pc.hour, False), "MINUTE": (pc.minute, False)}
+
 # DATE_TRUNC's and TRUNC's units as Spark spells them, by Arrow's floor_temporal unit
 _TRUNC_UNITS = {
     **dict.fromkeys(("YEAR", "YYYY", "YY"), "year"),
@@ -883,21 +889,14 @@ def _common_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     raise NotOnDriver(f"{sql_type(a)} and {sql_type(b)} together")
 
 
-def comparison_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
-    """The type Spark compares values of types `a` and `b` in (an equality of join keys, say)."""
-    return _common_type(a, b)
+comparison_type = _common_type  # the type Spark compares values of two types in (join keys' equality, say)
 
 
 def common_type(types: Sequence[pa.DataType]) -> pa.DataType:
     """The type of a CASE / COALESCE / IF or a UNION column over values of these types (NULL literals take
     the others' type)."""
     known = [t for t in types if t != pa.null()]
-    if not known:
-        return pa.null()
-    result = known[0]
-    for t in known[1:]:
-        result = _common_type(result, t)
-    return result
+    return functools.reduce(_common_type, known) if known else pa.null()
 
 
 def cast(v: Value, to: pa.DataType) -> Value:
@@ -975,8 +974,7 @@ def _micros_as_seconds(micros: Value) -> Value:
 def _decimals_alone(a: pa.DataType, b: pa.DataType) -> bool:
     """Whether arithmetic of these types is decimal arithmetic: a decimal, and no float (a decimal beside a
     float is a double)."""
-    types = (a, b)
-    return any(pa.types.is_decimal(t) for t in types) and not any(pa.types.is_floating(t) for t in types)
+    return any(pa.types.is_decimal(t) for t in (a, b)) and not any(pa.types.is_floating(t) for t in (a, b))
 
 
 def _decimal_as_double(v: Value) -> Value:

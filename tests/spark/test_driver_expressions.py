@@ -128,6 +128,9 @@ def _compose(children):
                 "upper({})",
                 "lower({})",
                 "length({})",
+                "replace({}, 'a')",
+                "replace({}, 'a', 'xy')",
+                "replace({}, '', 'x')",
                 "CAST({} AS BIGINT)",
                 "CAST({} AS INT)",
                 "CAST({} AS DOUBLE)",
@@ -181,7 +184,7 @@ def _compose(children):
         children,
     ).map(lambda t: t[0].format(f"({t[1]})"))  # in parentheses: trim(a IS NULL) is no SQL to sqlglot
     binary = st.tuples(
-        st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "<=>", "+", "-", "*", "/", "AND", "OR", "||"]),
+        st.sampled_from(["=", "<>", "<", "<=", ">", ">=", "<=>", "+", "-", "*", "/", "%", "AND", "OR", "||"]),
         children,
         children,
     ).map(lambda t: f"({t[1]}) {t[0]} ({t[2]})")
@@ -245,6 +248,10 @@ CALENDAR_ROWS = [
         "EXTRACT(SECOND FROM ts)",
         "s ILIKE 'ab%'",
         "s NOT ILIKE '%\\%'",
+        "replace(s, 'B', 'bb')",
+        "CAST(d AS INT) % 7",
+        "-CAST(d AS BIGINT) % -3",
+        "length(s) - length(replace(s, 'a', ''))",
         "CAST(d AS INT)",
         "CAST(d AS TINYINT)",
         "CAST(-d AS BIGINT)",
@@ -290,7 +297,7 @@ def test_a_condition_keeps_true_rows_only():
 
 
 def test_what_the_driver_leaves_to_spark_is_named():
-    assert unsupported(sqlglot.parse_one("a % 2", read="spark")) == "mod (a % 2)"
+    assert unsupported(sqlglot.parse_one("pmod(a, 2)", read="spark")) == "the function pmod"
     assert unsupported(sqlglot.parse_one("regexp_replace(s, 'a', 'b') = 'a'", read="spark")).startswith(
         "regexpreplace"
     )
