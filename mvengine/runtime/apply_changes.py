@@ -225,6 +225,7 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
                 snapshot=tables.snapshot,
                 snapshot_before=work.snapshot_before,
                 batch_id=work.batch_id,
+                inserts_only=plan.changelog == "append-only",
             )
             out.late = pa.concat_tables(batch.late) if batch.late else None
     except NotOnDriver as e:
@@ -265,6 +266,7 @@ def _in_spark(work: _Work, changes: BatchChanges) -> tuple[ViewChanges, StateSto
             snapshot=tables.snapshot,
             snapshot_before=work.snapshot_before,
             batch_id=work.batch_id,
+            inserts_only=plan.changelog == "append-only",
         )
         out.late = reduce(DataFrame.unionAll, batch.late) if batch.late else None
     return out, state, unfiltered[0] if unfiltered else zset

@@ -64,10 +64,12 @@ def view_changes(
     snapshot: TableRef,
     snapshot_before: int | None,
     batch_id: int,
+    inserts_only: bool = False,
 ) -> ViewChanges:
     """The changes of a batch: on the driver when it was computed there (`zset` in Arrow), or when Spark
-    computed it but its Z-set is small (collected once); else by Spark."""
-    emit = _Emit(plan, snapshot, snapshot_before, batch_id)
+    computed it but its Z-set is small (collected once); else by Spark. `inserts_only`: `zset` holds no
+    retraction (an append-only view's incremental batch)."""
+    emit = _Emit(plan, snapshot, snapshot_before, batch_id, inserts_only)
     if isinstance(batch, DriverBatch):
         assert isinstance(zset, pa.Table)  # the driver's rules give Arrow
         return emit.changes(ArrowEngine(batch, _no_child), zset)
@@ -92,6 +94,7 @@ class _Emit:
     snapshot: TableRef
     snapshot_before: int | None
     batch_id: int
+    inserts_only: bool
     columns: list[str] = field(init=False)  # the view's
     values: list[str] = field(init=False)  # the same inside the rule: the engine's SQL names them
 
@@ -104,8 +107,8 @@ class _Emit:
         row."""
         changes = engine.rename(zset, dict(zip(self.columns, self.values)))
         # (Changes that hold one old and one new row per key at most need no consolidation: a key whose old
-        # and new rows are equal is dropped.)
-        if not changes_once_per_key(self.plan.root):
+        # and new rows are equal is dropped. Nor do a bag's inserts alone: each copy is logged as it comes.)
+        if not (changes_once_per_key(self.plan.root) or (self.inserts_only and self.plan.key is None)):
             changes = engine.consolidate(changes, self.values)
         changes = engine.keep(changes)  # read several times below
         if self.plan.key is not None:
