@@ -10,6 +10,7 @@ session whether the `delta` format is there."""
 from __future__ import annotations
 
 import functools
+import gc
 import glob
 import hashlib
 import logging
@@ -187,6 +188,9 @@ def spark_session(
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     register_data_sources(spark)
+    # What exists now (the modules, Spark's Python side) lives as long as the process: out of the collector's
+    # reach, a full collection scans ~5,000 objects instead of ~120,000 (77 → 28 ms each in a Nexmark run).
+    gc.freeze()
     boundary("spark", "start", "after")
     return spark
 
