@@ -26,7 +26,7 @@ from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, ReadOnDemand
 from mvengine.plan.nodes import Node, Scan
 from mvengine.policy import ExecutionPolicy
-from mvengine.storage.api import TooManyRows, arrow_schema, read_arrow
+from mvengine.storage.api import Bounds, TooManyRows, arrow_schema, read_arrow
 from mvengine.storage.tables import TableRef, read_by_driver, table_rows
 
 # (column name of an input, its values): the rows of an input a rule needs, when not all of them.
@@ -59,9 +59,9 @@ class DriverState(Protocol):
 class DriverBatch:
     changes: Mapping[str, pa.Table]  # input name → its changes: its columns by name, _w, _mtime
     state: DriverState
-    # Reads an input's rows as they were before the batch (only those matching the filter, when given); None
-    # when the view starts from nothing.
-    before: Callable[[str, KeyFilter | None], pa.Table] | None = None
+    # Reads an input's rows as they were before the batch (at least those matching the filter and within the
+    # bounds, when given); None when the view starts from nothing.
+    before: Callable[[str, KeyFilter | None, Bounds | None], pa.Table] | None = None
     moved: frozenset[str] | None = None  # the inputs with changes in this batch; None: all of them
     node_ids: dict[int, int] = field(default_factory=dict)
     late_before: int | None = None  # as Batch.late_before
@@ -73,13 +73,19 @@ class DriverBatch:
     def changed(self, node: Node) -> bool:
         return self.moved is None or any(isinstance(n, Scan) and n.input in self.moved for n in node.walk())
 
-    def as_before(self, filters: dict[str, KeyFilter] | None = None) -> DriverBatch | None:
-        """A batch whose changes are the inputs' rows before this batch, as inserts (only the rows `filters`
-        names, for the inputs it names): a stateless subtree evaluated over it gives its rows before."""
+    def as_before(
+        self, filters: dict[str, KeyFilter] | None = None, ranges: dict[str, Bounds] | None = None
+    ) -> DriverBatch | None:
+        """A batch whose changes are the inputs' rows before this batch, as inserts (at least the rows `filters`
+        and `ranges` name, for the inputs they name): a stateless subtree evaluated over it gives its rows
+        before."""
         if self.before is None:
             return None
         read = self.before
-        contents = ReadOnDemand(self.changes, lambda name: _inserts(read(name, (filters or {}).get(name))))
+        contents = ReadOnDemand(
+            self.changes,
+            lambda name: _inserts(read(name, (filters or {}).get(name), (ranges or {}).get(name))),
+        )
         return DriverBatch(contents, self.state, node_ids=self.node_ids)
 
 
@@ -91,8 +97,11 @@ def _inserts(rows: pa.Table) -> pa.Table:
     )
 
 
-def read_before(ref: TableRef, version: int, where: KeyFilter | None, most: int) -> pa.Table:
-    """A table at `version` on the driver (at least the rows `where` names; all of them without it), or
+def read_before(
+    ref: TableRef, version: int, where: KeyFilter | None, most: int, within: Bounds | None = None
+) -> pa.Table:
+    """A table at `version` on the driver (at least the rows `where` names and, with `within`, whose column
+    lies in its bounds; all of them without either), or
     NotOnDriver when delta-rs cannot read it or it would read more than `most` rows
     (ExecutionPolicy.driver_read_rows): all of them when the batch's changes cannot narrow the read (a bag view's
     snapshot by a float column, a join's input by an expression), or those of its keys (a dimension's keys whose
@@ -100,11 +109,13 @@ def read_before(ref: TableRef, version: int, where: KeyFilter | None, most: int)
     dt = ref.open(version=version)
     if not read_by_driver(ref, dt):
         raise NotOnDriver(f"{ref.label} has column mapping and is not on a local path")
-    narrowed = where is not None and not pa.types.is_floating(arrow_schema(dt).field(where[0]).type)
+    narrowed = within is not None or (
+        where is not None and not pa.types.is_floating(arrow_schema(dt).field(where[0]).type)
+    )
     if not narrowed and table_rows(ref, version) > most:
         raise NotOnDriver(f"the batch would read all {table_rows(ref, version)} rows of {ref.label}")
     try:  # keys of many rows spread through a large table: Spark reads and joins them faster
-        return read_arrow(ref, version=version, where=where, most=most)
+        return read_arrow(ref, version=version, where=where, within=within, most=most)
     except TooManyRows:
         raise NotOnDriver(f"the batch would read more than {most} rows of {ref.label}") from None
 

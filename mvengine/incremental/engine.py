@@ -55,7 +55,7 @@ from mvengine.incremental.driver_expressions import (
     extreme,
     predicate_mask,
 )
-from mvengine.incremental.key_filters import key_filters
+from mvengine.incremental.key_filters import key_filters, range_filters
 from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
 from mvengine.incremental.partition_rows import batch_time
 from mvengine.incremental.ranking import nulls_first, ranked
@@ -65,6 +65,8 @@ from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef
 
 R = TypeVar("R")
+# A TIMESTAMP column bound over a node's fields, and the least and greatest microseconds since the epoch wanted
+Within = tuple[exp.Expression, int, int]
 
 
 class Engine(Protocol[R]):
@@ -135,11 +137,20 @@ class Engine(Protocol[R]):
         """Whether any input under `node` changed in this batch (if not, its changes are empty)."""
 
     def before(
-        self, node: Node, keys: Sequence[exp.Expression], known: Sequence[tuple[R, Sequence[str]]]
+        self,
+        node: Node,
+        keys: Sequence[exp.Expression],
+        known: Sequence[tuple[R, Sequence[str]]],
+        within: Within | None = None,
     ) -> R | None:
         """`node`'s rows before the batch, as inserts (None when the view starts from nothing): at least those
         whose `keys` (bound over `node`'s fields) take a value that a relation of `known` holds in its named
-        key columns; the driver reads only those, Spark all of them."""
+        key columns, and whose time lies `within` a range; the driver reads only those, Spark all of them in
+        the range (the files whose statistics exclude it are skipped)."""
+
+    def time_range(self, rel: R, child: Node, column: exp.Expression) -> tuple[int, int] | None:
+        """The least and greatest value of TIMESTAMP `column` (bound over `child`'s fields; `rel` is its changes,
+        maybe with columns added after them), in microseconds since the epoch; None when no row has one."""
 
     def keyed(
         self, rel: R, child: Node | None, keys: Mapping[str, exp.Expression], condition: exp.Expression | None
@@ -369,10 +380,28 @@ class SparkEngine:
         return self.batch.changed(node)
 
     def before(
-        self, node: Node, keys: Sequence[exp.Expression], known: Sequence[tuple[DataFrame, Sequence[str]]]
+        self,
+        node: Node,
+        keys: Sequence[exp.Expression],
+        known: Sequence[tuple[DataFrame, Sequence[str]]],
+        within: Within | None = None,
     ) -> DataFrame | None:
         before = self.batch.as_before()
-        return None if before is None else self.child_delta(node, before)
+        if before is None:
+            return None
+        rows = self.child_delta(node, before)
+        if (
+            within is not None
+        ):  # (literals Spark folds: Delta's data skipping compares them to file statistics)
+            column, low, high = within
+            times = [F.timestamp_micros(F.lit(t)) for t in (low, high)]
+            rows = rows.where(F.expr(column.sql("spark")).between(*times))
+        return rows
+
+    def time_range(self, rel: DataFrame, child: Node, column: exp.Expression) -> tuple[int, int] | None:
+        micros = F.unix_micros(F.expr(column.sql("spark")))
+        low, high = rel.agg(F.min(micros), F.max(micros)).first()  # type: ignore[misc]
+        return None if low is None else (low, high)
 
     def keyed(
         self,
@@ -728,11 +757,21 @@ class ArrowEngine:
         return self.batch.changed(node)
 
     def before(
-        self, node: Node, keys: Sequence[exp.Expression], known: Sequence[tuple[pa.Table, Sequence[str]]]
+        self,
+        node: Node,
+        keys: Sequence[exp.Expression],
+        known: Sequence[tuple[pa.Table, Sequence[str]]],
+        within: Within | None = None,
     ) -> pa.Table | None:
         values = [_aligned([rel.column(names[i]) for rel, names in known]) for i in range(len(keys))]
-        before = self.batch.as_before(key_filters(node, keys, values))
+        ranges = {} if within is None else range_filters(node, *within)
+        before = self.batch.as_before(key_filters(node, keys, values), ranges)
         return None if before is None else self.child_delta(node, before)
+
+    def time_range(self, rel: pa.Table, child: Node, column: exp.Expression) -> tuple[int, int] | None:
+        times = evaluate(column, rel, child.fields)
+        low, high = pc.min_max(pc.cast(times, pa.int64())).values()
+        return None if low.as_py() is None else (low.as_py(), high.as_py())
 
     def keyed(
         self,

@@ -11,6 +11,11 @@ in R₁ = R₀+ΔR, plus the rows of L₀ whose key found its first match in the
 last one; the anti join's change is ΔL minus that. An outer join is the inner join plus the NULL-padded anti join
 of each preserved side: a first match retracts the padded row, deleting the last match brings it back.
 
+An inner join whose condition bounds the difference of the two sides' event times (an interval join,
+plan/time_bounds.py) reads L₀ only at the times ΔR's rows can meet, and R₀ at those ΔL's can: a batch of a stream
+opens the files of the last minutes, whose statistics hold those times, and not the whole stream. Nothing is
+dropped as late: a row that arrives late reads the older files it needs.
+
 NULL keys never match. A condition of ON that reads one side only makes that side's key NULL where it is not
 true (the row matches nothing, as SQL has it); one that reads both sides filters the pairs of an inner join
 (other kinds with such a condition are planned full, see plan.analysis).
@@ -24,9 +29,10 @@ from typing import TypeVar
 
 from sqlglot import exp
 
-from mvengine.incremental.engine import Engine
+from mvengine.incremental.engine import Engine, Within
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.nodes import Join, Node
+from mvengine.plan.time_bounds import TimeBound, join_time_bound
 
 NODE = Join  # the plan node type this module maintains (plan/operators/join.py)
 
@@ -60,13 +66,20 @@ def rule(node: Join, engine: Engine[R]) -> R:
     changed = {s.tag: engine.changed(s.node) for s in (left, right)}
     deltas = {s.tag: s.frame(engine, engine.child(s.node)) for s in (left, right)}
     known = [(deltas[s.tag], s.key_names) for s in (left, right)]
+    bound = join_time_bound(node)
     olds: dict[str, R | None] = {}
 
     def old(side: _Side) -> R | None:
         """The side before the batch (None when the view starts from nothing), read once it is needed, for the
-        keys the batch's changes carry on either side."""
+        keys the batch's changes carry on either side (and, in an interval join, the times the other side's
+        changes can meet)."""
         if side.tag not in olds:
-            rows = engine.before(side.node, side.keys, known)
+            within = (
+                None
+                if bound is None
+                else _within(engine, bound, side, right if side is left else left, deltas)
+            )
+            rows = engine.before(side.node, side.keys, known, within)
             olds[side.tag] = None if rows is None else side.frame(engine, rows)
         return olds[side.tag]
 
@@ -99,6 +112,19 @@ def rule(node: Join, engine: Engine[R]) -> R:
         )
         terms.append(engine.empty(shape))
     return engine.joined(engine.concat(terms), node)
+
+
+def _within(engine: Engine[R], bound: TimeBound, side: _Side, other: _Side, deltas: dict[str, R]) -> Within:
+    """The times of `side` that the rows of `other`'s changes can meet, left − right lying in the bound's range
+    (an empty range when no change has a time)."""
+    mine, theirs = (bound.left, bound.right) if side.tag == "l" else (bound.right, bound.left)
+    times = engine.time_range(deltas[other.tag], other.node, theirs)
+    if times is None:
+        return mine, 1, 0
+    assert bound.low is not None and bound.high is not None  # (join_time_bound bounds both ends)
+    if side.tag == "l":  # left ∈ right + [low, high]
+        return mine, times[0] + bound.low, times[1] + bound.high
+    return mine, times[0] - bound.high, times[1] - bound.low  # right ∈ left − [low, high]
 
 
 def _sides(node: Join) -> tuple[_Side, _Side, exp.Expression | None]:

@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from mvengine.incremental.driver import KeyFilter
 from mvengine.plan.nodes import Field, Filter, Join, Node, Project, Scan
+from mvengine.storage.api import Bounds
 
 
 def key_filters(
@@ -28,9 +29,23 @@ def key_filters(
         if not found:
             continue
         unique = pc.unique(found_values.drop_null())
-        scans = Counter(n.input for n in node.walk() if isinstance(n, Scan))
-        return {name: (column, unique) for name, column in found if scans[name] == 1}
+        return {name: (column, unique) for name, column in _scanned_once(node, found)}
     return {}
+
+
+def range_filters(node: Node, column: exp.Expression, low: int, high: int) -> dict[str, Bounds]:
+    """The input rows of `node` whose TIMESTAMP `column` (bound over its fields) can lie in `low..high`
+    (microseconds since the epoch), by the input columns it comes from, as `key_filters` finds them."""
+    times = [pa.scalar(t, pa.timestamp("us", tz="UTC")) for t in (low, high)]
+    return {
+        name: (input_column, *times)
+        for name, input_column in _scanned_once(node, input_columns(node, column))
+    }
+
+
+def _scanned_once(node: Node, found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    scans = Counter(n.input for n in node.walk() if isinstance(n, Scan))
+    return [(name, column) for name, column in found if scans[name] == 1]
 
 
 def input_columns(node: Node, key: exp.Expression) -> list[tuple[str, str]]:

@@ -204,7 +204,7 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
     batch = DriverBatch(
         arrows,
         state,
-        before=lambda name, where: read_before(refs[name], ranges[name][0], where, most),
+        before=lambda name, where, within: read_before(refs[name], ranges[name][0], where, most, within),
         moved=work.moved,
         late_before=late_cutoff(plan, marks),
     )

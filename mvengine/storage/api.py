@@ -125,13 +125,15 @@ def read_arrow(
     *,
     version: int | None = None,
     where: tuple[str, pa.Array | pa.ChunkedArray] | None = None,
+    within: Bounds | None = None,
     columns: Sequence[str] | None = None,
     most: int | None = None,
 ) -> pa.Table:
     """The table at `version` on the driver, by delta-rs, with the types of `arrow_schema`; with `where`
     (a column and values), at least the rows whose column holds one of the values (NULL among them: NULL too;
-    the caller matches exactly: a float column, whose -0.0 and NaN compare apart, is not narrowed). The files
-    and row groups whose statistics exclude the values are skipped. Only for tables `read_by_driver`: their
+    the caller matches exactly: a float column, whose -0.0 and NaN compare apart, is not narrowed); with
+    `within` (a column, its least and greatest values), at least those of that range. The files and row groups
+    whose statistics exclude the values or the range are skipped. Only for tables `read_by_driver`: their
     files' rows, less their deletion vectors. `columns`: only these (without `where`). `most`: past this many
     rows the read stops, with TooManyRows (keys spread through every file of a large table)."""
     dt = ref.open(version=version)
@@ -141,14 +143,17 @@ def read_arrow(
     if not dt.file_uris():
         return target.empty_table()
     read = _read_files_on_driver if in_plain_files(dt) else _scan
+    ranges = [within] if within is not None else []
     if where is None or pa.types.is_floating(target.field(where[0]).type):
         names = list(columns) if where is None and columns else target.names
-        return _gathered(read(ref, dt, target, names), pa.schema([target.field(n) for n in names]), most)
+        return _gathered(
+            read(ref, dt, target, names, ranges), pa.schema([target.field(n) for n in names]), most
+        )
     column, values = where
     try:
         wanted = pc.drop_null(pc.unique(values)).cast(target.field(column).type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # values of a wider type: no narrowing
-        return _gathered(read(ref, dt, target, target.names), target, most)
+        return _gathered(read(ref, dt, target, target.names, ranges), target, most)
     if not len(wanted) and not values.null_count:
         return target.empty_table()
     low, high = pc.min_max(wanted).values() if len(wanted) else (pa.scalar(None), pa.scalar(None))
@@ -161,7 +166,7 @@ def read_arrow(
             keep = pc.or_(keep, pc.is_null(found))
         return batch.filter(keep)
 
-    batches = read(ref, dt, target, target.names, (column, low, high) if bounded else None)
+    batches = read(ref, dt, target, target.names, ([(column, low, high)] if bounded else []) + ranges)
     return _gathered((kept(b) for b in batches), target, most)
 
 
@@ -180,9 +185,9 @@ Bounds = tuple[str, pa.Scalar, pa.Scalar]  # a column and the least and greatest
 
 
 def _read_files_on_driver(
-    ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Bounds | None = None
+    ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Sequence[Bounds] = ()
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of the table's files (all, or at least those within `bounds`), read by Arrow as the target
+    """The rows of the table's files (all, or at least those within every one of `bounds`), read by Arrow as the target
     types (delta-rs writes strings as string views in some files and not in others), from the local disk
     directly when the table is there (delta-rs's default filesystem goes through Python)."""
     filesystem = (
@@ -190,35 +195,39 @@ def _read_files_on_driver(
         if _local(ref)
         else None
     )
-    if bounds is None:
-        dataset = arrow_dataset(dt, schema=target, filesystem=filesystem)
-        yield from dataset.to_batches(columns=names)
-        return
-    column, low, high = bounds
-    # Files whose statistics exclude the range are skipped by delta-rs, row groups by Arrow (except for strings:
+    # Files whose statistics exclude a range are skipped by delta-rs, row groups by Arrow (except for strings:
     # Arrow 26 cannot test string-view statistics). delta-rs reads '' in a pruning predicate as NULL (an empty
     # partition value), which skips every file: the empty string bounds nothing (issue 44: the state of a group
     # keyed '' was not found).
-    files = [(column, op, v) for op, v in ((">=", low.as_py()), ("<=", high.as_py())) if v != ""] or None
-    dataset = arrow_dataset(dt, schema=target, filesystem=filesystem, file_pruning_predicate=files)
+    files = [
+        (column, op, v)
+        for column, low, high in bounds
+        for op, v in ((">=", low.as_py()), ("<=", high.as_py()))
+        if v != ""
+    ]
     condition = None
-    if files is not None and not pa.types.is_string(target.field(column).type):
-        condition = (pc.field(column) >= low) & (pc.field(column) <= high)
+    for column, low, high in bounds:
+        if any(c == column for c, _, _ in files) and not pa.types.is_string(target.field(column).type):
+            within = (pc.field(column) >= low) & (pc.field(column) <= high)
+            condition = within if condition is None else condition & within
+    dataset = arrow_dataset(dt, schema=target, filesystem=filesystem, file_pruning_predicate=files or None)
     yield from dataset.to_batches(columns=names, filter=condition)
 
 
 def _scan(
-    ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Bounds | None = None
+    ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Sequence[Bounds] = ()
 ) -> Iterator[pa.RecordBatch]:
     """The table's rows by delta-rs's scan, which applies deletion vectors (all rows, or at least those within
-    `bounds` of an integer column: files and rows outside are skipped), as the target types."""
-    predicate = None
-    if bounds is not None and pa.types.is_integer(target.field(bounds[0]).type):
-        column, low, high = bounds
-        name = '"' + column.replace('"', '""') + '"'
-        predicate = f"{name} >= {low.as_py()} AND {name} <= {high.as_py()}"
+    the `bounds` of integer columns: files and rows outside are skipped), as the target types."""
+    predicates = []
+    for column, low, high in bounds:
+        if pa.types.is_integer(target.field(column).type):
+            name = '"' + column.replace('"', '""') + '"'
+            predicates.append(f"{name} >= {low.as_py()} AND {name} <= {high.as_py()}")
     schema = pa.schema([target.field(n) for n in names])
-    reader = pa.RecordBatchReader.from_stream(dt.scan(columns=names, predicate=predicate))
+    reader = pa.RecordBatchReader.from_stream(
+        dt.scan(columns=names, predicate=" AND ".join(predicates) or None)
+    )
     for batch in reader:
         yield conform_batch(batch, schema)
 

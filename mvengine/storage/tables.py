@@ -19,6 +19,10 @@ from mvengine.errors import CdfDisabledError, StorageError, UnsupportedError
 from mvengine.storage.objects import STORE_HINT, is_local, store_error
 
 CDF_PROPERTY = "delta.enableChangeDataFeed"
+# What every table mvengine creates has: the change data feed (downstream views read it), and a checkpoint every
+# ten commits, as Spark's writer makes them (delta-rs's default is a hundred): opening a table at a version
+# replays the log since the checkpoint before it, which a batch does for each input it reads as of before.
+TABLE_PROPERTIES = {CDF_PROPERTY: "true", "delta.checkpointInterval": "10"}
 # Reader features that the pyarrow-dataset read path of delta-rs cannot apply.
 UNSUPPORTED_READER_FEATURES = {"deletionVectors", "columnMapping"}
 # Reader features that leave a table's rows exactly the rows of its data files, as a Parquet reader sees them.
@@ -73,8 +77,7 @@ class TableRef:
                 )
             if version == latest.version():
                 return latest
-            dt = self._load()
-            dt.load_as_version(int(version))
+            dt = self._at(int(version))
         elif timestamp is not None:
             dt = self._load()
             when = parse_timestamp(timestamp)
@@ -117,6 +120,19 @@ class TableRef:
             _LOOKED.add(key)
         return dt
 
+    def _at(self, version: int) -> DeltaTable:
+        """The table at an earlier version, loaded once per process (a batch reads its inputs as they were
+        before it several times; loading replays the log since the last checkpoint, ~15 ms after a few dozen
+        commits) and again when the table was made anew."""
+        key, entry = (*self._key(), version), _log_entry(self.uri, version)
+        found = _AT.pop(key, None)
+        if found is None or found[1] != entry:
+            found = (self._load(version), entry)
+        _AT[key] = found  # (the most recent last)
+        while len(_AT) > 64:
+            _AT.pop(next(iter(_AT)))
+        return found[0]
+
     def committed(self) -> None:
         """This process committed to the table: its log is read again at the next open."""
         if _LOOKED is not None:
@@ -130,9 +146,9 @@ class TableRef:
     def _key(self) -> tuple:
         return self.uri, tuple(sorted(self.storage_options.items()))
 
-    def _load(self) -> DeltaTable:
+    def _load(self, version: int | None = None) -> DeltaTable:
         try:
-            return DeltaTable(self.uri, storage_options=self.storage_options or None)
+            return DeltaTable(self.uri, version=version, storage_options=self.storage_options or None)
         except TableNotFoundError:
             raise StorageError(
                 f"no Delta table at {self.uri}" + (f" (for {self.name!r})" if self.name else ""),
@@ -148,6 +164,7 @@ class TableRef:
 
 
 _OPEN: dict[tuple[str, tuple], DeltaTable] = {}  # see TableRef.open
+_AT: dict[tuple, tuple[DeltaTable, tuple[int, int] | None]] = {}  # see TableRef._at
 _ENTRY: dict[tuple[str, tuple], tuple[int, int] | None] = {}  # the log entry each open table was read to
 _LOOKED: set[tuple[str, tuple]] | None = None  # see logs_read_once
 
@@ -208,7 +225,7 @@ def create_table(ref: TableRef, schema: pa.Schema, *, partition_by: list[str] | 
             mode="error",
             partition_by=partition_by,
             name=ref.name,
-            configuration={CDF_PROPERTY: "true"},
+            configuration=TABLE_PROPERTIES,
             storage_options=ref.storage_options or None,
         )
     except Exception as e:

@@ -21,7 +21,7 @@ from pyspark.sql.types import StructType
 
 from mvengine.errors import StorageError
 from mvengine.storage.files import FileWriter, WrittenFile, delete_files
-from mvengine.storage.tables import CDF_PROPERTY, TableRef, is_committed
+from mvengine.storage.tables import TABLE_PROPERTIES, TableRef, is_committed
 from mvengine.storage.types import spark_compatible_type, spark_to_arrow_schema
 
 
@@ -117,7 +117,7 @@ def commit_files(
                 mode="error",
                 partition_by=partition_by or None,
                 name=ref.name,
-                configuration={CDF_PROPERTY: "true"},
+                configuration=TABLE_PROPERTIES,
                 storage_options=ref.storage_options or None,
                 commit_properties=options.commit_properties(),
             )

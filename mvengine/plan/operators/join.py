@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from mvengine.plan.nodes import Aggregate, Distinct, Join, Over, TopN
 from mvengine.plan.operators.base import Claim, Operator
+from mvengine.plan.time_bounds import join_time_bound
 
 
 def append_only(node: Join, claim: Claim) -> bool:
@@ -14,6 +15,10 @@ def append_only(node: Join, claim: Claim) -> bool:
 
 
 def state(node: Join, claim: Claim, purged: bool) -> tuple[str, bool]:
+    bound = join_time_bound(node)
+    if bound is not None:
+        text = f"interval join ({bound.describe()}): none (each side read at the batch's input versions, "
+        return text + "within the times the other side's changes can meet)", True
     return "join: none (each side read at the batch's input versions)", True
 
 

@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from mvengine.plan.nodes import Join, Node, conjunction, conjuncts, disjuncts
 from mvengine.plan.scope import Scope
+from mvengine.plan.time_bounds import bounds_times
 
 
 @dataclass
@@ -76,7 +77,8 @@ def push_equalities(
     conjuncts: list[exp.Expression], scope: Scope, steps: list[JoinStep]
 ) -> list[exp.Expression]:
     """Move each WHERE equality between a join step's relation and those before it into that step's condition
-    (when no later RIGHT or FULL join could NULL-pad them); the conjuncts that stay in WHERE."""
+    (when no later RIGHT or FULL join could NULL-pad them), and each comparison of their times (an interval
+    join's bound); the conjuncts that stay in WHERE."""
     preserved = max((i for i, step in enumerate(steps) if step.kind in ("right", "full")), default=-1)
     remaining = []
     for conjunct in conjuncts:
@@ -86,6 +88,9 @@ def push_equalities(
             pair = equality(conjunct, left, step.alias.lower()) if pushable else None
             if pair:
                 step.equi.append(pair)
+                break
+            if pushable and bounds_times(conjunct, left, step.alias.lower()):
+                step.residual.append(conjunct)  # (an interval join's bound: plan/time_bounds.py)
                 break
             left.add(step.alias.lower())
         else:

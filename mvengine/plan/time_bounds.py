@@ -1,0 +1,143 @@
+"""Interval joins: an inner join whose ON condition bounds one side's time by the other's, as in
+`a.ts BETWEEN b.ts - INTERVAL '1' HOUR AND b.ts + INTERVAL '10' MINUTE` (or the same with >=, <=, >, <, in either
+order). The join's rule stays the bilinear one (incremental/join.py); the bound only narrows what it reads of a
+side before the batch to the times its changes' rows can meet, so that a batch reads the recent files of a stream
+and not the whole stream (Flink's interval join keeps the same rows as state, and drops them by the watermark)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from mvengine.plan.nodes import Field, Join, conjuncts
+from mvengine.sql.time_syntax import duration_micros
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """left − right ∈ [low, high] in microseconds, for the TIMESTAMP columns `left` (of the join's left side)
+    and `right`; a side without a bound is None."""
+
+    left: exp.Column
+    right: exp.Column
+    low: int | None
+    high: int | None
+
+    def describe(self) -> str:
+        difference = f"{self.left.sql('spark')} - {self.right.sql('spark')}"
+        return f"{difference} BETWEEN {_shown(self.low)} AND {_shown(self.high)}"
+
+
+def join_time_bound(node: Join) -> TimeBound | None:
+    """The bound an inner join's ON condition puts on the difference of a left and a right TIMESTAMP column,
+    when both its ends are bounded (one end alone narrows nothing a stream holds for ever)."""
+    if node.kind != "inner" or node.residual is None:
+        return None
+    found: dict[tuple[str, str], TimeBound] = {}
+    for conjunct in conjuncts(node.residual):
+        for lhs, op, rhs in _comparisons(conjunct):
+            for a, o, b in ((lhs, op, rhs), (rhs, _FLIPPED[op], lhs)):
+                difference = _difference(a, b, node)  # a - b = left - right - offset
+                if difference is None:
+                    continue
+                left, right, offset = difference
+                bound = found.get((left.sql(), right.sql()), TimeBound(left, right, None, None))
+                if o == ">=":  # left - right >= offset
+                    low = offset if bound.low is None else max(bound.low, offset)
+                    bound = TimeBound(left, right, low, bound.high)
+                else:  # left - right <= offset
+                    high = offset if bound.high is None else min(bound.high, offset)
+                    bound = TimeBound(left, right, bound.low, high)
+                found[(left.sql(), right.sql())] = bound
+    return next((b for b in found.values() if b.low is not None and b.high is not None), None)
+
+
+_FLIPPED = {">=": "<=", "<=": ">="}
+_CLOSED: dict[type[exp.Expression], str] = {exp.GTE: ">=", exp.GT: ">=", exp.LTE: "<=", exp.LT: "<="}
+
+
+def bounds_times(e: exp.Expression, left: set[str], right: str) -> bool:
+    """Whether bound conjunct `e` compares a TIMESTAMP column of the `left` aliases with one of the `right` alias
+    (each plus or minus constant intervals): an end of an interval join's bound, which WHERE gives the join's
+    condition as it gives equalities (plan/rewrites/joins.py)."""
+    for lhs, _, rhs in _comparisons(e):
+        a, b = _shifted(lhs), _shifted(rhs)
+        if a is None or b is None or not all(_is_time(c.type) for c in (a[0], b[0])):
+            return False
+        sides = {a[0].table.lower(), b[0].table.lower()}
+        if not (right in sides and len(sides) == 2 and (sides - {right}) <= left):
+            return False
+    return bool(_comparisons(e))
+
+
+def _comparisons(e: exp.Expression) -> list[tuple[exp.Expression, str, exp.Expression]]:
+    """`e` as `lhs >= rhs` / `lhs <= rhs` comparisons (a strict one as its closed form: it bounds as much)."""
+    if isinstance(e, exp.Between):
+        return [(e.this, ">=", e.args["low"]), (e.this, "<=", e.args["high"])]
+    op = _CLOSED.get(type(e))
+    return [] if op is None else [(e.this, op, e.expression)]
+
+
+def _difference(
+    a: exp.Expression, b: exp.Expression, node: Join
+) -> tuple[exp.Column, exp.Column, int] | None:
+    """(left, right, offset) when `a` is a left TIMESTAMP column and `b` a right one, each plus or minus
+    constant intervals, so that a - b = left - right - offset."""
+    shifted_a, shifted_b = _shifted(a), _shifted(b)
+    if shifted_a is None or shifted_b is None:
+        return None
+    (left, a_shift), (right, b_shift) = shifted_a, shifted_b
+    if _side_of(left, node) != "left" or _side_of(right, node) != "right":
+        return None
+    return left, right, b_shift - a_shift
+
+
+def _shifted(e: exp.Expression) -> tuple[exp.Column, int] | None:
+    """`column ± INTERVAL ... ± ...` as (column, microseconds added)."""
+    shift = 0
+    while isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.expression, exp.Interval):
+        micros = duration_micros(e.expression.sql("spark"))
+        if micros is None:
+            return None
+        shift += micros if isinstance(e, exp.Add) else -micros
+        e = e.this
+    if isinstance(e, exp.Paren):
+        return _shifted(e.this)
+    return (e, shift) if isinstance(e, exp.Column) else None
+
+
+def _side_of(column: exp.Column, node: Join) -> str | None:
+    for side, child in (("left", node.left), ("right", node.right)):
+        field = _field(child.fields, column)
+        if field is not None:
+            return side if _is_time(field.type) else None
+    return None
+
+
+def _is_time(t: exp.DataType | None) -> bool:
+    """An instant: TIMESTAMP (Spark's, with the session time zone), not TIMESTAMP_NTZ or DATE."""
+    return t is not None and t.this in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ)
+
+
+def _field(fields: tuple[Field, ...], column: exp.Column) -> Field | None:
+    return next(
+        (f for f in fields if f.name == column.name and f.qualifier == (column.table or None)),
+        None,
+    )
+
+
+def _shown(micros: int | None) -> str:
+    if micros is None:
+        return "-"
+    if micros == 0:
+        return "0"
+    for unit, size in (
+        ("DAY", 86_400_000_000),
+        ("HOUR", 3_600_000_000),
+        ("MINUTE", 60_000_000),
+        ("SECOND", 1_000_000),
+    ):
+        if micros % size == 0:
+            return f"INTERVAL '{micros // size}' {unit}"
+    return f"{micros} microseconds"
