@@ -390,9 +390,7 @@ class SparkEngine:
         if before is None:
             return None
         rows = self.child_delta(node, before)
-        if (
-            within is not None
-        ):  # (literals Spark folds: Delta's data skipping compares them to file statistics)
+        if within is not None:  # (literals: Delta's data skipping compares them to the files' statistics)
             column, low, high = within
             times = [F.timestamp_micros(F.lit(t)) for t in (low, high)]
             rows = rows.where(F.expr(column.sql("spark")).between(*times))

@@ -187,9 +187,9 @@ Bounds = tuple[str, pa.Scalar, pa.Scalar]  # a column and the least and greatest
 def _read_files_on_driver(
     ref: TableRef, dt: Any, target: pa.Schema, names: list[str], bounds: Sequence[Bounds] = ()
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of the table's files (all, or at least those within every one of `bounds`), read by Arrow as the target
-    types (delta-rs writes strings as string views in some files and not in others), from the local disk
-    directly when the table is there (delta-rs's default filesystem goes through Python)."""
+    """The rows of the table's files (all, or at least those within every one of `bounds`), read by Arrow as
+    the target types (delta-rs writes strings as string views in some files and not in others), from the local
+    disk directly when the table is there (delta-rs's default filesystem goes through Python)."""
     filesystem = (
         pafs.SubTreeFileSystem(ref.uri.removeprefix("file://"), pafs.LocalFileSystem())
         if _local(ref)

@@ -129,7 +129,7 @@ class TableRef:
         if found is None or found[1] != entry:
             found = (self._load(version), entry)
         _AT[key] = found  # (the most recent last)
-        while len(_AT) > 64:
+        while len(_AT) > 16:
             _AT.pop(next(iter(_AT)))
         return found[0]
 

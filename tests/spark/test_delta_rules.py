@@ -254,11 +254,15 @@ def run_driver_rule(
         for name, (deleted, inserted) in done.items()
     }
 
-    def read(name: str, where):
+    def read(name: str, where, within):
         rows = table_of(catalog, name, before[name])
         if where is not None:
             column, values = where
             rows = rows.filter(pc.is_in(rows.column(column), pc.unique(values)))
+        if within is not None:
+            column, low, high = within
+            times = rows.column(column)
+            rows = rows.filter(pc.and_(pc.greater_equal(times, low), pc.less_equal(times, high)))
         return rows
 
     moved = frozenset(name for name, (deleted, inserted) in done.items() if deleted or inserted)
