@@ -17,7 +17,8 @@ from mvengine.sql.time_syntax import duration_micros
 @dataclass(frozen=True)
 class TimeBound:
     """left − right ∈ [low, high] in microseconds, for the TIMESTAMP columns `left` (of the join's left side)
-    and `right`; a side without a bound is None."""
+    and `right` (at least: three hours are added to each end per DAY or WEEK interval, see _DAY_SLACK); a side
+    without a bound is None."""
 
     left: exp.Column
     right: exp.Column
@@ -41,13 +42,13 @@ def join_time_bound(node: Join) -> TimeBound | None:
                 difference = _difference(a, b, node)  # a - b = left - right - offset
                 if difference is None:
                     continue
-                left, right, offset = difference
+                left, right, offset, slack = difference
                 bound = found.get((left.sql(), right.sql()), TimeBound(left, right, None, None))
                 if o == ">=":  # left - right >= offset
-                    low = offset if bound.low is None else max(bound.low, offset)
+                    low = offset - slack if bound.low is None else max(bound.low, offset - slack)
                     bound = TimeBound(left, right, low, bound.high)
                 else:  # left - right <= offset
-                    high = offset if bound.high is None else min(bound.high, offset)
+                    high = offset + slack if bound.high is None else min(bound.high, offset + slack)
                     bound = TimeBound(left, right, bound.low, high)
                 found[(left.sql(), right.sql())] = bound
     return next((b for b in found.values() if b.low is not None and b.high is not None), None)
@@ -81,30 +82,39 @@ def _comparisons(e: exp.Expression) -> list[tuple[exp.Expression, str, exp.Expre
 
 def _difference(
     a: exp.Expression, b: exp.Expression, node: Join
-) -> tuple[exp.Column, exp.Column, int] | None:
-    """(left, right, offset) when `a` is a left TIMESTAMP column and `b` a right one, each plus or minus
-    constant intervals, so that a - b = left - right - offset."""
+) -> tuple[exp.Column, exp.Column, int, int] | None:
+    """(left, right, offset, slack) when `a` is a left TIMESTAMP column and `b` a right one, each plus or minus
+    constant intervals, so that a - b = left - right - offset, give or take `slack`."""
     shifted_a, shifted_b = _shifted(a), _shifted(b)
     if shifted_a is None or shifted_b is None:
         return None
-    (left, a_shift), (right, b_shift) = shifted_a, shifted_b
+    (left, a_shift, a_slack), (right, b_shift, b_slack) = shifted_a, shifted_b
     if _side_of(left, node) != "left" or _side_of(right, node) != "right":
         return None
-    return left, right, b_shift - a_shift
+    return left, right, b_shift - a_shift, a_slack + b_slack
 
 
-def _shifted(e: exp.Expression) -> tuple[exp.Column, int] | None:
-    """`column ± INTERVAL ... ± ...` as (column, microseconds added)."""
-    shift = 0
+# How far Spark may move a timestamp by `INTERVAL 'n' DAY` (or WEEK) from n × 24 hours: it adds days in the
+# session time zone, so across a daylight-saving change a day is 23 or 25 hours (or 22 or 26 where a zone moved
+# its clock by two); the bound is widened by this, which only reads a little more (the condition still decides).
+_DAY_SLACK = 3 * 3_600_000_000
+
+
+def _shifted(e: exp.Expression) -> tuple[exp.Column, int, int] | None:
+    """`column ± INTERVAL ... ± ...` as (column, microseconds added, how far Spark may add otherwise)."""
+    shift = slack = 0
     while isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.expression, exp.Interval):
         micros = duration_micros(e.expression.sql("spark"))
         if micros is None:
             return None
         shift += micros if isinstance(e, exp.Add) else -micros
+        unit = e.expression.args.get("unit")
+        slack += _DAY_SLACK if unit is not None and unit.name.upper().startswith(("DAY", "WEEK")) else 0
         e = e.this
     if isinstance(e, exp.Paren):
-        return _shifted(e.this)
-    return (e, shift) if isinstance(e, exp.Column) else None
+        inner = _shifted(e.this)
+        return None if inner is None else (inner[0], inner[1] + shift, inner[2] + slack)
+    return (e, shift, slack) if isinstance(e, exp.Column) else None
 
 
 def _side_of(column: exp.Column, node: Join) -> str | None:
@@ -117,7 +127,8 @@ def _side_of(column: exp.Column, node: Join) -> str | None:
 
 def _is_time(t: exp.DataType | None) -> bool:
     """An instant: TIMESTAMP (Spark's, with the session time zone), not TIMESTAMP_NTZ or DATE."""
-    return t is not None and t.this in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ)
+    kinds = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ)
+    return t is not None and t.this in kinds
 
 
 def _field(fields: tuple[Field, ...], column: exp.Column) -> Field | None:
