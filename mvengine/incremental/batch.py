@@ -11,6 +11,7 @@ from pyspark.errors import PySparkTypeError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mvengine.incremental.clock import Clock, clock_moves
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import ReadOnDemand, inserts
 from mvengine.plan.nodes import Node, Scan
@@ -32,6 +33,7 @@ class Batch:
     # allowed_lateness: input rows whose event time is before this (µs) are not applied, but kept in `late`
     late_before: int | None = None
     late: list[DataFrame] = field(default_factory=list)  # (row JSON, event_time, _w) of the rows not applied
+    clock: Clock | None = None  # the time NOW() reads (None: the view has no temporal filter)
     _as_before: Batch | None = field(default=None, repr=False)
 
     def node_id(self, node: Node) -> int:
@@ -39,7 +41,11 @@ class Batch:
 
     def changed(self, node: Node) -> bool:
         """Whether any input under `node` changed in this batch (if not, the node's changes are empty)."""
-        return self.moved is None or any(isinstance(n, Scan) and n.input in self.moved for n in node.walk())
+        return (
+            self.moved is None
+            or any(isinstance(n, Scan) and n.input in self.moved for n in node.walk())
+            or clock_moves(self.clock, node)
+        )
 
     def as_before(self) -> Batch | None:
         """A batch whose changes are the inputs' whole contents before this batch, all as inserts: evaluating a
@@ -54,6 +60,7 @@ class Batch:
                 self.state,
                 node_ids=self.node_ids,
                 checkpoints=self.checkpoints,
+                clock=None if self.clock is None else self.clock.as_before(),
             )
         return self._as_before
 

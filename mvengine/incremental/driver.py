@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mvengine.incremental.clock import Clock, clock_moves
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.zset import MTIME, WEIGHT, ReadOnDemand
 from mvengine.plan.nodes import Node, Scan
@@ -66,12 +67,17 @@ class DriverBatch:
     node_ids: dict[int, int] = field(default_factory=dict)
     late_before: int | None = None  # as Batch.late_before
     late: list[pa.Table] = field(default_factory=list)  # as Batch.late
+    clock: Clock | None = None  # as Batch.clock
 
     def node_id(self, node: Node) -> int:
         return self.node_ids[id(node)]
 
     def changed(self, node: Node) -> bool:
-        return self.moved is None or any(isinstance(n, Scan) and n.input in self.moved for n in node.walk())
+        return (
+            self.moved is None
+            or any(isinstance(n, Scan) and n.input in self.moved for n in node.walk())
+            or clock_moves(self.clock, node)
+        )
 
     def as_before(
         self, filters: dict[str, KeyFilter] | None = None, ranges: dict[str, Bounds] | None = None
@@ -86,7 +92,8 @@ class DriverBatch:
             self.changes,
             lambda name: _inserts(read(name, (filters or {}).get(name), (ranges or {}).get(name))),
         )
-        return DriverBatch(contents, self.state, node_ids=self.node_ids)
+        clock = None if self.clock is None else self.clock.as_before()
+        return DriverBatch(contents, self.state, node_ids=self.node_ids, clock=clock)
 
 
 def _inserts(rows: pa.Table) -> pa.Table:

@@ -469,7 +469,10 @@ class _Evaluator:
         return pc.fill_null(pc.is_nan(v), False)
 
     def _anonymous(self, e: exp.Anonymous) -> Value:
-        """One of the engine's own functions (incremental/functions.py), the same function Spark runs."""
+        """One of the engine's own functions (incremental/functions.py), the same function Spark runs; or
+        TIMESTAMP_MICROS of a number, the instant a temporal filter reads NOW() as (plan/time_bounds.at_clock)."""
+        if e.name.lower() == "timestamp_micros" and [type(a) for a in e.expressions] == [exp.Literal]:
+            return pa.scalar(int(e.expressions[0].name), pa.timestamp("us", tz="UTC"))
         found = function(e.name.lower())
         if found is None:
             raise NotOnDriver(f"the function {e.name}")

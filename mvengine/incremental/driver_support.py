@@ -10,9 +10,10 @@ from sqlglot import exp
 
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.functions import aggregate_function, function_name
-from mvengine.plan.nodes import Aggregate, Node, TopN
+from mvengine.plan.nodes import Aggregate, Filter, Node, TopN
 from mvengine.plan.operators import operator_of
 from mvengine.plan.operators.aggregate import ACCUMULATOR_KINDS, accumulator_kind, incremental_call
+from mvengine.plan.time_bounds import at_clock, clock_bounds
 
 COMPARISONS: dict[type[exp.Expr], str] = {
     exp.EQ: "equal",
@@ -120,7 +121,10 @@ def not_on_driver(root: Node) -> str | None:
 
 
 def _evaluated(node: Node) -> list[exp.Expression]:
-    """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls)."""
+    """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls; a temporal
+    filter's predicate with NOW() read as an instant)."""
+    if isinstance(node, Filter) and clock_bounds(node) is not None:
+        return [at_clock(node.predicate, 0)]
     if not isinstance(node, Aggregate):
         return node.expressions()
     arguments = [
@@ -140,7 +144,9 @@ def unsupported(e: exp.Expression) -> str | None:
             node.parent, (exp.TsOrDsAdd, exp.DateDiff, exp.Extract, exp.TimestampTrunc, exp.Interval)
         ):
             continue  # a unit of DATE_ADD, DATEDIFF, EXTRACT, DATE_TRUNC or INTERVAL (the evaluator says which)
-        if isinstance(node, exp.Anonymous) and not node.name.lower().startswith("mv_"):
+        if isinstance(node, exp.Anonymous) and not (
+            node.name.lower().startswith("mv_") or node.name.lower() == "timestamp_micros"
+        ):
             return f"the function {node.name}"
         if type(node) not in EVALUATED and type(node) not in PARTS:
             return f"{type(node).__name__.lower()} ({node.sql('spark')[:60]})"

@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from mvengine.incremental import exact_sum, functions
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.clock import Clock
 from mvengine.incremental.driver import (
     DriverBatch,
     aggregated,
@@ -134,7 +135,11 @@ class Engine(Protocol[R]):
     # -- keyed joins: relations that keep a node's own columns (as `child` gives them) next to named ones ----
 
     def changed(self, node: Node) -> bool:
-        """Whether any input under `node` changed in this batch (if not, its changes are empty)."""
+        """Whether any input under `node` changed in this batch, or the clock its temporal filters read moved
+        (if not, its changes are empty)."""
+
+    def clock(self) -> Clock | None:
+        """The time NOW() reads in this batch, and read in the batch before (None: no temporal filter)."""
 
     def before(
         self,
@@ -378,6 +383,9 @@ class SparkEngine:
 
     def changed(self, node: Node) -> bool:
         return self.batch.changed(node)
+
+    def clock(self) -> Clock | None:
+        return self.batch.clock
 
     def before(
         self,
@@ -753,6 +761,9 @@ class ArrowEngine:
 
     def changed(self, node: Node) -> bool:
         return self.batch.changed(node)
+
+    def clock(self) -> Clock | None:
+        return self.batch.clock
 
     def before(
         self,

@@ -14,6 +14,7 @@ from sqlglot import exp
 from mvengine.plan.functions import NON_DETERMINISTIC, function_name
 from mvengine.plan.nodes import Aggregate, Distinct, Filter, Node, Project, Scan, show
 from mvengine.plan.operators import operator_of
+from mvengine.plan.time_bounds import CLOCK, clock_bounds
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,10 @@ def full_refresh_reasons(root: Node) -> list[str]:
                 "PROCTIME() over an input that updates or deletes rows (a retraction's time would not match the "
                 "row's)"
             )
+        temporal = isinstance(node, Filter) and clock_bounds(node) is not None
         for e in node.expressions():
             for f in e.find_all(exp.Func):
-                if function_name(f) in NON_DETERMINISTIC:
+                if function_name(f) in NON_DETERMINISTIC and not (temporal and function_name(f) in CLOCK):
                     add(f"non-deterministic function {function_name(f)}()")
             for window in e.find_all(exp.Window):
                 add(f"window function {show(window, inputs)}")

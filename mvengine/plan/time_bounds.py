@@ -1,8 +1,15 @@
-"""Interval joins: an inner join whose ON condition bounds one side's time by the other's, as in
+"""Time bounds, two kinds.
+
+Interval joins: an inner join whose ON condition bounds one side's time by the other's, as in
 `a.ts BETWEEN b.ts - INTERVAL '1' HOUR AND b.ts + INTERVAL '10' MINUTE` (or the same with >=, <=, >, <, in either
 order). The join's rule stays the bilinear one (incremental/join.py); the bound only narrows what it reads of a
 side before the batch to the times its changes' rows can meet, so that a batch reads the recent files of a stream
-and not the whole stream (Flink's interval join keeps the same rows as state, and drops them by the watermark)."""
+and not the whole stream (Flink's interval join keeps the same rows as state, and drops them by the watermark).
+
+Temporal filters: a WHERE that compares a row's time with the clock, as in `ts > NOW() - INTERVAL '1' DAY`. A
+batch reads the clock once (its time, which the snapshot commit records), so a row passes or fails the filter
+as of each batch; between two batches it can only change for the rows whose time the clock passed, which a
+batch reads by their time (incremental/filter.py), as Materialize's temporal filters and RisingWave's do."""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import Field, Join, conjuncts
+from mvengine.plan.functions import function_name
+from mvengine.plan.nodes import Field, Filter, Join, conjuncts
 from mvengine.sql.time_syntax import duration_micros
 
 
@@ -102,6 +110,14 @@ _DAY_SLACK = 3 * 3_600_000_000
 
 def _shifted(e: exp.Expression) -> tuple[exp.Column, int, int] | None:
     """`column ± INTERVAL ... ± ...` as (column, microseconds added, how far Spark may add otherwise)."""
+    shifted = _shifted_any(e)
+    if shifted is None or not isinstance(shifted[0], exp.Column):
+        return None
+    return shifted[0], shifted[1], shifted[2]
+
+
+def _shifted_any(e: exp.Expression) -> tuple[exp.Expression, int, int] | None:
+    """`e ± INTERVAL ... ± ...` as (e, microseconds added, how far Spark may add otherwise)."""
     shift = slack = 0
     while isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.expression, exp.Interval):
         micros = duration_micros(e.expression.sql("spark"))
@@ -112,9 +128,78 @@ def _shifted(e: exp.Expression) -> tuple[exp.Column, int, int] | None:
         slack += _DAY_SLACK if unit is not None and unit.name.upper().startswith(("DAY", "WEEK")) else 0
         e = e.this
     if isinstance(e, exp.Paren):
-        inner = _shifted(e.this)
+        inner = _shifted_any(e.this)
         return None if inner is None else (inner[0], inner[1] + shift, inner[2] + slack)
-    return (e, shift, slack) if isinstance(e, exp.Column) else None
+    return e, shift, slack
+
+
+CLOCK = frozenset({"now", "current_timestamp"})  # what a temporal filter reads the clock with
+
+
+@dataclass(frozen=True)
+class ClockBound:
+    """A comparison of a temporal filter: TIMESTAMP `column` (plus or minus constant intervals) against the clock
+    (the same), whose truth for a row can change only when the clock passes the row's `column` + `shift`, give
+    or take `slack` (microseconds)."""
+
+    column: exp.Column
+    shift: int
+    slack: int
+
+    def flipping(self, before: int, now: int) -> tuple[int, int]:
+        """The least and greatest `column` of the rows for which it can change as the clock moves from `before`
+        to `now` (a microsecond wider each way: a strict comparison flips a microsecond later)."""
+        return before - self.shift - self.slack - 1, now - self.shift + self.slack + 1
+
+
+def clock_bounds(node: Filter) -> list[ClockBound] | None:
+    """The comparisons with the clock of a temporal filter, each conjunct `time ± intervals <op> NOW() ±
+    intervals` (either order, or BETWEEN); None when the predicate does not read the clock, or reads it in any
+    other way (the view is then recomputed: analysis.full_refresh_reasons)."""
+    if len({f.qualifier for f in node.child.fields}) > 1:
+        return None  # over a join: see plan/operators/filter.py
+    found: list[ClockBound] = []
+    for conjunct in conjuncts(node.predicate):
+        calls = [f for f in conjunct.find_all(exp.Func) if function_name(f) in CLOCK]
+        if not calls:
+            continue
+        comparisons = _comparisons(conjunct)  # (each side of one is a column or the clock, ± intervals)
+        if not comparisons:
+            return None
+        for lhs, _, rhs in comparisons:
+            bound = _clock_bound(lhs, rhs, node) or _clock_bound(rhs, lhs, node)
+            if bound is None:
+                return None
+            found.append(bound)
+    return found or None
+
+
+def _clock_bound(time: exp.Expression, clock: exp.Expression, node: Filter) -> ClockBound | None:
+    """`time <op> clock` as a ClockBound, when `time` is a TIMESTAMP column of the filter's input and `clock`
+    NOW(), each plus or minus constant intervals."""
+    column, read = _shifted(time), _shifted_any(clock)
+    if column is None or read is None:
+        return None
+    if not (isinstance(read[0], exp.Func) and function_name(read[0]) in CLOCK):
+        return None
+    field = _field(node.child.fields, column[0])
+    if field is None or not _is_time(field.type):
+        return None
+    return ClockBound(column[0], column[1] - read[1], column[2] + read[2])
+
+
+def at_clock(e: exp.Expression, micros: int) -> exp.Expression:
+    """`e` with the clock read as `micros` (µs since the epoch): what NOW() gives in a batch of that time."""
+
+    def fixed(node: exp.Expression) -> exp.Expression:
+        return instant(micros) if isinstance(node, exp.Func) and function_name(node) in CLOCK else node
+
+    return e.transform(fixed)
+
+
+def instant(micros: int) -> exp.Expression:
+    """The TIMESTAMP `micros` µs after the epoch, as both engines read it (whatever the session time zone)."""
+    return exp.Anonymous(this="timestamp_micros", expressions=[exp.Literal.number(micros)])
 
 
 def _side_of(column: exp.Column, node: Join) -> str | None:

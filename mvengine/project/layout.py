@@ -87,6 +87,7 @@ class CommitRecord:
     rows_in: int | None = None  # changes the batch read (None: a recomputation, or not recorded)
     batch_ms: int | None = None  # the batch's time up to this commit (None: not recorded)
     engine: str | None = None  # "driver" or "spark" (None: not recorded)
+    clock: int | None = None  # what NOW() read in the batch, µs since the epoch (temporal filters only)
     version: int = -1  # the snapshot version that records it, and its commit time (-1: not committed yet)
     timestamp_ms: int = -1
 
@@ -106,6 +107,7 @@ class CommitRecord:
             "rows_in": self.rows_in,
             "watermark": self.watermark,
             "batch_ms": self.batch_ms,
+            "clock": self.clock,
         }
         written.update({k: str(v) for k, v in optional.items() if v is not None})
         if self.expectations:
@@ -137,6 +139,7 @@ class CommitRecord:
             rows_in=_int_or_none(recorded.get("rows_in")),
             batch_ms=_int_or_none(recorded.get("batch_ms")),
             engine=recorded.get("engine"),
+            clock=_int_or_none(recorded.get("clock")),
         )
 
 

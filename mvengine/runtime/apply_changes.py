@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.clock import Clock
 from mvengine.incremental.compiler import view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, conform, read_before
 from mvengine.incremental.driver_expressions import NotOnDriver
@@ -28,6 +29,7 @@ from mvengine.runtime.context import RefreshContext
 from mvengine.runtime.emit import ViewChanges, view_changes
 from mvengine.runtime.event_time import (
     Watermarks,
+    batch_clock,
     batch_watermarks,
     has_event_time,
     hold_back,
@@ -97,8 +99,21 @@ def apply_changes(
     if has_event_time(plan, ctx.catalog):
         with profile.phase("watermark", spark=False):
             marks = batch_watermarks(plan, ctx.catalog, refs, targets, tables.snapshot, snapshot_before)
+    clock = batch_clock(plan, tables.snapshot, before=snapshot_before, finishing=finishing)
     work = _Work(
-        ctx, plan, tables, inputs, refs, ranges, moved, application, batch_id, snapshot_before, profile, marks
+        ctx,
+        plan,
+        tables,
+        inputs,
+        refs,
+        ranges,
+        moved,
+        application,
+        batch_id,
+        snapshot_before,
+        profile,
+        marks,
+        clock,
     )
     computed = _on_driver(work) if choice.on_driver else None
     engine = "spark" if computed is None else "driver"
@@ -133,6 +148,7 @@ def apply_changes(
         outcomes=outcomes,
         started=started,
         rows_in=rows_in,
+        clock=clock,
     )
     version_before = -1 if snapshot_before is None else snapshot_before
     zset = out.zset
@@ -176,6 +192,7 @@ class _Work:
     snapshot_before: int | None
     profile: Profile
     marks: Watermarks | None
+    clock: Clock | None  # what NOW() reads in the batch (a temporal filter's)
 
     def state(self, *, on_driver: bool) -> StateStore:
         """The view's state as the batch reads and stages it (`on_driver`: written from the driver)."""
@@ -207,6 +224,7 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
         before=lambda name, where, within: read_before(refs[name], ranges[name][0], where, most, within),
         moved=work.moved,
         late_before=late_cutoff(plan, marks),
+        clock=work.clock,
     )
     state.purge = purge_conditions(plan, batch.late_before)
     try:
@@ -247,6 +265,7 @@ def _in_spark(work: _Work, changes: BatchChanges) -> tuple[ViewChanges, StateSto
         before=before,
         moved=work.moved,
         late_before=late_cutoff(plan, marks),
+        clock=work.clock,
     )
     state.purge = purge_conditions(plan, batch.late_before)
     changes.keep_until_released(batch)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
+from mvengine.incremental.clock import Clock
 from mvengine.incremental.state import StateStore
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import CommitRecord, ViewTables, app_id
@@ -37,6 +38,7 @@ def commit_batch(
     outcomes: Sequence[Outcome] = (),
     started: float,
     rows_in: int | None = None,
+    clock: Clock | None = None,
 ) -> None:
     """Commit the batch. The snapshot commit records it for readers (`mv status`, `mv ui`): its rows in (None
     for a recomputation), where it ran, and its time from `started` to that commit. The emit revisions come
@@ -62,6 +64,7 @@ def commit_batch(
         rows_in=rows_in,
         batch_ms=ctx.batch_ms[plan.name],
         engine="spark" if spark else "driver",
+        clock=None if clock is None else clock.now,
     )
     txn = (app_id(plan.name, generation), batch_id)
     on_driver = state.on_driver and changes.rows <= ctx.policy.write_from_driver

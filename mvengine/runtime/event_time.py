@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from mvengine.incremental.clock import Clock, reads_clock
 from mvengine.incremental.driver import consolidated
 from mvengine.incremental.driver_expressions import NotOnDriver, predicate_mask
 from mvengine.incremental.state import StateStore
@@ -423,6 +424,17 @@ def next_due(plan: ViewPlan, state_folder: str, storage_options: dict[str, str])
 
 def now_micros() -> int:
     return int(time.time() * 1_000_000)
+
+
+def batch_clock(plan: ViewPlan, snapshot: TableRef, *, before: int | None, finishing: bool) -> Clock | None:
+    """The clock of a batch of a view with a temporal filter (None without one): NOW() reads the time the batch
+    starts, or, in a batch that finishes one whose snapshot committed, the time that commit recorded; the batch
+    before read what its snapshot version `before` recorded (None: the view starts from nothing)."""
+    if not reads_clock(plan.root):
+        return None
+    earlier = None if before is None else recorded_at(snapshot, before).clock
+    now = recorded_at(snapshot, snapshot.open().version()).clock if finishing else None
+    return Clock(now_micros() if now is None else now, earlier)
 
 
 def _earliest_due_per_key(rows: pa.Table, key: list[str]) -> pa.Table:

@@ -25,15 +25,16 @@ import threading
 import time
 from collections.abc import Callable
 
+from mvengine.incremental.clock import reads_clock
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime.changes import BatchChanges
 from mvengine.runtime.crash_points import boundary
 from mvengine.runtime.diagnose import cause_of
-from mvengine.runtime.event_time import has_timers, next_due, now_micros
+from mvengine.runtime.event_time import has_timers, now_micros
 from mvengine.runtime.expectations import ExpectationFailed
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_checkpoint, pipeline_folder
-from mvengine.runtime.refresh_plan import decide_view
+from mvengine.runtime.refresh_plan import decide_view, next_wakeup
 from mvengine.runtime.steps import SKIP, WAIT, waiting_for
 from mvengine.runtime.view_runner import ViewRunner
 from mvengine.storage.api import batch_ranges, stream_version_ranges
@@ -93,13 +94,19 @@ class Pipeline:
         self.next_timer = self._next_timer()
 
     def _next_timer(self) -> int | None:
-        """The earliest time (µs) a view's EMIT policy holds rows until (event_time.next_due)."""
+        """The earliest time (µs) a view has rows due with no source moved: rows its EMIT policy holds, or
+        rows its temporal filters let in or out (refresh_plan.next_wakeup)."""
         options = self.ctx.config.storage_options
         dues = [
             d
             for plan in self.plans
-            if has_timers(plan)
-            if (d := next_due(plan, view_tables(plan, options).state, options)) is not None
+            if has_timers(plan) or reads_clock(plan.root)
+            if (
+                d := next_wakeup(
+                    plan, self.ctx.catalog, last_commit(view_tables(plan, options).snapshot), options
+                )
+            )
+            is not None
         ]
         return min(dues, default=None)
 
@@ -223,7 +230,9 @@ class Pipeline:
                 try:
                     if not rebuild:
                         views.check_same_sources(plan, last)
-                    step = decide_view(plan, facts, last, cut, at_cut, rebuild=rebuild, options=options)
+                    step = decide_view(
+                        plan, ctx.catalog, facts, last, cut, at_cut, rebuild=rebuild, options=options
+                    )
                     if step.action == WAIT:
                         continue  # rebuilt at a later cut: the query has not reached it yet
                     if step.action != SKIP:

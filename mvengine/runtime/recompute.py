@@ -25,6 +25,7 @@ from mvengine.runtime.context import RefreshContext
 from mvengine.runtime.emit import EMIT_STATE, view_changes
 from mvengine.runtime.event_time import (
     Watermarks,
+    batch_clock,
     batch_watermarks,
     hold_back,
     watermark_passed,
@@ -78,7 +79,8 @@ def recompute(
         on_driver=_rows_within(refs, versions, ctx.policy.write_from_driver),
         policy=ctx.policy,
     )
-    batch = Batch(ctx.spark, {}, state)
+    clock = batch_clock(plan, tables.snapshot, before=None, finishing=resuming) if incremental else None
+    batch = Batch(ctx.spark, {}, state, clock=clock)
     profile = Profile(ctx.spark)
     try:
         with profile.phase("plan inputs"):
@@ -146,6 +148,7 @@ def recompute(
             marks=marks,
             outcomes=outcomes,
             started=started,
+            clock=clock,
         )
         rows_out = out.rows
     finally:

@@ -10,6 +10,7 @@ from mvengine.config import Config
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.layout import CommitRecord, ViewTables, app_id, last_commit, source_table, view_tables
+from mvengine.runtime.clock_flips import next_flip
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
 from mvengine.runtime.steps import SKIP, WAIT, Step, ViewFacts, decide, decide_interrupted, view_facts
 from mvengine.storage.sources import ensure_source_table
@@ -34,12 +35,49 @@ def columns_changed(plan: ViewPlan, storage_options: dict[str, str]) -> bool:
     return [f.name for f in fields] != [c.name for c in plan.columns]
 
 
-def timers_due(plan: ViewPlan, storage_options: dict[str, str]) -> bool:
-    """Whether rows the view's EMIT policy holds until a processing time are due now."""
+def timers_due(
+    plan: ViewPlan, catalog: Catalog, last: CommitRecord | None, storage_options: dict[str, str]
+) -> str | None:
+    """Which rows of the view are due now with no input moved, in words (None: none): rows its EMIT policy
+    holds until a processing time, or rows its temporal filters let in or out as the clock passes their time."""
     from mvengine.runtime.event_time import next_due, now_micros  # (Spark's Python modules: only when asked)
 
+    now = now_micros()
     due = next_due(plan, view_tables(plan, storage_options).state, storage_options)
-    return due is not None and due <= now_micros()
+    if due is not None and due <= now:
+        return "rows held by its EMIT policy are due"
+    flip = _next_flip(plan, catalog, last, storage_options)
+    if flip is not None and flip <= now:
+        return "the clock passed the time of rows its temporal filter lets in or out"
+    return None
+
+
+def next_wakeup(
+    plan: ViewPlan, catalog: Catalog, last: CommitRecord | None, storage_options: dict[str, str]
+) -> int | None:
+    """When (µs since the epoch) the view next has rows due with no input moved (timers_due); None when none."""
+    from mvengine.runtime.event_time import next_due
+
+    dues = [
+        next_due(plan, view_tables(plan, storage_options).state, storage_options),
+        _next_flip(plan, catalog, last, storage_options),
+    ]
+    return min((d for d in dues if d is not None), default=None)
+
+
+def _next_flip(
+    plan: ViewPlan, catalog: Catalog, last: CommitRecord | None, storage_options: dict[str, str]
+) -> int | None:
+    """When the clock next lets a row into the view's temporal filters or out, after its last batch."""
+    if last is None or last.clock is None:
+        return None
+    inputs = {
+        n: source_table(catalog.sources[n], storage_options)
+        if n in catalog.sources
+        else view_tables(catalog.plans[n], storage_options).snapshot
+        for n in plan.inputs
+    }
+    return next_flip(plan, inputs, last.inputs, last.clock)
 
 
 def interrupted(plan: ViewPlan, storage_options: dict[str, str]) -> Step | None:
@@ -62,6 +100,7 @@ def pending_cut(config: Config) -> dict[str, int] | None:
 
 def decide_view(
     plan: ViewPlan,
+    catalog: Catalog,
     facts: ViewFacts,
     last: CommitRecord | None,
     cut: Mapping[str, int],
@@ -79,7 +118,7 @@ def decide_view(
         at_cut,
         rebuild=rebuild,
         columns_changed=partial(columns_changed, plan, options),
-        timers_due=partial(timers_due, plan, options),
+        timers_due=partial(timers_due, plan, catalog, last, options),
     )
 
 
@@ -104,7 +143,9 @@ def planned_steps(
         finish = _interrupted(plan.name, tables, last)
         if finish is not None:
             steps.append(finish)
-        step = decide_view(plan, view_facts(plan, catalog), last, cut, at_cut, rebuild=full, options=options)
+        step = decide_view(
+            plan, catalog, view_facts(plan, catalog), last, cut, at_cut, rebuild=full, options=options
+        )
         steps.append(step)
         if step.action == WAIT:
             continue

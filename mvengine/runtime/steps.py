@@ -22,7 +22,7 @@ FINISH = "finish"  # a batch whose snapshot committed but whose changelog did no
 REBUILD = "rebuild"  # compute the view anew from its inputs, as a new generation
 APPLY = "apply"  # apply the delta rule to the inputs' changes since the view's last batch
 RECOMPUTE = "recompute"  # a full-refresh view whose inputs moved: run its SQL again
-FIRE_TIMERS = "fire timers"  # no input moved, but rows its EMIT policy held are due
+FIRE_TIMERS = "fire timers"  # no input moved, but rows its EMIT policy held (or its temporal filter) are due
 SKIP = "skip"  # the view reflects the cut already
 WAIT = "wait"  # the view cannot reach this cut: an input is not there, or the view was rebuilt past it
 
@@ -90,12 +90,13 @@ def decide(
     *,
     rebuild: bool = False,
     columns_changed: Callable[[], bool] = lambda: False,
-    timers_due: Callable[[], bool] = lambda: False,
+    timers_due: Callable[[], str | None] = lambda: None,
 ) -> Step:
     """The step that brings `view` to a pipeline batch's `cut` of the sources, given `last`, its snapshot's
     latest commit (None: never refreshed), and `at_cut`, the snapshot versions of the views that already reflect
     the cut. `rebuild`: `mv refresh --full`. `columns_changed()` and `timers_due()` are asked only when they
-    matter: whether the snapshot's columns differ from the plan's, and whether rows an EMIT policy held are due."""
+    matter: whether the snapshot's columns differ from the plan's, and which rows are due with no input moved
+    (None: none)."""
     waiting = waiting_for(view, cut, at_cut)
     if waiting:
         return Step(view.name, WAIT, f"{', '.join(waiting)} not at this batch's cut")
@@ -144,8 +145,9 @@ def decide(
         if view.incremental:
             return after_last(APPLY, "its inputs moved", "stream")
         return after_last(RECOMPUTE, "its inputs moved; it is refreshed in full", "full")
-    if view.incremental and timers_due():
-        return after_last(FIRE_TIMERS, "rows held by its EMIT policy are due", "stream")
+    due = timers_due() if view.incremental else None
+    if due is not None:
+        return after_last(FIRE_TIMERS, due, "stream")
     return Step(view.name, SKIP, "its inputs did not move")
 
 

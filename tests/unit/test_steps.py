@@ -113,7 +113,7 @@ CASES = [
         last(AT),
         {"s": 5},
         {"u": 3},
-        {"timers_due": lambda: True},
+        {"timers_due": lambda: "rows held by its EMIT policy are due"},
         (FIRE_TIMERS, 2, 8, "stream", "rows held by its EMIT policy are due"),
     ),
     (
@@ -122,7 +122,7 @@ CASES = [
         last(AT, kind="full"),
         {"s": 5},
         {"u": 3},
-        {"timers_due": lambda: True},
+        {"timers_due": lambda: "rows held by its EMIT policy are due"},
         (SKIP, 0, 0, "", "its inputs did not move"),
     ),
     ("nothing moved", VIEW, last(AT), {"s": 5}, {"u": 3}, {}, (SKIP, 0, 0, "", "its inputs did not move")),
@@ -211,5 +211,7 @@ def test_a_batch_line_notes_why_only_where_the_inputs_moving_does_not_say_it():
     assert decide(VIEW, last({"s": 4, "u": 3}), {"s": 5}, {"u": 3}).note == ""
     assert decide(FULL_VIEW, last({"s": 4, "u": 3}, kind="full"), {"s": 5}, {"u": 3}).note == ""
     assert decide(VIEW, None, {"s": 5}, {"u": 3}).note == "new view"
-    due = decide(VIEW, last(AT), {"s": 5}, {"u": 3}, timers_due=lambda: True)
+    due = decide(
+        VIEW, last(AT), {"s": 5}, {"u": 3}, timers_due=lambda: "rows held by its EMIT policy are due"
+    )
     assert due.note == "rows held by its EMIT policy are due"

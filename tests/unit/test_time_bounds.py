@@ -1,15 +1,17 @@
-"""Interval joins (plan/time_bounds.py): the bound an inner join's ON condition puts on the difference of the two
-sides' times, in every spelling of it; none where one end is open, the columns are not TIMESTAMPs of the two
-sides, or the join is not inner."""
+"""Time bounds (plan/time_bounds.py). Interval joins: the bound an inner join's ON condition puts on the difference
+of the two sides' times, in every spelling of it; none where one end is open, the columns are not TIMESTAMPs of
+the two sides, or the join is not inner. Temporal filters: the comparisons of a time with NOW(), and the other
+uses of the clock, which are recomputed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
-from mvengine.plan.nodes import Join
-from mvengine.plan.time_bounds import join_time_bound
+from mvengine.plan.nodes import Filter, Join
+from mvengine.plan.time_bounds import ClockBound, clock_bounds, join_time_bound
 from tests.unit.test_plan import plan
 
 HOUR, MINUTE, SECOND = 3_600_000_000, 60_000_000, 1_000_000
@@ -60,3 +62,53 @@ def test_an_inner_join_on_both_times_is_bounded(tmp_path, on, low, high):
 )
 def test_other_conditions_bound_nothing(tmp_path, on, kind):
     assert _bound(tmp_path, on, kind) is None
+
+
+def _clock(tmp_path: Path, where: str):
+    view = plan(tmp_path, f"SELECT c.url, c.ts FROM clicks c WHERE {where}")
+    (node,) = [n for n in view.root.walk() if isinstance(n, Filter) and n.predicate.find(exp.Func)]
+    return view, clock_bounds(node)
+
+
+@pytest.mark.parametrize(
+    "where, shifts",
+    [
+        ("c.ts > NOW() - INTERVAL '1' HOUR", [(HOUR, 0)]),
+        ("c.ts >= CURRENT_TIMESTAMP - INTERVAL 10 MINUTES", [(10 * MINUTE, 0)]),
+        ("c.ts + INTERVAL '1' HOUR > current_timestamp()", [(HOUR, 0)]),
+        ("NOW() < c.ts + INTERVAL '1' DAY", [(24 * HOUR, 3 * HOUR)]),  # a day in the session zone: 23-25 h
+        ("c.ts <= NOW() AND c.url <> ''", [(0, 0)]),  # rows enter as the clock reaches them
+        (
+            "NOW() BETWEEN c.ts AND c.ts + INTERVAL '5' SECOND",
+            [(0, 0), (5 * SECOND, 0)],
+        ),
+    ],
+)
+def test_a_filter_comparing_a_time_with_the_clock_is_temporal(tmp_path, where, shifts):
+    view, bounds = _clock(tmp_path, where)
+    assert bounds is not None
+    assert [(b.column.name, b.shift, b.slack) for b in bounds] == [("ts", s, k) for s, k in shifts]
+    assert view.strategy == "incremental"
+    assert view.bounded_state and "temporal filter" in view.state
+    assert view.changelog == "retract"  # rows leave as the clock passes them
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "DATE(c.ts) = CURRENT_DATE()",  # a day, not the clock's instant
+        "c.ts > NOW() - INTERVAL '1' MONTH",  # months are no fixed duration
+        "c.ts > NOW() - INTERVAL '1' HOUR OR c.url = ''",  # a row could pass by either
+        "HOUR(NOW()) = 3",
+    ],
+)
+def test_other_uses_of_the_clock_are_recomputed(tmp_path, where):
+    view, bounds = _clock(tmp_path, where)
+    assert bounds is None
+    assert view.strategy == "full" and "non-deterministic" in (view.reason or "")
+
+
+def test_a_flip_range_covers_the_rows_the_clock_passed():
+    bound = ClockBound(exp.column("ts"), HOUR, 0)  # ts > NOW() - 1 hour: a row leaves an hour after its time
+    low, high = bound.flipping(10 * HOUR, 12 * HOUR)
+    assert (low, high) == (9 * HOUR - 1, 11 * HOUR + 1)
