@@ -4,7 +4,7 @@ the rows before it, only those whose time the clock passed since the last batch)
 
 One append-only source, events, given --rows rows a batch (users drawn from --users), their times the wall
 clock's, less up to a second. Two views of the same SQL, `SELECT u, COUNT(*) ... WHERE ts > NOW() - INTERVAL
---window SECOND GROUP BY u`: `incremental`, as planned, and `full`, with 'refresh_policy' = 'full' (recomputed
+--window SECOND GROUP BY u`: `incremental`, as planned, and `recomputed`, with 'refresh_policy' = 'full' (recomputed
 from the whole stream every batch). Each runs in a project of its own, by turns per batch; prints the median
 refresh time of the first, middle and last ten batches, the rows the window holds (the sum of the counts) at
 those batches, and the phases of the incremental view's first and last ten batches.
@@ -81,7 +81,7 @@ def main() -> None:
     spark = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     base = Path(tempfile.mkdtemp(prefix="temporal-filter-"))
     runs = {}
-    for name, policy in (("incremental", "incremental_strict"), ("full", "full")):
+    for name, policy in (("incremental", "incremental_strict"), ("recomputed", "full")):
         root = project(base / name, name, policy, args.window)
         config = load_config(root)
         if args.engine == "spark":

@@ -64,11 +64,12 @@ def make_project(root: Path) -> Path:
 
 
 def apply(spark, catalog, commit) -> None:
+    """An upsert of rows (tuples, `id` first) or a delete of ids, in a source keyed by `id`."""
     kind, payload = commit
     verb, name = kind.split()
     source = catalog.sources[name]
     if verb == "upsert":
-        latest = {i: (i, u, ts) for i, u, ts in payload}
+        latest = {row[0]: row for row in payload}
         merge_into(source_rows(source.schema, latest.values()), TableRef(source.path), ["id"])
     else:
         rows = [(i, None, None, True) for i in sorted(set(payload))]

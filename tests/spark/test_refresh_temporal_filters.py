@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
@@ -19,10 +18,10 @@ from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime import event_time
-from mvengine.storage.api import merge_into, read_arrow
-from mvengine.storage.tables import TableRef
+from mvengine.storage.api import read_arrow
 from tests.conftest import examples
-from tests.spark.test_refresh_differential import refresh_steps, source_rows
+from tests.spark.test_refresh_differential import refresh_steps
+from tests.spark.test_refresh_interval_joins import apply as apply_rows
 
 SOURCES = """
 CREATE TABLE events (id INT NOT NULL, u STRING, ts TIMESTAMP, PRIMARY KEY (id) NOT ENFORCED);
@@ -76,20 +75,14 @@ def make_project(root: Path) -> Path:
 
 
 def applier(clock: _Clock):
+    """Commits as test_refresh_interval_joins applies them, and `tick`, which moves the clock on."""
+
     def apply(spark, catalog, commit) -> None:
         kind, payload = commit
         if kind == "tick":
             clock.now += payload * 1_000
-            return
-        verb, name = kind.split()
-        source = catalog.sources[name]
-        if verb == "upsert":
-            latest = {row[0]: row for row in payload}
-            merge_into(source_rows(source.schema, latest.values()), TableRef(source.path), ["id"])
         else:
-            rows = [(i, None, None, True) for i in sorted(set(payload))]
-            gone = source.schema.append(pa.field("gone", pa.bool_()))
-            merge_into(source_rows(gone, rows), TableRef(source.path), ["id"], delete_column="gone")
+            apply_rows(spark, catalog, commit)
 
     return apply
 
