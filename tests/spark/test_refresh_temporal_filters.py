@@ -8,17 +8,22 @@ snapshot at every version; on the driver and in Spark by turns. The clock is the
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from mvengine.api import Project
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime import event_time
+from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.storage.api import read_arrow
+from mvengine.storage.tables import TableRef
 from tests.conftest import examples
 from tests.spark.test_refresh_differential import refresh_steps
 from tests.spark.test_refresh_interval_joins import apply as apply_rows
@@ -151,3 +156,46 @@ def test_the_clock_alone_retracts_rows_in_a_batch_of_its_own(spark, tmp_path, cl
         if op == "-D"
     ]
     assert removed == [1]
+
+
+def test_continuous_retracts_a_row_when_the_wall_clock_passes_it(spark, tmp_path):
+    """`--continuous` wakes up when the clock passes a row's expiry, with no new commit (the machine's clock)."""
+    config = load_config(make_project(tmp_path))
+    catalog = load_catalog(config)
+    Refresher(spark, config, catalog).refresh()
+    now = dt.datetime.now(dt.UTC)
+    apply_rows(spark, catalog, ("upsert events", [(1, "a", now - dt.timedelta(seconds=8))]))  # 2 s left
+    recent = view_tables(catalog.plans["tf_recent"], {})
+    reports: list[BatchReport] = []
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    def keep_fresh() -> None:
+        try:
+            Project(config, spark=spark).refresh(
+                interval_s=0.2, stopping=stop.is_set, on_batch=reports.append
+            )
+        except BaseException as e:  # reported by the test thread
+            failure.append(e)
+
+    runner = threading.Thread(target=keep_fresh, daemon=True)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not failure and time.monotonic() < deadline and not _ops(recent.changelog).count("-D"):
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert not failure, failure
+    assert _ops(recent.changelog) == ["+I", "-D"]  # in by the commit, out by the clock alone
+    assert read_arrow(recent.snapshot).num_rows == 0
+    assert any(r.view == "tf_recent" and r.note.startswith("the clock passed") for r in reports)
+
+
+def _ops(changelog: TableRef) -> list[str]:
+    """The changelog's operations, in version order."""
+    if not changelog.exists():
+        return []
+    log = read_arrow(changelog)
+    return [op for _, op in sorted(zip(log.column("_version").to_pylist(), log.column("_op").to_pylist()))]
