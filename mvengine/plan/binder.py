@@ -46,6 +46,7 @@ from mvengine.plan.rewrites.joins import (
     equality,
     factor_or,
     join_kind,
+    push_clock_filters,
     push_equalities,
 )
 from mvengine.plan.scope import (
@@ -617,6 +618,8 @@ class Binder:
             order = ", ".join([scope.relations[0][0], *(s.alias for s in steps)])
             self.notes.append(f"FROM is joined in the order of its equalities: {order}")
         remaining = push_equalities(rest, scope, steps)
+        if steps:
+            first, remaining = push_clock_filters(remaining, (scope.relations[0][0], first), steps)
         node = build_joins(first, steps)
         for lateral_fields in laterals:
             node = Opaque(

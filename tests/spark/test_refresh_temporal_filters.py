@@ -40,10 +40,14 @@ SELECT id, u, ts FROM events WHERE ts > NOW() - INTERVAL '10' SECOND AND u IS NO
 CREATE MATERIALIZED VIEW tf_open AS
 SELECT u, COUNT(*) AS n, MAX(ts) AS latest FROM events
 WHERE NOW() BETWEEN ts AND ts + INTERVAL '5' SECOND GROUP BY u;
--- a temporal filter on one side of a join (its subquery is a view of its own, which moves with the clock)
+-- a temporal filter on one side of a join (the planner moves it onto that side, under the join)
 CREATE MATERIALIZED VIEW tf_joined AS
+SELECT e.id, f.id AS flag FROM events e JOIN flags f ON e.u = f.u
+WHERE e.ts + INTERVAL '3' SECOND >= CURRENT_TIMESTAMP;
+-- ...and in a subquery in FROM
+CREATE MATERIALIZED VIEW tf_joined_sub AS
 SELECT e.id, f.id AS flag
-FROM (SELECT * FROM events WHERE ts + INTERVAL '3' SECOND >= CURRENT_TIMESTAMP) e JOIN flags f ON e.u = f.u;
+FROM flags f JOIN (SELECT * FROM events WHERE ts BETWEEN NOW() - INTERVAL '4' SECOND AND NOW()) e ON e.u = f.u;
 """
 BASE = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
 START = BASE + dt.timedelta(seconds=12)

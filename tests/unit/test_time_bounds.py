@@ -112,3 +112,27 @@ def test_a_flip_range_covers_the_rows_the_clock_passed():
     bound = ClockBound(exp.column("ts"), HOUR, 0)  # ts > NOW() - 1 hour: a row leaves an hour after its time
     low, high = bound.flipping(10 * HOUR, 12 * HOUR)
     assert (low, high) == (9 * HOUR - 1, 11 * HOUR + 1)
+
+
+@pytest.mark.parametrize(
+    "query, incremental",
+    [
+        # one side of an inner join: moved onto that side, under the join
+        (
+            "FROM clicks c JOIN orders o ON c.user_id = o.customer_id WHERE c.ts > NOW() - INTERVAL '1' HOUR",
+            True,
+        ),
+        ("FROM clicks c, orders o WHERE c.user_id = o.customer_id AND o.ts <= NOW()", True),
+        # the side a LEFT JOIN pads: the WHERE drops the padded rows, which a filter under the join would keep
+        ("FROM clicks c LEFT JOIN orders o ON c.user_id = o.customer_id WHERE o.ts <= NOW()", False),
+        (
+            "FROM clicks c JOIN orders o ON c.user_id = o.customer_id WHERE c.ts > NOW() - (o.ts - o.ts)",
+            False,
+        ),
+    ],
+)
+def test_a_temporal_filter_on_one_side_of_a_join_is_moved_onto_it(tmp_path, query, incremental):
+    view = plan(tmp_path, f"SELECT c.url, o.id {query}")
+    assert (view.strategy == "incremental") == incremental, view.reason
+    if not incremental:
+        assert "NOW() over a join's rows" in (view.reason or "") or "non-deterministic" in (view.reason or "")

@@ -29,13 +29,16 @@ def state(node: Filter, claim: Claim, purged: bool) -> tuple[str, bool] | None:
 
 
 def full_reasons(node: Filter, claim: Claim) -> list[str]:
-    """A temporal filter over a join (WHERE of a query with JOIN) is not maintained: its rows that the clock
-    passes would lose the sides' names. Over one relation it is."""
+    """A temporal filter over a join's rows is not maintained (its rows that the clock passes would lose the
+    sides' names); the planner moves one that reads one side of an inner join onto that side
+    (plan/rewrites/joins.push_clock_filters), so what stays is one over a side an outer join pads, or over two
+    sides at once."""
     reads_clock = any(function_name(f) in CLOCK for f in node.predicate.find_all(exp.Func))
     if reads_clock and len({f.qualifier for f in node.child.fields}) > 1:
         return [
-            "a comparison with NOW() in the WHERE of a join: filter the stream in a subquery in FROM "
-            "(FROM (SELECT * FROM s WHERE ts > NOW() - INTERVAL ...) s JOIN ...), which is maintained"
+            "a comparison with NOW() over a join's rows (of a side an outer join pads, or of two sides): "
+            "filter the stream in a subquery in FROM (FROM (SELECT * FROM s WHERE ts > NOW() - INTERVAL ...) "
+            "s JOIN ...), which is maintained"
         ]
     return []
 

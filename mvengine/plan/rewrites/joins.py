@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from mvengine.plan.nodes import Join, Node, conjunction, conjuncts, disjuncts
+from mvengine.plan.functions import function_name
+from mvengine.plan.nodes import Filter, Join, Node, conjunction, conjuncts, disjuncts
 from mvengine.plan.scope import Scope
-from mvengine.plan.time_bounds import bounds_times
+from mvengine.plan.time_bounds import CLOCK, bounds_times
 
 
 @dataclass
@@ -96,6 +97,34 @@ def push_equalities(
         else:
             remaining.append(conjunct)
     return remaining
+
+
+def push_clock_filters(
+    conjuncts: list[exp.Expression], first: tuple[str, Node], steps: list[JoinStep]
+) -> tuple[Node, list[exp.Expression]]:
+    """Move each WHERE comparison with the clock that reads one relation of an inner join (one no later RIGHT
+    or FULL join NULL-pads) under the join, onto that relation: a temporal filter is maintained over one
+    relation's rows (plan/time_bounds.py), not over a join's. The first relation (filtered, or not), and the
+    conjuncts that stay in WHERE."""
+    preserved = max((i for i, step in enumerate(steps) if step.kind in ("right", "full")), default=-1)
+    alias, node = first
+    remaining = []
+    for conjunct in conjuncts:
+        read = qualifiers(conjunct)
+        if len(read) != 1 or not any(function_name(f) in CLOCK for f in conjunct.find_all(exp.Func)):
+            remaining.append(conjunct)
+        elif read == {alias.lower()} and preserved < 0:
+            node = Filter(fields=node.fields, child=node, predicate=conjunct)
+        else:
+            found = [
+                (i, step) for i, step in enumerate(steps) if read == {step.alias.lower()} and i > preserved
+            ]
+            if found and found[0][1].kind in ("inner", "cross"):
+                step = found[0][1]
+                step.node = Filter(fields=step.node.fields, child=step.node, predicate=conjunct)
+            else:
+                remaining.append(conjunct)
+    return node, remaining
 
 
 def factor_or(conjunct: exp.Expression) -> tuple[list[exp.Expression], exp.Expression | None]:
