@@ -62,7 +62,8 @@ class Pipeline:
         self.cuts = CutRecord(pipeline_folder(self.ctx.config.warehouse), self.ctx.config.storage_options)
         self._failures: list[BaseException] = []
         self.last_cut: dict[str, int] | None = None  # the cut of the last batch
-        self.next_timer: int | None = None  # when rows held by an EMIT policy are next due (µs)
+        self.next_timer: int | None = None  # when rows are next due with no source moved (µs)
+        self.interval_us = 0  # --continuous: a batch at most this often for rows due (µs)
         self._lock = threading.Lock()
         self._closing = False
 
@@ -95,7 +96,8 @@ class Pipeline:
 
     def _next_timer(self) -> int | None:
         """The earliest time (µs) a view has rows due with no source moved: rows its EMIT policy holds, or
-        rows its temporal filters let in or out (refresh_plan.next_wakeup)."""
+        rows its temporal filters let in or out (refresh_plan.next_wakeup); no sooner than one interval from
+        now (a stream's rows leave a temporal filter one after another: a batch per interval takes them)."""
         options = self.ctx.config.storage_options
         dues = [
             d
@@ -108,7 +110,7 @@ class Pipeline:
             )
             is not None
         ]
-        return min(dues, default=None)
+        return max(min(dues), now_micros() + self.interval_us) if dues else None
 
     def run_continuous(self, interval_s: float, until: Callable[[], bool]) -> None:
         """Keep the query alive, a batch every `interval_s` when a source moved, until `until()` is true; the
@@ -117,6 +119,7 @@ class Pipeline:
             while not until():
                 time.sleep(0.1)
             return
+        self.interval_us = int(interval_s * 1_000_000)
         temporary = None
         if self.checkpoint is None:  # a warehouse on an object store (pipeline_files.pipeline_checkpoint)
             self.checkpoint = temporary = tempfile.mkdtemp(prefix="mvengine-query-")
