@@ -57,6 +57,8 @@ from mvengine.plan.scope import (
     resolve,
     scope_fields,
 )
+from mvengine.plan.temporal_sql import AsOf
+from mvengine.plan.time_bounds import is_instant
 from mvengine.plan.types import aggregate_type, build, infer_nullable, infer_type, wider_type
 from mvengine.plan.windows import (
     BOUND_FUNCTIONS,
@@ -86,6 +88,9 @@ class Binder:
         self.table_windows: dict[
             str, str
         ] = {}  # a window function in FROM → its Spark SQL (windows.spark_sql)
+        self.temporal_joins: dict[
+            str, AsOf
+        ] = {}  # a temporal join's table → what Spark needs (temporal_sql.py)
         self.drops: list[str] = []  # "source: condition" of the inputs read without rows expectations drop
 
     # -- errors -----------------------------------------------------------------------------------------------
@@ -297,7 +302,8 @@ class Binder:
                     hint="use [INNER | LEFT | RIGHT | FULL] [OUTER] JOIN ... ON, CROSS JOIN, "
                     "LEFT SEMI JOIN or LEFT ANTI JOIN",
                 )
-            alias, right = self._from_item(j.this, scope, ctes)
+            version = j.this.args.get("version") if isinstance(j.this, exp.Table) else None
+            alias, right = self._from_item(j.this, scope, ctes, versioned=version is not None)
             if scope.find(alias) is not None:
                 raise self.error(
                     f"the alias {alias} is used twice in FROM",
@@ -325,6 +331,8 @@ class Binder:
                         break
             elif kind not in ("cross", "inner"):
                 raise self.error(f"{kind.upper()} JOIN needs an ON or USING condition", j)
+            if version is not None:
+                step.as_of = self._as_of(version, j, step, scope, left_aliases)
             if kind in ("semi", "anti"):
                 scope.relations.pop()  # the right side of a semi/anti join is not visible after it
             # After an outer join, the NULL-padded side's columns can be NULL (for the expressions above it).
@@ -408,7 +416,61 @@ class Binder:
                 merged = left
             scope.using[name.lower()] = merged
 
-    def _from_item(self, item: exp.Expression, scope: Scope, ctes: dict[str, Node]) -> tuple[str, Node]:
+    def _as_of(
+        self, version: exp.Version, j: exp.Join, step: JoinStep, scope: Scope, left_aliases: list[str]
+    ) -> tuple[exp.Expression, exp.Expression]:
+        """A temporal join's time (bound over the relations before it) and its relation's version column (the
+        relation's event-time attribute), after checking the join is one: inner or left, by equalities."""
+        hint = (
+            "write JOIN dim FOR SYSTEM_TIME AS OF f.ts AS d ON f.k = d.k, where f.ts is a TIMESTAMP of a table "
+            "before it in FROM"
+        )
+        where = f"{step.alias} FOR SYSTEM_TIME AS OF"
+        if version.name.upper() != "TIMESTAMP" or step.kind not in ("inner", "left"):
+            what = "VERSION AS OF" if version.name.upper() != "TIMESTAMP" else f"a {step.kind.upper()} JOIN"
+            raise self.error(f"{where}: {what} is not a temporal join", j, hint=hint)
+        before = Scope(relations=[r for r in scope.relations if r[0] in left_aliases], using=scope.using)
+        time = self.bind(version.expression, before)
+        if not any(True for _ in time.find_all(exp.Column)):
+            raise self.error(
+                f"{where} {show(time)}: a view reads its inputs as of each batch, not as of a fixed time",
+                j,
+                hint=hint,
+            )
+        attributes = [f for f in step.node.fields if f.time_attr]
+        if len(attributes) != 1:
+            raise self.error(
+                f"{where}: {step.alias} has no event-time attribute, which dates its rows' versions",
+                j,
+                hint="declare WATERMARK FOR <its time column> AS ... in its source file (or select that column "
+                "unchanged in its view)",
+            )
+        column = attributes[0].ref()
+        for what, e in (("the time", time), (f"{step.alias}'s version column", column)):
+            if not is_instant(infer_type(e)):
+                raise self.error(f"{where}: {what} {show(e)} is not a TIMESTAMP", j, hint=hint)
+        if not step.equi or step.residual:
+            raise self.error(
+                f"{where}: ON must equate columns of {step.alias} with values of the tables before it, and "
+                "nothing else",
+                j,
+                hint="filter the dimension in a view of its own, or the join's rows in WHERE",
+            )
+        self.temporal_joins[j.this.sql("spark")] = AsOf(
+            tuple(b.sql("spark") for _, b in step.equi), column.sql("spark")
+        )
+        return time, column
+
+    def _from_item(
+        self, item: exp.Expression, scope: Scope, ctes: dict[str, Node], *, versioned: bool = False
+    ) -> tuple[str, Node]:
+        if isinstance(item, exp.Table) and item.args.get("version") is not None and not versioned:
+            raise self.error(
+                f"{_first_words(item)}: a view reads its inputs as of each batch; only a joined table can be "
+                "read as of a time (a temporal join)",
+                item,
+                hint="write FROM facts f JOIN dim FOR SYSTEM_TIME AS OF f.ts AS d ON f.k = d.k",
+            )
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Anonymous):
             return self._table_window(item, scope, ctes)
         if isinstance(item, exp.Table):

@@ -222,6 +222,26 @@ class Join(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class TemporalJoin(Join):
+    """`JOIN dim FOR SYSTEM_TIME AS OF left_time ... ON equalities` (inner or left): each left row joins, of the
+    right rows its keys equal, those of the latest `version` (the right side's event-time column) at or before
+    its `as_of` time (bound over the left fields), the version valid at that time."""
+
+    as_of: exp.Expression = None  # type: ignore[assignment]
+    version: exp.Expression = None  # type: ignore[assignment]
+
+    def expressions(self) -> list[exp.Expression]:
+        return [*super().expressions(), self.as_of, self.version]
+
+    def describe(self) -> str:
+        inputs = self.left.fields + self.right.fields
+        as_of = (
+            f" FOR SYSTEM_TIME AS OF {show(self.as_of, inputs)} (versions by {show(self.version, inputs)})"
+        )
+        return super().describe().replace("Join", "TemporalJoin", 1).replace(" ON ", f"{as_of} ON ", 1)
+
+
+@dataclass(frozen=True, eq=False)
 class Aggregate(Unary):
     """GROUP BY `groups` computing `aggregates`; fields are the groups, then the aggregates."""
 

@@ -72,7 +72,7 @@ def bounds_times(e: exp.Expression, left: set[str], right: str) -> bool:
     condition as it gives equalities (plan/rewrites/joins.py)."""
     for lhs, _, rhs in _comparisons(e):
         a, b = _shifted(lhs), _shifted(rhs)
-        if a is None or b is None or not all(_is_time(c.type) for c in (a[0], b[0])):
+        if a is None or b is None or not all(is_instant(c.type) for c in (a[0], b[0])):
             return False
         sides = {a[0].table.lower(), b[0].table.lower()}
         if not (right in sides and len(sides) == 2 and (sides - {right}) <= left):
@@ -183,7 +183,7 @@ def _clock_bound(time: exp.Expression, clock: exp.Expression, node: Filter) -> C
     if not (isinstance(read[0], exp.Func) and function_name(read[0]) in CLOCK):
         return None
     field = _field(node.child.fields, column[0])
-    if field is None or not _is_time(field.type):
+    if field is None or not is_instant(field.type):
         return None
     return ClockBound(column[0], column[1] - read[1], column[2] + read[2])
 
@@ -206,11 +206,11 @@ def _side_of(column: exp.Column, node: Join) -> str | None:
     for side, child in (("left", node.left), ("right", node.right)):
         field = _field(child.fields, column)
         if field is not None:
-            return side if _is_time(field.type) else None
+            return side if is_instant(field.type) else None
     return None
 
 
-def _is_time(t: exp.DataType | None) -> bool:
+def is_instant(t: exp.DataType | None) -> bool:
     """An instant: TIMESTAMP (Spark's, with the session time zone), not TIMESTAMP_NTZ or DATE."""
     kinds = (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ)
     return t is not None and t.this in kinds

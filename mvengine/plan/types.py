@@ -97,6 +97,11 @@ def infer_type(expression: exp.Expression) -> exp.DataType:
     return annotated.type or build("UNKNOWN")
 
 
+def _is_timestamp(e: exp.Expression) -> bool:
+    t = annotate_types(e, dialect=DIALECT, overwrite_types=False).type
+    return t is not None and t.this in (T.TIMESTAMP, T.TIMESTAMPTZ, T.TIMESTAMPLTZ, T.TIMESTAMPNTZ)
+
+
 def _spark_types(e: exp.Expression) -> None:
     """Pre-type, bottom-up, the nodes whose Spark type sqlglot gets wrong (sqlglot keeps types set before)."""
     for child in e.iter_expressions():
@@ -107,6 +112,8 @@ def _spark_types(e: exp.Expression) -> None:
         e.type = build("INT")
     elif isinstance(e, exp.TimestampTrunc):
         e.type = build("TIMESTAMP")
+    elif isinstance(e, exp.Sub) and all(_is_timestamp(side) for side in (e.this, e.expression)):
+        e.type = exp.DataType(this=T.INTERVAL)  # (Spark's difference of two instants: day to second)
     elif isinstance(e, exp.DateTrunc):  # Spark's TRUNC(date, unit): a DATE
         e.type = build("DATE")
     elif isinstance(e, exp.Window) and isinstance(e.this, exp.AggFunc):  # SUM(x) OVER (...): as over GROUP BY

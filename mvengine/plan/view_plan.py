@@ -21,6 +21,7 @@ from mvengine.plan.binder import Binder
 from mvengine.plan.nodes import Aggregate, Field, Filter, Node, WindowAssign, show, show_name
 from mvengine.plan.rewrites.passes import rewritten
 from mvengine.plan.scope import Relation, Scope
+from mvengine.plan.temporal_sql import spell_temporal_joins
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import spark_sql
 from mvengine.sql.expectations import check_columns, kept_rows
@@ -111,6 +112,14 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
                 obj=f"view {view.name}",
                 hint=f"rename it with AS; reserved: {', '.join(sorted(RESERVED_VIEW_COLUMNS))}",
             )
+        if f.type.this == exp.DataType.Type.INTERVAL:  # (a difference of two timestamps, say)
+            raise SqlError(
+                f"column {show_name(f.name)} is an {type_name(f.type)}, a type Delta tables cannot hold",
+                file=view.file,
+                line=view.line,
+                obj=f"view {view.name}",
+                hint="select a number instead, e.g. unix_seconds(b.ts) - unix_seconds(a.ts) AS seconds",
+            )
     columns = tuple(replace(f, qualifier=None) for f in columns)
     root = replace(root, fields=columns)
     view = replace(
@@ -188,7 +197,7 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
         state.description + held,
         state.bounded,
         tuple(notes),
-        spark_sql(view.query, binder.table_windows),
+        spark_sql(spell_temporal_joins(view.query, binder.temporal_joins), binder.table_windows),
         by_arrival=arrival is not None,
         drops=tuple(drops),
     )

@@ -23,7 +23,11 @@ from tests.unit.test_plan_golden import case_project
 ROOT = Path(__file__).parent.parent.parent
 PLANS = Path(__file__).parent.parent / "plans"
 CASES = sorted(p for p in (PLANS / "cases").iterdir() if p.suffix == ".sql" or p.is_dir())
-PROJECTS = {"example": ROOT, "nexmark": ROOT / "examples" / "nexmark"}
+PROJECTS = {
+    "example": ROOT,
+    "nexmark": ROOT / "examples" / "nexmark",
+    "currency": ROOT / "examples" / "currency",
+}
 
 # Error cases whose SELECTs Spark's analyzer takes, and why mvengine refuses them all the same.
 REFUSED_ON_PURPOSE = {
@@ -52,6 +56,7 @@ REFUSED_ON_PURPOSE = {
     "e45_emit_without_window": "mvengine's EMIT clause, on a view without a window",
     "e46_emit_past_not_a_bound": "mvengine's EMIT clause, naming no window bound",
     "e47_emit_over_plain_timestamp": "mvengine's EMIT clause, on a window without a watermark",
+    "e51_interval_column": "a column of an interval type: a Delta table cannot hold it",
 }
 
 

@@ -72,7 +72,7 @@ def apply(spark, catalog, commit) -> None:
         latest = {row[0]: row for row in payload}
         merge_into(source_rows(source.schema, latest.values()), TableRef(source.path), ["id"])
     else:
-        rows = [(i, None, None, True) for i in sorted(set(payload))]
+        rows = [(i, *[None] * (len(source.schema) - 1), True) for i in sorted(set(payload))]
         gone = source.schema.append(pa.field("gone", pa.bool_()))
         merge_into(source_rows(gone, rows), TableRef(source.path), ["id"], delete_column="gone")
 

@@ -8,12 +8,14 @@ first (`(a.k = b.k AND x) OR (a.k = b.k AND y)`), so that it too can be a join's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from sqlglot import exp
 
 from mvengine.plan.functions import function_name
-from mvengine.plan.nodes import Filter, Join, Node, conjunction, conjuncts, disjuncts
+from mvengine.plan.nodes import Filter, Join, Node, TemporalJoin, conjunction, conjuncts, disjuncts
 from mvengine.plan.scope import Scope
 from mvengine.plan.time_bounds import CLOCK, bounds_times
 
@@ -25,6 +27,8 @@ class JoinStep:
     node: Node
     equi: list[tuple[exp.Expression, exp.Expression]]
     residual: list[exp.Expression]
+    # FOR SYSTEM_TIME AS OF: the time (over the relations before) and the relation's version column
+    as_of: tuple[exp.Expression, exp.Expression] | None = None
 
 
 def join_kind(j: exp.Join) -> str | None:
@@ -85,7 +89,7 @@ def push_equalities(
     for conjunct in conjuncts:
         left = {scope.relations[0][0].lower()}
         for i, step in enumerate(steps):
-            pushable = i > preserved and step.kind in ("inner", "cross")
+            pushable = i > preserved and step.kind in ("inner", "cross") and step.as_of is None
             pair = equality(conjunct, left, step.alias.lower()) if pushable else None
             if pair:
                 step.equi.append(pair)
@@ -119,7 +123,7 @@ def push_clock_filters(
             found = [
                 (i, step) for i, step in enumerate(steps) if read == {step.alias.lower()} and i > preserved
             ]
-            if found and found[0][1].kind in ("inner", "cross"):
+            if found and found[0][1].kind in ("inner", "cross") and found[0][1].as_of is None:
                 step = found[0][1]
                 step.node = Filter(fields=step.node.fields, child=step.node, predicate=conjunct)
             else:
@@ -201,7 +205,10 @@ def build_joins(first: Node, steps: list[JoinStep]) -> Node:
             else fields
         )
         kind = "inner" if step.kind == "cross" and step.equi else step.kind
-        node = Join(
+        make: Callable[..., Join] = (
+            Join if step.as_of is None else partial(TemporalJoin, as_of=step.as_of[0], version=step.as_of[1])
+        )
+        node = make(
             fields=fields,
             left=node,
             right=step.node,
