@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from mvengine.incremental.driver import KeyFilter
-from mvengine.plan.nodes import Field, Filter, Join, Node, Project, Scan
+from mvengine.plan.nodes import Field, Filter, Join, Node, Project, Scan, WindowAssign
 from mvengine.storage.api import Bounds
 
 
@@ -35,12 +35,37 @@ def key_filters(
 
 def range_filters(node: Node, column: exp.Expression, low: int, high: int) -> dict[str, Bounds]:
     """The input rows of `node` whose TIMESTAMP `column` (bound over its fields) can lie in `low..high`
-    (microseconds since the epoch), by the input columns it comes from, as `key_filters` finds them."""
-    times = [pa.scalar(t, pa.timestamp("us", tz="UTC")) for t in (low, high)]
-    return {
-        name: (input_column, *times)
-        for name, input_column in _scanned_once(node, input_columns(node, column))
-    }
+    (microseconds since the epoch), by the input columns it comes from, as `key_filters` finds them; a window's
+    start or end by the time its rows hold (a window starting at s holds the times from s to s + size)."""
+    found, (low_at, high_at) = input_columns(node, column), (low, high)
+    if not found and (window := _window_time(node, column)) is not None:
+        below, time, before, after = window
+        found, low_at, high_at = input_columns(below, time), low + before, high + after
+    times = [pa.scalar(t, pa.timestamp("us", tz="UTC")) for t in (low_at, high_at)]
+    return {name: (input_column, *times) for name, input_column in _scanned_once(node, found)}
+
+
+def _window_time(node: Node, column: exp.Expression) -> tuple[Node, exp.Column, int, int] | None:
+    """For a window bound passed through unchanged from a (tumbling or hopping) WindowAssign: the window's input,
+    its time column, and how far before and after the bound's values its rows' times lie."""
+    position = _position(node.fields, column) if isinstance(column, exp.Column) else None
+    while position is not None:
+        if isinstance(node, Filter):
+            node = node.child
+        elif isinstance(node, Project) and isinstance(projected := node.projections[position], exp.Column):
+            node = node.child
+            position = _position(node.fields, projected)
+        elif (
+            isinstance(node, WindowAssign)
+            and node.spec.kind != "session"
+            and position >= len(node.child.fields)
+        ):
+            size, bound = node.spec.size, node.fields[position].window_bound
+            spans = {"start": (0, size - 1), "end": (-size, -1)}  # start ≤ time < start + size = end
+            return (node.child, node.time, *spans[bound]) if bound in spans else None
+        else:
+            return None
+    return None
 
 
 def _scanned_once(node: Node, found: list[tuple[str, str]]) -> list[tuple[str, str]]:

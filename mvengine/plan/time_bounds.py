@@ -33,15 +33,30 @@ class TimeBound:
     low: int | None
     high: int | None
 
+    @property
+    def windows(self) -> bool:
+        """Whether this is a window join's: the same window bound of both sides, equal."""
+        bounds = {c.meta.get("window_bound") for c in (self.left, self.right)}
+        return self.low == self.high == 0 and len(bounds) == 1 and None not in bounds
+
     def describe(self) -> str:
+        if self.low == self.high == 0:
+            return f"{self.left.sql('spark')} = {self.right.sql('spark')}"
         difference = f"{self.left.sql('spark')} - {self.right.sql('spark')}"
         return f"{difference} BETWEEN {_shown(self.low)} AND {_shown(self.high)}"
 
 
 def join_time_bound(node: Join) -> TimeBound | None:
     """The bound an inner join's ON condition puts on the difference of a left and a right TIMESTAMP column,
-    when both its ends are bounded (one end alone narrows nothing a stream holds for ever)."""
-    if node.kind != "inner" or node.residual is None:
+    when both its ends are bounded (one end alone narrows nothing a stream holds for ever): an equality of the
+    two (a window join's `a.window_start = b.window_start`), or comparisons."""
+    if node.kind != "inner":
+        return None
+    for a, b in node.equi:
+        if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+            if _side_of(a, node) == "left" and _side_of(b, node) == "right":
+                return TimeBound(a, b, 0, 0)
+    if node.residual is None:
         return None
     found: dict[tuple[str, str], TimeBound] = {}
     for conjunct in conjuncts(node.residual):

@@ -1,8 +1,8 @@
-"""Interval joins, differentially: an inner join whose ON condition bounds the difference of the two sides' event
-times (plan/time_bounds.py) reads each side before a batch only within the times the other side's changes can
-meet. After random inserts, updates (moving a row's time or user) and deletes on both sides, with NULL and
-out-of-order times, every view equals its SQL run from scratch over the sources at the versions it records; on
-the driver and in Spark by turns."""
+"""Interval and window joins, differentially: an inner join whose ON condition bounds the difference of the two
+sides' event times, or equates their windows' bounds (plan/time_bounds.py), reads each side before a batch only
+within the times the other side's changes can meet. After random inserts, updates (moving a row's time or user)
+and deletes on both sides, with NULL and out-of-order times, every view equals its SQL run from scratch over the
+sources at the versions it records; on the driver and in Spark by turns."""
 
 from __future__ import annotations
 
@@ -38,6 +38,22 @@ WHERE s.u = c.u AND s.ts < c.ts + INTERVAL '3' SECOND AND c.ts - INTERVAL '1' SE
 CREATE MATERIALIZED VIEW ij_counts AS
 SELECT c.u, COUNT(*) AS n, MAX(s.ts) AS last_shown FROM clicks c JOIN shows s
 ON c.u = s.u AND s.ts BETWEEN c.ts - INTERVAL '10' SECOND AND c.ts GROUP BY c.u;
+-- window joins: the rows of one user and one 10-second window (equal window bounds bound the two times)
+CREATE MATERIALIZED VIEW wj_rows AS
+SELECT c.id AS click, s.id AS shown, c.window_start
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '10' SECOND)) c
+JOIN TABLE(TUMBLE(TABLE shows, DESCRIPTOR(ts), INTERVAL '10' SECOND)) s
+ON c.u = s.u AND c.window_start = s.window_start AND c.window_end = s.window_end;
+-- ... and of two hopping windowed aggregates, by their ends (each input maintained as a view of its own)
+CREATE MATERIALIZED VIEW wj_counts AS
+SELECT c.u, c.window_end, c.n AS clicks, s.n AS shows
+FROM (SELECT u, window_end, COUNT(*) AS n
+      FROM TABLE(HOP(TABLE clicks, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND))
+      GROUP BY u, window_start, window_end) c
+JOIN (SELECT u, window_end, COUNT(*) AS n
+      FROM TABLE(HOP(TABLE shows, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND))
+      GROUP BY u, window_start, window_end) s
+ON c.u = s.u AND c.window_end = s.window_end;
 """
 BASE = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
 TIMES = st.one_of(
@@ -112,3 +128,5 @@ def test_an_interval_join_is_planned_as_reading_each_side_by_time(tmp_path):
     assert "interval join" in plans["ij_between"].state
     assert "interval join" in plans["ij_strict"].state
     assert plans["ij_between"].bounded_state
+    assert "window join (`c`.`window_start` = `s`.`window_start`)" in plans["wj_rows"].state
+    assert "window join (`c`.`window_end` = `s`.`window_end`)" in plans["wj_counts"].state

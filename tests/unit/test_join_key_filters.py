@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 from sqlglot import exp
 
-from mvengine.incremental.key_filters import input_columns
+from mvengine.incremental.key_filters import input_columns, range_filters
 from mvengine.plan.nodes import Join
 from tests.unit.test_plan import plan
 
@@ -37,3 +38,34 @@ def test_a_key_computed_by_an_expression_narrows_nothing(tmp_path):
     )
     assert input_columns(join.left, join.equi[0][0]) == []
     assert input_columns(join.right, join.equi[0][1]) == [("customers", "id")]
+
+
+def test_a_window_bound_narrows_the_time_of_the_rows_in_its_windows(tmp_path):
+    """A window join reads the other side's rows by the times its windows hold: a tumbling window starting at s
+    holds s ≤ ts < s + size, a hopping window ending at e holds e − size ≤ ts < e."""
+    minute = 60_000_000
+    tumbling = "FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))"
+    hopping = "FROM TABLE(HOP(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE, INTERVAL '5' MINUTE))"
+    (join,) = _joins(
+        tmp_path,
+        f"SELECT a.user_id, a.window_start, b.window_end FROM (SELECT user_id, window_start {tumbling}) a "
+        f"JOIN (SELECT user_id, window_end {hopping}) b "
+        "ON a.user_id = b.user_id AND a.window_start = b.window_end",
+    )
+    start, end = join.equi[1]
+    assert range_filters(join.left, start, 10 * minute, 20 * minute)["clicks"][1:] == (
+        pa.scalar(10 * minute, pa.timestamp("us", tz="UTC")),
+        pa.scalar(21 * minute - 1, pa.timestamp("us", tz="UTC")),
+    )
+    assert range_filters(join.right, end, 10 * minute, 20 * minute)["clicks"] == (
+        "ts",
+        pa.scalar(5 * minute, pa.timestamp("us", tz="UTC")),
+        pa.scalar(20 * minute - 1, pa.timestamp("us", tz="UTC")),
+    )
+    # A column computed from the window's bound is not narrowed by it.
+    (computed,) = _joins(
+        tmp_path,
+        f"SELECT a.user_id FROM (SELECT user_id, window_start + INTERVAL '1' SECOND AS s {tumbling}) a "
+        "JOIN clicks c ON a.user_id = c.user_id AND a.s = c.ts",
+    )
+    assert range_filters(computed.left, computed.equi[1][0], 0, minute) == {}

@@ -17,7 +17,8 @@ def append_only(node: Join, claim: Claim) -> bool:
 def state(node: Join, claim: Claim, purged: bool) -> tuple[str, bool]:
     bound = join_time_bound(node)
     if bound is not None:
-        text = f"interval join ({bound.describe()}): none (each side read at the batch's input versions, "
+        kind = "window join" if bound.windows else "interval join" if bound.low != bound.high else "join"
+        text = f"{kind} ({bound.describe()}): none (each side read at the batch's input versions, "
         return text + "within the times the other side's changes can meet)", True
     return "join: none (each side read at the batch's input versions)", True
 
