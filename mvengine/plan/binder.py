@@ -418,9 +418,10 @@ class Binder:
 
     def _as_of(
         self, version: exp.Version, j: exp.Join, step: JoinStep, scope: Scope, left_aliases: list[str]
-    ) -> tuple[exp.Expression, exp.Expression]:
+    ) -> tuple[exp.Expression, exp.Expression | None]:
         """A temporal join's time (bound over the relations before it) and its relation's version column (the
-        relation's event-time attribute), after checking the join is one: inner or left, by equalities."""
+        relation's event-time attribute; None when the time is PROCTIME(): a lookup join), after checking the
+        join is one: inner or left, by equalities."""
         hint = (
             "write JOIN dim FOR SYSTEM_TIME AS OF f.ts AS d ON f.k = d.k, where f.ts is a TIMESTAMP of a table "
             "before it in FROM"
@@ -437,6 +438,10 @@ class Binder:
                 j,
                 hint=hint,
             )
+        if _is_processing_time(time, before):
+            self._only_equalities(step, j, where)
+            self.temporal_joins[j.this.sql("spark")] = AsOf(tuple(b.sql("spark") for _, b in step.equi), None)
+            return time, None
         attributes = [f for f in step.node.fields if f.time_attr]
         if len(attributes) != 1:
             raise self.error(
@@ -449,6 +454,13 @@ class Binder:
         for what, e in (("the time", time), (f"{step.alias}'s version column", column)):
             if not is_instant(infer_type(e)):
                 raise self.error(f"{where}: {what} {show(e)} is not a TIMESTAMP", j, hint=hint)
+        self._only_equalities(step, j, where)
+        self.temporal_joins[j.this.sql("spark")] = AsOf(
+            tuple(b.sql("spark") for _, b in step.equi), column.sql("spark")
+        )
+        return time, column
+
+    def _only_equalities(self, step: JoinStep, j: exp.Join, where: str) -> None:
         if not step.equi or step.residual:
             raise self.error(
                 f"{where}: ON must equate columns of {step.alias} with values of the tables before it, and "
@@ -456,10 +468,6 @@ class Binder:
                 j,
                 hint="filter the dimension in a view of its own, or the join's rows in WHERE",
             )
-        self.temporal_joins[j.this.sql("spark")] = AsOf(
-            tuple(b.sql("spark") for _, b in step.equi), column.sql("spark")
-        )
-        return time, column
 
     def _from_item(
         self, item: exp.Expression, scope: Scope, ctes: dict[str, Node], *, versioned: bool = False
@@ -978,6 +986,28 @@ class Binder:
 
 
 MTIME = "_mtime"  # incremental/zset.MTIME: every change row's commit time (not imported: no pyspark here)
+
+
+def _is_processing_time(time: exp.Expression, scope: Scope) -> bool:
+    """Whether bound `time` is a column of a relation of `scope` that passes PROCTIME() through unchanged (as
+    `(SELECT *, PROCTIME() AS p_time FROM bid) b` gives `b.p_time`)."""
+    if not isinstance(time, exp.Column):
+        return False
+    relation, column = scope.find(time.table), time
+    while relation is not None and isinstance(column, exp.Column) and not column.meta.get("proctime"):
+        name = column.name  # (a field is qualified by its relation's alias outside it, by its own inside)
+        position = next((i for i, f in enumerate(relation.fields) if f.name == name), None)
+        if position is None:
+            return False
+        if isinstance(relation, Filter):
+            relation = relation.child
+        elif isinstance(relation, Project) and isinstance(
+            projected := relation.projections[position], exp.Column
+        ):
+            column, relation = projected, relation.child
+        else:
+            return False
+    return bool(column.meta.get("proctime"))
 
 
 def _processing_time(e: exp.Expression) -> exp.Expression:

@@ -242,6 +242,24 @@ class TemporalJoin(Join):
 
 
 @dataclass(frozen=True, eq=False)
+class LookupJoin(Join):
+    """`JOIN dim FOR SYSTEM_TIME AS OF left_proctime ... ON equalities` (inner or left), where the time is the left
+    side's PROCTIME(): each left row joins the right rows its keys equal as the right side is when the row
+    arrives, i.e. at the input versions of the batch that brings it (Flink's lookup join); never revised."""
+
+    as_of: exp.Expression = None  # type: ignore[assignment]
+
+    def expressions(self) -> list[exp.Expression]:
+        return [*super().expressions(), self.as_of]
+
+    def describe(self) -> str:
+        as_of = (
+            f" FOR SYSTEM_TIME AS OF {show(self.as_of, self.left.fields)} (the dimension as of each batch)"
+        )
+        return super().describe().replace("Join", "LookupJoin", 1).replace(" ON ", f"{as_of} ON ", 1)
+
+
+@dataclass(frozen=True, eq=False)
 class Aggregate(Unary):
     """GROUP BY `groups` computing `aggregates`; fields are the groups, then the aggregates."""
 

@@ -4,6 +4,9 @@ Spark reads a table as of a constant time only. The join is spelled as what it m
 dimension dated valid until the next version time of its key (`_mv_valid_to`, by LEAD over the distinct version
 times), joined where the fact's time lies in that range. The SELECT around the join leaves that column out of
 its stars (`* EXCEPT`). This is the query a full recomputation runs, and the one the tests' oracle runs.
+
+A lookup join (`FOR SYSTEM_TIME AS OF` a PROCTIME() column) is spelled as the plain join: a recomputation's
+processing time is its own (PROCTIME() is the recomputation's time), so every row meets the dimension as it is.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ VALID_TO = "_mv_valid_to"
 @dataclass(frozen=True)
 class AsOf:
     """A temporal join as the binder found it: the dimension's key expressions (the right sides of ON's
-    equalities) and version column, as Spark SQL over the dimension's alias."""
+    equalities) and version column, as Spark SQL over the dimension's alias (None: a lookup join's)."""
 
     keys: tuple[str, ...]
-    version: str
+    version: str | None
 
 
 def spell_temporal_joins(query: exp.Expr, joins: dict[str, AsOf]) -> exp.Expr:
@@ -35,6 +38,9 @@ def spell_temporal_joins(query: exp.Expr, joins: dict[str, AsOf]) -> exp.Expr:
         if not isinstance(table, exp.Table) or table.sql("spark") not in joins:
             continue
         spec = joins[table.sql("spark")]
+        if spec.version is None:
+            table.set("version", None)
+            continue
         version: exp.Version = table.args["version"]
         alias = table.alias_or_name
         dim = table.copy()

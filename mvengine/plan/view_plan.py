@@ -18,7 +18,7 @@ from mvengine.plan.analysis import (
     state_of,
 )
 from mvengine.plan.binder import Binder
-from mvengine.plan.nodes import Aggregate, Field, Filter, Node, WindowAssign, show, show_name
+from mvengine.plan.nodes import Aggregate, Field, Filter, LookupJoin, Node, WindowAssign, show, show_name
 from mvengine.plan.rewrites.passes import rewritten
 from mvengine.plan.scope import Relation, Scope
 from mvengine.plan.temporal_sql import spell_temporal_joins
@@ -172,9 +172,11 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     notes = _origin(view) + list(view.rewrites) + binder.notes
     if arrival is not None:
         effect = (
-            "gives every row its own time"
-            if arrival == "PROCTIME()"
-            else "takes the rows as Spark reads them"
+            "takes the rows as Spark reads them"
+            if arrival != "PROCTIME()"
+            else "joins every row to the dimension as it is then (a lookup join)"
+            if any(isinstance(n, LookupJoin) for n in root.walk())
+            else "gives every row its own time"
         )
         notes.append(
             f"{arrival} depends on when rows arrived, which only batches know: never recomputed by cost; "

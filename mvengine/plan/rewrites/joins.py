@@ -15,7 +15,16 @@ from functools import partial
 from sqlglot import exp
 
 from mvengine.plan.functions import function_name
-from mvengine.plan.nodes import Filter, Join, Node, TemporalJoin, conjunction, conjuncts, disjuncts
+from mvengine.plan.nodes import (
+    Filter,
+    Join,
+    LookupJoin,
+    Node,
+    TemporalJoin,
+    conjunction,
+    conjuncts,
+    disjuncts,
+)
 from mvengine.plan.scope import Scope
 from mvengine.plan.time_bounds import CLOCK, bounds_times
 
@@ -27,8 +36,9 @@ class JoinStep:
     node: Node
     equi: list[tuple[exp.Expression, exp.Expression]]
     residual: list[exp.Expression]
-    # FOR SYSTEM_TIME AS OF: the time (over the relations before) and the relation's version column
-    as_of: tuple[exp.Expression, exp.Expression] | None = None
+    # FOR SYSTEM_TIME AS OF: the time (over the relations before) and the relation's version column (None: the
+    # time is PROCTIME(), a lookup join)
+    as_of: tuple[exp.Expression, exp.Expression | None] | None = None
 
 
 def join_kind(j: exp.Join) -> str | None:
@@ -205,9 +215,14 @@ def build_joins(first: Node, steps: list[JoinStep]) -> Node:
             else fields
         )
         kind = "inner" if step.kind == "cross" and step.equi else step.kind
-        make: Callable[..., Join] = (
-            Join if step.as_of is None else partial(TemporalJoin, as_of=step.as_of[0], version=step.as_of[1])
-        )
+        make: Callable[..., Join] = Join
+        if step.as_of is not None:
+            time, version = step.as_of
+            make = (
+                partial(LookupJoin, as_of=time)
+                if version is None
+                else partial(TemporalJoin, as_of=time, version=version)
+            )
         node = make(
             fields=fields,
             left=node,
