@@ -16,7 +16,7 @@ from mvengine.errors import MvError
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.clock import Clock
 from mvengine.incremental.compiler import view_delta, view_delta_on_driver
-from mvengine.incremental.driver import DriverBatch, conform, read_before
+from mvengine.incremental.driver import DriverBatch, KeyFilter, conform, read_before
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.state import StateStore
 from mvengine.plan.view_plan import ViewPlan
@@ -41,7 +41,7 @@ from mvengine.runtime.expectations import Outcome
 from mvengine.runtime.profile import Profile
 from mvengine.runtime.recompute import recompute, version_before_batch
 from mvengine.runtime.steps import FINISH, REBUILD, Step
-from mvengine.storage.api import arrow_schema, read_table
+from mvengine.storage.api import Bounds, arrow_schema, read_table
 from mvengine.storage.tables import TableRef, table_rows
 
 
@@ -172,6 +172,7 @@ def apply_changes(
             profile.phases,
             engine,
             expectations=outcomes,
+            rows_read=out.rows_read,
         )
     )
 
@@ -218,10 +219,17 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
         return None
     state = work.state(on_driver=True)
     refs, ranges, most = work.refs, work.ranges, ctx.policy.driver_read_rows
+    read: list[int] = []
+
+    def before(name: str, where: KeyFilter | None, within: Bounds | None) -> pa.Table:
+        rows = read_before(refs[name], ranges[name][0], where, most, within)
+        read.append(rows.num_rows)
+        return rows
+
     batch = DriverBatch(
         arrows,
         state,
-        before=lambda name, where, within: read_before(refs[name], ranges[name][0], where, most, within),
+        before=before,
         moved=work.moved,
         late_before=late_cutoff(plan, marks),
         clock=work.clock,
@@ -246,6 +254,7 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
                 inserts_only=plan.changelog == "append-only",
             )
             out.late = pa.concat_tables(batch.late) if batch.late else None
+            out.rows_read = sum(read)
     except NotOnDriver as e:
         profile.notes.append(f"computed by Spark: {e}")
         return None

@@ -21,6 +21,9 @@ class BatchReport:
     phases: list[Phase] = field(default_factory=list)  # where the time went (runtime/profile.py)
     engine: str = "spark"  # "driver" when the batch was computed on the driver (incremental/driver.py)
     expectations: list[Outcome] = field(default_factory=list)  # of its sources' and its own (expectations.py)
+    # On the driver: input rows read as they were before the batch (emit.ViewChanges.rows_read); None: not
+    # counted (in Spark, or a recomputation, which reads whole inputs)
+    rows_read: int | None = None
 
     def line(self) -> str:
         versions = ", ".join(f"{n}@{v}" for n, v in self.inputs.items())
@@ -32,6 +35,7 @@ class BatchReport:
         note = "; ".join(n for n in (self.note, "expectations: " + ", ".join(failed) if failed else "") if n)
         note = f"  ({note})" if note else ""
         work = "recomputed" if self.rows_in is None else f"{self.rows_in} changes in"
+        work += f", {self.rows_read} input rows read" if self.rows_read else ""
         where = " on the driver" if self.engine == "driver" else ""
         return (
             f"{self.view}: batch {self.batch_id} [{self.kind}] inputs {versions}: {work}, "

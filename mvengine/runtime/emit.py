@@ -54,6 +54,9 @@ class ViewChanges:
     upserts: DataFrame | pa.Table | None = None
     # allowed_lateness: the input rows not applied (row JSON, event_time, _w), for the view's `late` table
     late: DataFrame | pa.Table | None = None
+    # On the driver: the input rows the rules read as they were before the batch (a join's other side, the
+    # facts a temporal filter or join re-reads): what the batch had to touch beyond its changes. None in Spark.
+    rows_read: int | None = None
 
 
 def view_changes(

@@ -1,0 +1,87 @@
+"""What a batch reads stays bounded on a stream with no end (issue 38's state-size tests). Interval joins, window
+joins and temporal filters keep no state of their own: a batch reads the inputs as they were before it only at
+the times its changes can meet (or the clock passed). Over a long stream of appends, computed on the driver, the
+input rows each batch reads (BatchReport.rows_read) stay below a constant set by the rate and the bound, while
+the streams grow past it many times; a regular join over the same streams reads more and more (the measure sees
+growth). At the end every view equals its SQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+
+from mvengine.config import load_config
+from mvengine.project.catalog import load_catalog
+from mvengine.runtime.batch_report import BatchReport
+from mvengine.runtime.refresh import Refresher
+from mvengine.storage.api import write_table
+from mvengine.storage.tables import TableRef
+from tests.spark.test_refresh_differential import check_view
+
+SOURCES = """
+CREATE TABLE clicks (id INT NOT NULL, u INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH ('append_only' = 'true');
+CREATE TABLE shows (id INT NOT NULL, u INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH ('append_only' = 'true');
+"""
+VIEWS = """
+CREATE MATERIALIZED VIEW interval_join AS
+SELECT c.id AS click, s.id AS shown FROM clicks c JOIN shows s
+ON c.u = s.u AND c.ts BETWEEN s.ts AND s.ts + INTERVAL '2' SECOND;
+CREATE MATERIALIZED VIEW window_join AS
+SELECT c.id AS click, s.id AS shown, c.window_start
+FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '2' SECOND)) c
+JOIN TABLE(TUMBLE(TABLE shows, DESCRIPTOR(ts), INTERVAL '2' SECOND)) s
+ON c.u = s.u AND c.window_start = s.window_start AND c.window_end = s.window_end;
+CREATE MATERIALIZED VIEW recent_clicks AS
+SELECT u, COUNT(*) AS n FROM clicks WHERE ts > NOW() - INTERVAL '2' SECOND GROUP BY u;
+CREATE MATERIALIZED VIEW every_pair AS
+SELECT c.id AS click, s.id AS shown FROM clicks c JOIN shows s ON c.u = s.u;
+"""
+BOUNDED = ("interval_join", "window_join", "recent_clicks")
+PER_BATCH = 10  # rows of each stream per batch, one second of event time
+USERS = 3
+# The batches of the stream: 100+ nightly (make test-nightly), fewer in the default run; either way the streams
+# end many times larger than READ_BOUND.
+BATCHES = 120 if os.environ.get("HYPOTHESIS_PROFILE") == "nightly" else 40
+# Rows a batch may read: the other stream's rows of the two to three seconds around the batch's times (a
+# window join: the two 2-second windows its rows fall in), both sides, with room to spare.
+READ_BOUND = 100
+
+
+def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path):
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "sources.sql").write_text(SOURCES)
+    (tmp_path / "views" / "views.sql").write_text(VIEWS)
+    catalog = load_catalog(load_config(tmp_path))
+    reports: list[BatchReport] = []
+    refresher = Refresher(spark, load_config(tmp_path), catalog, report=reports.append)
+    refresher.refresh()
+    start = dt.datetime.now(dt.UTC).replace(microsecond=0)  # (event times near the clock NOW() reads)
+    for batch in range(BATCHES):
+        for stream in ("clicks", "shows"):
+            first = batch * PER_BATCH
+            rows = pa.table(
+                {
+                    "id": pa.array(range(first, first + PER_BATCH), pa.int32()),
+                    "u": pa.array([(first + i) % USERS for i in range(PER_BATCH)], pa.int32()),
+                    "ts": [start + dt.timedelta(seconds=batch + i / PER_BATCH) for i in range(PER_BATCH)],
+                },
+                schema=catalog.sources[stream].schema,
+            )
+            write_table(rows, TableRef(catalog.sources[stream].path))
+        refresher.refresh()
+    streams = [r for r in reports if r.kind == "stream"]
+    late = {v: [r for r in streams if r.view == v][-BATCHES // 2 :] for v in (*BOUNDED, "every_pair")}
+    for view in BOUNDED:
+        assert len(late[view]) == BATCHES // 2 and {r.engine for r in late[view]} == {"driver"}, late[view]
+        most = max(r.rows_read or 0 for r in late[view])
+        assert most <= READ_BOUND, f"{view} read {most} input rows in one batch"
+    assert BATCHES * PER_BATCH >= 4 * READ_BOUND  # each stream: reading it whole would break the bound
+    # A regular join reads every row of the users its changes carry: all of them, more with every batch.
+    grown = [r.rows_read for r in late["every_pair"]]
+    assert grown[-1] is not None and grown[-1] > 2 * READ_BOUND and grown[-1] > grown[0], grown
+    for name in catalog.plans:
+        check_view(spark, catalog, name)
