@@ -10,6 +10,7 @@ median refresh time of the first, middle and last ten batches, and the views' ro
 
     .venv/bin/python benchmarks/interval_join.py                   # 100 batches on the driver
     .venv/bin/python benchmarks/interval_join.py --engine spark    # every batch in Spark
+    .venv/bin/python benchmarks/interval_join.py --kind left       # a LEFT interval join (padded clicks)
 """
 
 from __future__ import annotations
@@ -47,14 +48,14 @@ WITH ('append_only' = 'true');
 """
 CONDITION = "c.ts BETWEEN s.ts AND s.ts + INTERVAL '1' MINUTE"
 VIEW = "CREATE MATERIALIZED VIEW {name} AS SELECT c.id AS click, s.id AS shown, c.u\n"
-VIEW += "FROM clicks c JOIN shows s ON c.u = s.u AND {condition};\n"
+VIEW += "FROM clicks c {kind} JOIN shows s ON c.u = s.u AND {condition};\n"
 START = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
 
 
-def project(root: Path, name: str, condition: str) -> Path:
+def project(root: Path, name: str, condition: str, kind: str) -> Path:
     (root / "views").mkdir(parents=True)
     (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "view.sql").write_text(VIEW.format(name=name, condition=condition))
+    (root / "views" / "view.sql").write_text(VIEW.format(name=name, condition=condition, kind=kind.upper()))
     return root
 
 
@@ -80,12 +81,13 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=10.0, help="event time a batch covers")
     parser.add_argument("--engine", choices=["driver", "spark"], default="driver")
+    parser.add_argument("--kind", choices=["inner", "left", "full"], default="inner", help="the join's kind")
     args = parser.parse_args()
     spark = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     base = Path(tempfile.mkdtemp(prefix="interval-join-"))
     runs = {}
     for name, condition in (("bounded", CONDITION), ("unbounded", f"({CONDITION}) = TRUE")):
-        root = project(base / name, name, condition)
+        root = project(base / name, name, condition, args.kind)
         config = load_config(root)
         if args.engine == "spark":
             config = replace(config, policy=replace(config.policy, driver_max_changes=0))
@@ -113,7 +115,9 @@ def main() -> None:
             times.append(time.perf_counter() - started)
     thirds = {"first": slice(0, 10), "middle": slice(args.batches // 2 - 5, args.batches // 2 + 5)}
     thirds["last"] = slice(args.batches - 10, args.batches)
-    print(f"{args.batches} batches of {args.rows} rows per source, {args.engine}: median refresh ms")
+    print(
+        f"{args.batches} batches of {args.rows} rows per source, {args.kind} join, {args.engine}: median refresh ms"
+    )
     print(f"{'view':10} {'first 10':>9} {'middle 10':>10} {'last 10':>8}  rows")
     for name, (_, _, times, _) in runs.items():
         medians = [statistics.median(times[s]) * 1000 for s in thirds.values()]

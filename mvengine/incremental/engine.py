@@ -174,7 +174,7 @@ class Engine(Protocol[R]):
     ) -> R:
         """The pairs of rows whose named keys are equal (a NULL key matches nothing) and for which `both`
         (bound over `fields`: the left's then the right's) holds: the two rows' columns side by side,
-        weights multiplied, the later time; key columns dropped."""
+        weights multiplied, the later time, then the other columns a rule named; key columns dropped."""
 
     def lookup(
         self, rel: R, keys: Sequence[tuple[str, str]], table: R, how: str, *, null_safe: bool = False
@@ -251,6 +251,10 @@ class Engine(Protocol[R]):
 
     def copies(self, rel: R, count: str) -> R:
         """Each row `count` times (its named column: a positive multiplicity)."""
+
+    def numbered(self, rel: R, name: str) -> R:
+        """`rel` with a named column that tells its rows apart (distinct numbers, the same wherever the result
+        is used): a row's identity, where equal rows must be counted apart."""
 
     def any_rows(self, rel: R) -> bool:
         """Whether `rel` holds a row (computed now)."""
@@ -584,6 +588,10 @@ class SparkEngine:
         copy = F.explode(F.sequence(F.lit(1), F.col(quote(count)).cast("int")))
         return rel.select("*", copy.alias("_copy")).drop("_copy")
 
+    def numbered(self, rel: DataFrame, name: str) -> DataFrame:
+        # (kept: the numbers depend on the partitions, which a plan evaluated twice need not reproduce)
+        return self.batch.keep(rel.withColumn(name, F.monotonically_increasing_id()))
+
     def any_rows(self, rel: DataFrame) -> bool:
         return not bool(rel.isEmpty())
 
@@ -812,6 +820,11 @@ class ArrowEngine:
         weight = pc.multiply_checked(left.column(WEIGHT), right.column(WEIGHT))
         later = extreme("max", [left.column(MTIME), right.column(MTIME)])
         pairs = zset([*_data(left), *_data(right)], weight, later)
+        dropped = {k for pair in keys for k in pair} | {WEIGHT, MTIME}
+        for side in (left, right):  # the other columns a rule named, as Spark keeps them
+            for name in side.column_names:
+                if not _NODE_COLUMN.fullmatch(name) and name not in dropped:
+                    pairs = pairs.append_column(name, side.column(name))
         return pairs if both is None else pairs.filter(predicate_mask(both, pairs, fields))
 
     def lookup(
@@ -950,6 +963,9 @@ class ArrowEngine:
     def copies(self, rel: pa.Table, count: str) -> pa.Table:
         counts = rel.column(count).to_numpy()
         return rel.take(pa.array(np.repeat(np.arange(rel.num_rows), counts)))
+
+    def numbered(self, rel: pa.Table, name: str) -> pa.Table:
+        return rel.append_column(name, pa.array(np.arange(rel.num_rows, dtype=np.int64)))
 
     def any_rows(self, rel: pa.Table) -> bool:
         return bool(rel.num_rows > 0)

@@ -17,8 +17,9 @@ opens the files of the last minutes, whose statistics hold those times, and not 
 dropped as late: a row that arrives late reads the older files it needs.
 
 NULL keys never match. A condition of ON that reads one side only makes that side's key NULL where it is not
-true (the row matches nothing, as SQL has it); one that reads both sides filters the pairs of an inner join
-(other kinds with such a condition are planned full, see plan.analysis).
+true (the row matches nothing, as SQL has it); one that reads both sides filters the pairs, and an outer join
+then counts each preserved row's matches row by row (`_unmatched_rows`: keys alone do not decide whether a row
+is padded); semi and anti joins with such a condition are planned full (plan.analysis).
 """
 
 from __future__ import annotations
@@ -83,6 +84,14 @@ def rule(node: Join, engine: Engine[R]) -> R:
             olds[side.tag] = None if rows is None else side.frame(engine, rows)
         return olds[side.tag]
 
+    def meeting(side: _Side, rows: R) -> R | None:
+        """`side` before the batch, for the keys (and, in an interval join, the times) that `rows` of the other
+        side can meet."""
+        other = right if side is left else left
+        within = None if bound is None else _within(engine, bound, side, other, {other.tag: rows})
+        read = engine.before(side.node, side.keys, [(rows, other.key_names)], within)
+        return None if read is None else side.frame(engine, read)
+
     keys = left.against(right.key_names)
     fields = (*node.left.fields, *node.right.fields)
     terms: list[R] = []
@@ -94,6 +103,10 @@ def rule(node: Join, engine: Engine[R]) -> R:
         if changed["l"] and changed["r"]:
             terms.append(engine.pairs(deltas["l"], deltas["r"], keys, both, fields))
     for probe, other in _unmatched_sides(node.kind, left, right):
+        if both is not None:  # (outer joins only: semi and anti joins with such a condition are planned full)
+            sides = (probe, other)
+            terms.extend(_unmatched_rows(engine, node, sides, both, deltas, old, meeting, changed))
+            continue
         semi, anti = _semi_anti(engine, probe, other, deltas, old, changed)
         if node.kind == "semi":
             terms.extend(engine.drop(t, probe.key_names) for t in semi)
@@ -215,6 +228,78 @@ def _semi_anti(
             signed = engine.compute(flipped, {WEIGHT: f"{sign}{WEIGHT} * _flip", MTIME: "_ft"})
             terms.append(engine.drop(signed, ["_flip", "_ft"]))
     return semi, anti
+
+
+def _unmatched_rows(
+    engine: Engine[R],
+    node: Join,
+    sides: tuple[_Side, _Side],
+    both: exp.Expression,
+    deltas: dict[str, R],
+    old: Callable[[_Side], R | None],
+    meeting: Callable[[_Side, R], R | None],
+    changed: dict[str, bool],
+) -> list[R]:
+    """The changes of an outer join's padded rows of the `probe` side when its condition compares the two sides
+    other than by equality (a LEFT interval join): a row is padded while no row of the other side meets both
+    its keys and the condition, which keys alone do not decide, so matches are counted per probe row (each row
+    numbered: `_pid`). A new probe row is padded if it meets none after the batch; a probe row from before is
+    padded (+1) or no longer (-1) where the other side's changes bring its first match or take its last."""
+    probe, other = sides
+    fields = (*node.left.fields, *node.right.fields)
+
+    def matches(rows: R, others: R) -> R:
+        """Per numbered probe row, its net number of matches among `others` (`_m`) and their latest time."""
+        once = engine.compute(rows, {WEIGHT: "CAST(1 AS BIGINT)"})
+        paired = (
+            engine.pairs(once, others, probe.against(other.key_names), both, fields)
+            if probe.tag == "l"
+            else engine.pairs(others, once, other.against(probe.key_names), both, fields)
+        )
+        return engine.aggregate(paired, {"_pid": "_pid"}, {"_m": ("sum", WEIGHT), "_mt": ("max", MTIME)})
+
+    def padded(rows: R) -> R:
+        return engine.padded(
+            engine.drop(rows, [*probe.key_names, "_pid"]),
+            engine.drop(deltas[other.tag], other.key_names),
+            probe.tag == "l",
+        )
+
+    by_row = [("_pid", "_pid")]
+    terms: list[R] = []
+    if changed[probe.tag]:
+        new = engine.numbered(deltas[probe.tag], "_pid")
+        other_old = old(other)
+        after = deltas[other.tag] if other_old is None else engine.concat([other_old, deltas[other.tag]])
+        met = engine.select(engine.where(matches(new, after), "_m > 0"), ["_pid"])
+        terms.append(padded(engine.lookup(new, by_row, met, "anti")))
+    # Rows from before flip only by the other side's changes.
+    probe_old = old(probe) if changed[other.tag] else None
+    if probe_old is not None:
+        rows = engine.numbered(probe_old, "_pid")
+        moved = engine.rename(engine.where(matches(rows, deltas[other.tag]), "_m <> 0"), {"_m": "_dm"})
+        # Their matches before the batch: the other side read again for them (in an interval join, the read of
+        # it for the probe side's changes covers other times).
+        candidates = engine.lookup(rows, by_row, engine.select(moved, ["_pid"]), "semi")
+        other_before = meeting(other, candidates)
+        had = "0"
+        if other_before is not None:
+            before = matches(candidates, other_before)
+            before = engine.rename(engine.select(before, ["_pid", "_m"]), {"_m": "_bm"})
+            moved, had = engine.lookup(moved, by_row, before, "left"), "COALESCE(_bm, 0)"
+        flip = (
+            f"CAST(CASE WHEN {had} = 0 AND {had} + _dm > 0 THEN -1 "
+            f"WHEN {had} > 0 AND {had} + _dm = 0 THEN 1 END AS BIGINT)"
+        )
+        flips = engine.select(
+            engine.where(engine.compute(moved, {"_flip": flip}), "_flip IS NOT NULL"),
+            ["_pid", "_flip", "_mt"],
+        )
+        flipped = engine.compute(
+            engine.lookup(rows, by_row, flips, "inner"), {WEIGHT: f"{WEIGHT} * _flip", MTIME: "_mt"}
+        )
+        terms.append(padded(engine.drop(flipped, ["_flip", "_mt"])))
+    return terms
 
 
 def _and(parts: list[exp.Expression]) -> exp.Expression | None:

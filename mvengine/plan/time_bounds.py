@@ -47,10 +47,10 @@ class TimeBound:
 
 
 def join_time_bound(node: Join) -> TimeBound | None:
-    """The bound an inner join's ON condition puts on the difference of a left and a right TIMESTAMP column,
-    when both its ends are bounded (one end alone narrows nothing a stream holds for ever): an equality of the
-    two (a window join's `a.window_start = b.window_start`), or comparisons."""
-    if node.kind != "inner":
+    """The bound a join's ON condition (inner or outer) puts on the difference of a left and a right TIMESTAMP
+    column, when both its ends are bounded (one end alone narrows nothing a stream holds for ever): an equality
+    of the two (a window join's `a.window_start = b.window_start`), or comparisons."""
+    if node.kind not in ("inner", "left", "right", "full"):
         return None
     for a, b in node.equi:
         if isinstance(a, exp.Column) and isinstance(b, exp.Column):

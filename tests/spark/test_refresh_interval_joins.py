@@ -1,8 +1,9 @@
-"""Interval and window joins, differentially: an inner join whose ON condition bounds the difference of the two
-sides' event times, or equates their windows' bounds (plan/time_bounds.py), reads each side before a batch only
-within the times the other side's changes can meet. After random inserts, updates (moving a row's time or user)
-and deletes on both sides, with NULL and out-of-order times, every view equals its SQL run from scratch over the
-sources at the versions it records; on the driver and in Spark by turns."""
+"""Interval and window joins, differentially: a join whose ON condition bounds the difference of the two sides'
+event times, or equates their windows' bounds (plan/time_bounds.py), reads each side before a batch only within
+the times the other side's changes can meet; an outer one pads the rows that meet none (counted row by row).
+After random inserts, updates (moving a row's time or user) and deletes on both sides, with NULL and
+out-of-order times, every view equals its SQL run from scratch over the sources at the versions it records; on
+the driver and in Spark by turns."""
 
 from __future__ import annotations
 
@@ -38,6 +39,17 @@ WHERE s.u = c.u AND s.ts < c.ts + INTERVAL '3' SECOND AND c.ts - INTERVAL '1' SE
 CREATE MATERIALIZED VIEW ij_counts AS
 SELECT c.u, COUNT(*) AS n, MAX(s.ts) AS last_shown FROM clicks c JOIN shows s
 ON c.u = s.u AND s.ts BETWEEN c.ts - INTERVAL '10' SECOND AND c.ts GROUP BY c.u;
+-- outer interval joins: a click with no show of its user in the 5 seconds before it, padded (the padding comes
+-- and goes as shows arrive, move and leave); every row of both sides
+CREATE MATERIALIZED VIEW ij_left AS
+SELECT c.id AS click, c.u, s.id AS shown FROM clicks c LEFT JOIN shows s
+ON c.u = s.u AND s.ts BETWEEN c.ts - INTERVAL '5' SECOND AND c.ts;
+CREATE MATERIALIZED VIEW ij_full AS
+SELECT c.id AS click, s.id AS shown, s.ts FROM shows s FULL JOIN clicks c
+ON s.u = c.u AND c.ts > s.ts AND c.ts < s.ts + INTERVAL '3' SECOND;
+-- an outer join whose condition compares the two sides other than by time (no bound: read by key)
+CREATE MATERIALIZED VIEW oj_ids AS
+SELECT s.id AS shown, c.id AS click FROM clicks c RIGHT JOIN shows s ON c.u = s.u AND c.id < s.id;
 -- window joins: the rows of one user and one 10-second window (equal window bounds bound the two times)
 CREATE MATERIALIZED VIEW wj_rows AS
 SELECT c.id AS click, s.id AS shown, c.window_start
@@ -116,6 +128,17 @@ def _at(seconds: float) -> dt.datetime:
         [("delete shows", [1]), ("delete clicks", [5]), ("upsert shows", [(2, "a", _at(12))])],
     ]
 )
+# Always run too: batches of one side only that bring a second match to a row that had one (no flip), take one
+# of its two (no flip), then its last (padded again); a click moved out of range and back.
+@example(
+    steps=[
+        [("upsert shows", [(1, "a", _at(10))]), ("upsert clicks", [(1, "a", _at(12)), (2, "a", _at(30))])],
+        [("upsert shows", [(2, "a", _at(11))])],
+        [("delete shows", [1])],
+        [("upsert shows", [(2, "a", _at(40))])],
+        [("upsert clicks", [(1, "a", _at(39))]), ("upsert shows", [(3, "b", _at(29))])],
+    ]
+)
 def test_interval_joins_equal_their_sql_after_random_changes(spark, tmp_path_factory, steps):
     ran = refresh_steps(
         spark, make_project(tmp_path_factory.mktemp("interval")), steps, all_incremental=True, apply=apply
@@ -127,6 +150,11 @@ def test_an_interval_join_is_planned_as_reading_each_side_by_time(tmp_path):
     plans = load_catalog(load_config(make_project(tmp_path))).plans
     assert "interval join" in plans["ij_between"].state
     assert "interval join" in plans["ij_strict"].state
+    assert (
+        "left interval join (`c`.`ts` - `s`.`ts` BETWEEN 0 AND INTERVAL '5' SECOND)" in plans["ij_left"].state
+    )
+    assert "full interval join" in plans["ij_full"].state and plans["ij_full"].bounded_state
+    assert {plans[v].strategy for v in ("ij_left", "ij_full", "oj_ids")} == {"incremental"}
     assert plans["ij_between"].bounded_state
     assert "window join (`c`.`window_start` = `s`.`window_start`)" in plans["wj_rows"].state
     assert "window join (`c`.`window_end` = `s`.`window_end`)" in plans["wj_counts"].state

@@ -1,6 +1,6 @@
 """Time bounds (plan/time_bounds.py). Interval joins: the bound an inner join's ON condition puts on the difference
 of the two sides' times, in every spelling of it; none where one end is open, the columns are not TIMESTAMPs of
-the two sides, or the join is not inner. Temporal filters: the comparisons of a time with NOW(), and the other
+the two sides, or the join is a semi or anti join. Temporal filters: the comparisons of a time with NOW(), and the other
 uses of the clock, which are recomputed."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ HOUR, MINUTE, SECOND = 3_600_000_000, 60_000_000, 1_000_000
 
 
 def _bound(tmp_path: Path, on: str, kind: str = "JOIN"):
+    selected = "c.url" if "SEMI" in kind else "c.url, o.id"
     view = plan(
-        tmp_path, f"SELECT c.url, o.id FROM clicks c {kind} orders o ON c.user_id = o.customer_id AND {on}"
+        tmp_path, f"SELECT {selected} FROM clicks c {kind} orders o ON c.user_id = o.customer_id AND {on}"
     )
     (join,) = [n for n in view.root.walk() if isinstance(n, Join)]
     return join_time_bound(join)
@@ -54,7 +55,7 @@ def test_an_inner_join_on_both_times_is_bounded(tmp_path, on, low, high):
     "on, kind",
     [
         ("c.ts >= o.ts - INTERVAL '1' HOUR", "JOIN"),  # one end open: the whole past of the stream can match
-        ("c.ts BETWEEN o.ts - INTERVAL '1' HOUR AND o.ts", "LEFT JOIN"),
+        ("c.ts BETWEEN o.ts - INTERVAL '1' HOUR AND o.ts", "LEFT SEMI JOIN"),
         ("c.url BETWEEN o.status AND o.status", "JOIN"),  # not times
         ("c.ts BETWEEN c.ts - INTERVAL '1' HOUR AND c.ts", "JOIN"),  # one side's times
         ("c.ts BETWEEN o.ts - INTERVAL '1' MONTH AND o.ts", "JOIN"),  # months are no fixed duration
@@ -62,6 +63,12 @@ def test_an_inner_join_on_both_times_is_bounded(tmp_path, on, low, high):
 )
 def test_other_conditions_bound_nothing(tmp_path, on, kind):
     assert _bound(tmp_path, on, kind) is None
+
+
+@pytest.mark.parametrize("kind", ["LEFT JOIN", "RIGHT JOIN", "FULL JOIN"])
+def test_an_outer_join_on_both_times_is_bounded(tmp_path, kind):
+    bound = _bound(tmp_path, "c.ts BETWEEN o.ts - INTERVAL '1' HOUR AND o.ts", kind)
+    assert bound is not None and (bound.low, bound.high) == (-HOUR, 0)
 
 
 def _clock(tmp_path: Path, where: str):

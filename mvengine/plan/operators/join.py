@@ -18,6 +18,7 @@ def state(node: Join, claim: Claim, purged: bool) -> tuple[str, bool]:
     bound = join_time_bound(node)
     if bound is not None:
         kind = "window join" if bound.windows else "interval join" if bound.low != bound.high else "join"
+        kind = kind if node.kind == "inner" else f"{node.kind} {kind}"
         text = f"{kind} ({bound.describe()}): none (each side read at the batch's input versions, "
         return text + "within the times the other side's changes can meet)", True
     return "join: none (each side read at the batch's input versions)", True
@@ -29,8 +30,11 @@ def full_reasons(node: Join, claim: Claim) -> list[str]:
         reasons.append("a join without an equality condition (cross join)")
     if node.null_aware:
         reasons.append("NOT IN (subquery) returns no rows once the subquery yields a NULL: write NOT EXISTS")
-    if node.kind != "inner" and node.conditions()[2]:
-        reasons.append(f"a {node.kind} join whose ON condition compares the two sides other than by equality")
+    if node.kind in ("semi", "anti") and node.conditions()[2]:
+        article = "an" if node.kind == "anti" else "a"
+        reasons.append(
+            f"{article} {node.kind} join whose ON condition compares the two sides other than by equality"
+        )
     for side in node.children:  # (a subquery in FROM is made a view of its own: project/join_inputs.py)
         if any(isinstance(n, (Aggregate, Distinct, TopN, Over)) for n in side.walk()):
             reasons.append(
