@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from mvengine.storage.tables import TableRef
 
@@ -53,6 +53,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def examples(n: int) -> int:
     """A test's number of generated examples: `n` in the ci profile, ten times as many in `nightly`."""
     return n * 10 if os.environ.get("HYPOTHESIS_PROFILE") == "nightly" else n
+
+
+def refresh_settings(n: int) -> settings:
+    """Hypothesis's settings for a test whose every example refreshes a project: `examples(n)` examples, the
+    explicit ones first, no shrinking (a failure is reported as generated: shrinking would rerun whole refreshes
+    dozens of times), no deadline, and function-scoped fixtures (the Spark session, temporary folders) shared."""
+    return settings(
+        max_examples=examples(n),
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
 
 
 def phases_of_costly() -> list[Phase]:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 
 from mvengine.config import load_config
 from mvengine.errors import SqlError
@@ -20,7 +20,7 @@ from mvengine.runtime.refresh import view_tables
 from mvengine.sql.files import split_statements
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.conftest import bag, examples, write_project
+from tests.conftest import bag, refresh_settings, write_project
 from tests.spark.test_refresh_differential import STEPS, check_changelog, refresh_steps
 
 SOURCES = """
@@ -68,12 +68,7 @@ def check_without_failing_rows(spark, catalog, name: str, kept: dict[str, str] =
     check_changelog(spark, catalog, name)
 
 
-@settings(
-    max_examples=examples(1),
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@refresh_settings(1)
 @given(steps=STEPS)
 # Always run: a dropped row corrected by an update (and one updated into failing), a dropped row deleted, bag
 # rows without a group inserted and deleted, a group pushed past the view's own expectation and back.

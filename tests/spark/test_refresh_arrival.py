@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
@@ -20,7 +20,7 @@ from mvengine.project.catalog import load_catalog
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import read_table
 from mvengine.storage.tables import TableRef
-from tests.conftest import bag, examples, write_project
+from tests.conftest import bag, refresh_settings, write_project
 from tests.spark.test_refresh_differential import check_changelog
 
 SOURCES = """
@@ -105,12 +105,7 @@ def run(spark, root: Path, steps) -> dict[str, set[str]]:
     return engines
 
 
-@settings(
-    max_examples=examples(1),
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@refresh_settings(1)
 @given(steps=STEPS)
 @example(steps=EXAMPLE)
 def test_first_and_last_follow_arrival_on_the_driver(spark, tmp_path_factory, steps):

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pytest
 import sqlglot
 from deltalake import DeltaTable
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
@@ -28,7 +28,7 @@ from mvengine.project.catalog import load_catalog
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.conftest import examples, oracle
+from tests.conftest import oracle, refresh_settings
 
 SOURCES = """
 CREATE TABLE t (k INT NOT NULL, g STRING, v INT, PRIMARY KEY (k) NOT ENFORCED);
@@ -65,9 +65,10 @@ COMMIT = st.one_of(
 STEPS = st.lists(st.lists(COMMIT, max_size=3), min_size=2, max_size=3)
 
 
-def make_project(root: Path, views: str = VIEWS) -> Path:
+def make_project(root: Path, views: str = VIEWS, sources: str = SOURCES) -> Path:
+    """A project of two files: views/sources.sql and views/views.sql (by default, this module's)."""
     (root / "views").mkdir(parents=True)
-    (root / "views" / "sources.sql").write_text(SOURCES)
+    (root / "views" / "sources.sql").write_text(sources)
     (root / "views" / "views.sql").write_text(views)
     return root
 
@@ -274,14 +275,8 @@ def refresh_steps(
     return ran
 
 
-# Each example refreshes six views a few times: few examples, and no shrinking (a failure is reported as
-# generated; shrinking would rerun the whole refresh dozens of times).
-@settings(
-    max_examples=examples(2),
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+# Each example refreshes six views a few times: few examples.
+@refresh_settings(2)
 @given(steps=STEPS)
 # Always run: duplicates and NULLs, rows deleted in the batch that inserted them, several commits per batch,
 # an update that moves a row between groups and out of the filter, and an empty batch.

@@ -11,14 +11,15 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.storage.api import merge_into
 from mvengine.storage.tables import TableRef
-from tests.conftest import examples
+from tests.conftest import refresh_settings
+from tests.spark import test_refresh_differential as differential
 from tests.spark.test_refresh_differential import refresh_steps, source_rows
 
 SOURCES = """
@@ -85,10 +86,7 @@ STEPS = st.lists(st.lists(COMMIT, min_size=1, max_size=3), min_size=2, max_size=
 
 
 def make_project(root: Path) -> Path:
-    (root / "views").mkdir(parents=True)
-    (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "joins.sql").write_text(VIEWS)
-    return root
+    return differential.make_project(root, VIEWS, SOURCES)
 
 
 def apply(spark, catalog, commit) -> None:
@@ -109,12 +107,7 @@ def _at(seconds: float) -> dt.datetime:
     return BASE + dt.timedelta(seconds=seconds)
 
 
-@settings(
-    max_examples=examples(1),
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@refresh_settings(1)
 @given(steps=STEPS)
 # Always run: pairs at both ends of the range and just outside it, NULL times and users, a row moved out of
 # its partner's range and back, rows deleted on both sides in one batch, and a batch on one side only.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
@@ -23,7 +23,8 @@ from mvengine.project.catalog import load_catalog
 from mvengine.runtime.refresh import view_tables
 from mvengine.storage.api import merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, commit_metadata
-from tests.conftest import examples
+from tests.conftest import refresh_settings
+from tests.spark import test_refresh_differential as differential
 from tests.spark.test_refresh_differential import (
     _assert_equal,
     check_changelog,
@@ -86,10 +87,7 @@ EXPLICIT = [
 
 
 def make_project(root: Path) -> Path:
-    (root / "views").mkdir(parents=True)
-    (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "joins.sql").write_text(VIEWS)
-    return root
+    return differential.make_project(root, VIEWS, SOURCES)
 
 
 def apply(spark, catalog, commit) -> None:
@@ -146,12 +144,7 @@ def check_lookup(spark, catalog, name: str) -> None:
         seen = inputs["orders"]
 
 
-@settings(
-    max_examples=examples(1),
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@refresh_settings(1)
 @given(steps=STEPS)
 @example(steps=EXPLICIT)
 def test_lookup_joins_join_each_order_to_the_rates_of_its_batch(spark, tmp_path_factory, steps):

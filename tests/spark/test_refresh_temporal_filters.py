@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mvengine.api import Project
@@ -24,7 +24,8 @@ from mvengine.runtime import event_time
 from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.storage.api import read_arrow
 from mvengine.storage.tables import TableRef
-from tests.conftest import examples
+from tests.conftest import refresh_settings
+from tests.spark import test_refresh_differential as differential
 from tests.spark.test_refresh_differential import refresh_steps
 from tests.spark.test_refresh_interval_joins import apply as apply_rows
 
@@ -77,10 +78,7 @@ class _Clock:
 
 
 def make_project(root: Path) -> Path:
-    (root / "views").mkdir(parents=True)
-    (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "temporal.sql").write_text(VIEWS)
-    return root
+    return differential.make_project(root, VIEWS, SOURCES)
 
 
 def applier(clock: _Clock):
@@ -107,12 +105,7 @@ def clock(monkeypatch) -> _Clock:
     return clock
 
 
-@settings(
-    max_examples=examples(1),
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@refresh_settings(1)
 @given(steps=STEPS)
 # Always run: rows at the filters' ends and a microsecond past them, NULL times and users, a row whose time moves
 # back into the window, the clock moving with no input changed (rows leave, and rows enter), and a delete of a

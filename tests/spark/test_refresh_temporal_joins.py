@@ -12,12 +12,13 @@ import math
 from decimal import Decimal
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from tests.conftest import examples
+from tests.conftest import refresh_settings
+from tests.spark import test_refresh_differential as differential
 from tests.spark.test_refresh_differential import refresh_steps
 from tests.spark.test_refresh_interval_joins import apply
 
@@ -88,18 +89,10 @@ EXPLICIT = [
 
 
 def make_project(root: Path) -> Path:
-    (root / "views").mkdir(parents=True)
-    (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "joins.sql").write_text(VIEWS)
-    return root
+    return differential.make_project(root, VIEWS, SOURCES)
 
 
-@settings(
-    max_examples=examples(1),
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@refresh_settings(1)
 @given(steps=STEPS)
 @example(steps=EXPLICIT)
 def test_temporal_joins_equal_their_sql_after_random_changes(spark, tmp_path_factory, steps):
