@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from mvengine.plan.functions import NON_DETERMINISTIC, function_name
-from mvengine.plan.nodes import Aggregate, Distinct, Filter, Node, Project, Scan, show
+from mvengine.plan.nodes import Aggregate, Distinct, Filter, LookupJoin, Node, Project, Scan, show
 from mvengine.plan.operators import operator_of
 from mvengine.plan.time_bounds import CLOCK, clock_bounds
 
@@ -39,9 +39,11 @@ def full_refresh_reasons(root: Node) -> list[str]:
         for reason in operator.full_reasons(node, is_append_only):
             add(reason)
         inputs = tuple(f for child in node.children for f in child.fields)
+        # (a lookup join reads its facts' arrival time; its dimension may change as it likes)
+        arriving = (node.left,) if isinstance(node, LookupJoin) else node.children
         if any(
             c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)
-        ) and not all(is_append_only(child) for child in node.children):
+        ) and not all(is_append_only(child) for child in arriving):
             add(
                 "PROCTIME() over an input that updates or deletes rows (a retraction's time would not match the "
                 "row's)"

@@ -11,14 +11,14 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
-from hypothesis import example, given
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.storage.api import merge_into
 from mvengine.storage.tables import TableRef
-from tests.conftest import refresh_settings
+from tests.conftest import examples, phases_of_costly
 from tests.spark import test_refresh_differential as differential
 from tests.spark.test_refresh_differential import refresh_steps, source_rows
 
@@ -107,7 +107,12 @@ def _at(seconds: float) -> dt.datetime:
     return BASE + dt.timedelta(seconds=seconds)
 
 
-@refresh_settings(1)
+@settings(  # generated examples too in make test-nightly (each example refreshes eight views a few times)
+    max_examples=examples(1),
+    deadline=None,
+    phases=phases_of_costly(),
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(steps=STEPS)
 # Always run: pairs at both ends of the range and just outside it, NULL times and users, a row moved out of
 # its partner's range and back, rows deleted on both sides in one batch, and a batch on one side only.

@@ -47,11 +47,10 @@ CREATE MATERIALIZED VIEW lj_left AS
 SELECT o.id, o.cur AS order_cur, r.*
 FROM (SELECT id, cur, PROCTIME() AS arrived FROM orders WHERE id >= 0) AS o
 LEFT JOIN rates FOR SYSTEM_TIME AS OF o.arrived AS r ON r.cur = o.cur;
--- a view as the dimension: a currency's rate rounded, with how many currencies share it
+-- a view as the dimension (a currency's rate rounded), as of PROCTIME() itself
 CREATE MATERIALIZED VIEW rounded AS SELECT cur, ROUND(rate, 1) AS rate FROM rates;
 CREATE MATERIALIZED VIEW lj_view AS
-SELECT o.id, d.rate FROM (SELECT *, PROCTIME() AS p FROM orders) o
-JOIN rounded FOR SYSTEM_TIME AS OF o.p AS d ON d.cur = o.cur;
+SELECT o.id, d.rate FROM orders o JOIN rounded FOR SYSTEM_TIME AS OF PROCTIME() AS d ON d.cur = o.cur;
 """
 LOOKUP_VIEWS = ("lj_inner", "lj_left", "lj_view")
 CURRENCIES = st.sampled_from(["eur", "gbp", "usd", None])

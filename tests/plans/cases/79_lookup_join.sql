@@ -7,3 +7,6 @@ LEFT JOIN customers FOR SYSTEM_TIME AS OF c.arrived AS u ON u.id = c.user_id;
 CREATE MATERIALIZED VIEW order_customers AS
 SELECT o.id, u.name FROM (SELECT *, PROCTIME() AS p FROM orders) AS o
 JOIN customers FOR SYSTEM_TIME AS OF o.p AS u ON u.id = o.customer_id;
+-- as of PROCTIME() itself: the clicks' arrival (the customers, which change, are the dimension)
+CREATE MATERIALIZED VIEW click_names AS
+SELECT c.url, u.name FROM clicks c JOIN customers FOR SYSTEM_TIME AS OF PROCTIME() AS u ON u.id = c.user_id;
