@@ -94,31 +94,25 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     columns = root.fields
     if view.column_names is not None:
         if len(view.column_names) != len(columns):
-            raise SqlError(
+            raise _view_error(
+                view,
                 f"the view names {len(view.column_names)} columns but its SELECT has {len(columns)}",
-                file=view.file,
-                line=view.line,
-                obj=f"view {view.name}",
-                hint="list one name per selected column, or drop the column list",
+                "list one name per selected column, or drop the column list",
             )
         columns = tuple(replace(f, name=n) for f, n in zip(columns, view.column_names))
         _check_unique(columns, view)
     for f in columns:
         if f.name.lower() in RESERVED_VIEW_COLUMNS:
-            raise SqlError(
+            raise _view_error(
+                view,
                 f"column name {f.name} is reserved for mvengine's own columns",
-                file=view.file,
-                line=view.line,
-                obj=f"view {view.name}",
-                hint=f"rename it with AS; reserved: {', '.join(sorted(RESERVED_VIEW_COLUMNS))}",
+                f"rename it with AS; reserved: {', '.join(sorted(RESERVED_VIEW_COLUMNS))}",
             )
         if f.type.this == exp.DataType.Type.INTERVAL:  # (a difference of two timestamps, say)
-            raise SqlError(
+            raise _view_error(
+                view,
                 f"column {show_name(f.name)} is an {type_name(f.type)}, a type Delta tables cannot hold",
-                file=view.file,
-                line=view.line,
-                obj=f"view {view.name}",
-                hint="select a number instead, e.g. unix_seconds(b.ts) - unix_seconds(a.ts) AS seconds",
+                "select a number instead, e.g. unix_seconds(b.ts) - unix_seconds(a.ts) AS seconds",
             )
     columns = tuple(replace(f, qualifier=None) for f in columns)
     root = replace(root, fields=columns)
@@ -275,11 +269,14 @@ def _check_unique(columns: tuple[Field, ...], view: ViewDef) -> None:
     seen: set[str] = set()
     for f in columns:
         if f.name.lower() in seen:
-            raise SqlError(
+            raise _view_error(
+                view,
                 f"column name {show_name(f.name)} is used twice",
-                file=view.file,
-                line=view.line,
-                obj=f"view {view.name}",
-                hint="give every column of the view its own name",
+                "give every column of the view its own name",
             )
         seen.add(f.name.lower())
+
+
+def _view_error(view: ViewDef, message: str, hint: str) -> SqlError:
+    """An error located at the view's CREATE statement."""
+    return SqlError(message, file=view.file, line=view.line, obj=f"view {view.name}", hint=hint)
