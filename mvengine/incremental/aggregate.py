@@ -6,14 +6,22 @@ State table `n<i>_acc`: the group columns, `_n` (rows in the group), and each ag
 input that deletes, and of DISTINCT aggregates, are counted in a multiset table `n<i>_ms<j>` (group, value,
 count). An aggregate without GROUP BY has one row, which exists even when its input is empty (COUNT = 0,
 SUM = NULL).
+
+With the view's state_ttl, the accumulators also hold `_touched` (the clock of the batch that last changed the
+group): a group untouched for the TTL is retracted from its old accumulators and leaves state, multisets
+included; a group without state is counted from its input rows before the batch as well, so that one coming
+back after it expired is exact.
 """
 
 from __future__ import annotations
 
 from typing import TypeVar
 
+from sqlglot import exp
+
 from mvengine.incremental.accumulators import (
     COUNT,
+    OLD,
     OLD_EXISTS,
     SAME,
     Accumulator,
@@ -25,6 +33,7 @@ from mvengine.incremental.accumulators import (
     state_columns,
 )
 from mvengine.incremental.engine import Engine
+from mvengine.incremental.state import TOUCHED
 from mvengine.incremental.zset import MTIME, WEIGHT, quote
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.nodes import Aggregate
@@ -56,6 +65,11 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
     )
     rows = engine.compute(rows, {g: f"_g{i}" for i, g in enumerate(groups)})
     rows = engine.select(rows, [*groups, *column.values(), WEIGHT, MTIME])
+    clock = engine.clock()
+    ttl = clock is not None and clock.state_ttl is not None
+    if ttl:  # (a key is touched when its rows change: rows that cancel out touch nothing)
+        rows = engine.consolidate(rows, [*groups, *column.values()])
+        rows = _with_returning_groups(engine, node, rows, groups, column, named, table)
     if multisets:  # read again by each multiset
         rows = engine.keep(rows)
 
@@ -63,11 +77,13 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
     added = partial(engine, rows, groups, aggs, column)
     if multisets:
         added = engine.keep(added)
+    # ...and the groups the view's state_ttl expires: untouched for that long, they leave the view.
+    expired = engine.expired(table, groups, added) if ttl else None
 
     # 2. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
     values = [
         _multiset_values(
-            engine, f"n{engine.node_id(node)}_ms{j}", rows, added, groups, column[argument], aggs, j
+            engine, f"n{engine.node_id(node)}_ms{j}", rows, added, groups, column[argument], aggs, j, expired
         )
         for j, argument in enumerate(multisets)
     ]
@@ -78,8 +94,16 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
     # 4. State: the new accumulators; a group whose count reached zero is deleted (a global one is kept).
     deleted = f"{quote(COUNT)} = 0" if groups else "false"
     # (A group that came and went within the batch has nothing to delete: delta-rs's MERGE rejects such rows.)
-    kept = engine.where(new, f"NOT ({deleted}) OR {OLD_EXISTS}")
-    engine.stage(table, engine.compute(kept, {DELETE: deleted}), groups, state_columns(aggs), DELETE)
+    kept = engine.compute(engine.where(new, f"NOT ({deleted}) OR {OLD_EXISTS}"), {DELETE: deleted})
+    columns = state_columns(aggs)
+    if ttl:  # (the time a group was last touched tells when it expires)
+        assert clock is not None
+        columns = [*columns, TOUCHED]
+        kept = engine.compute(kept, {TOUCHED: f"CAST({clock.now} AS BIGINT)"})
+        if expired is not None:
+            gone = engine.compute(expired, {DELETE: "true"})
+            kept = engine.concat([engine.select(r, [*groups, *columns, DELETE]) for r in (kept, gone)])
+    engine.stage(table, kept, groups, columns, DELETE)
 
     # 5. Output: -old +new for groups whose output changed.
     exists = f"{quote(COUNT)} > 0" if groups else "true"
@@ -90,7 +114,53 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
     old_values = [old_result(i) for i in range(len(aggs))]
     new_values = [new_result(i) for i in range(len(aggs))]
     outputs = [f.name for f in node.fields]
-    return engine.updates(new, [*groups, *old_values], [*groups, *new_values], outputs, "_retract", "_insert")
+    changes = engine.updates(
+        new, [*groups, *old_values], [*groups, *new_values], outputs, "_retract", "_insert"
+    )
+    if expired is None:
+        return changes
+    assert clock is not None
+    old = engine.compute(
+        engine.rename(expired, {c: OLD + c for c in state_columns(aggs)}),
+        {
+            **{old_result(i): a.result_of(lambda c: OLD + c) for i, a in enumerate(aggs)},
+            MTIME: f"timestamp_micros({clock.now})",
+            "_retract": "true",
+            "_insert": "false",
+        },
+    )
+    leaving = engine.updates(
+        old, [*groups, *old_values], [*groups, *old_values], outputs, "_retract", "_insert"
+    )
+    return engine.concat([changes, leaving])
+
+
+def _with_returning_groups(
+    engine: Engine[R],
+    node: Aggregate,
+    rows: R,
+    groups: list[str],
+    column: dict[str, str],
+    named: dict[str, exp.Expression],
+    table: str,
+) -> R:
+    """`rows` and, for each group of theirs without state (new, or back after the view's state_ttl expired
+    it), the input's rows of that group before the batch, as inserts: such a group is counted from all its
+    rows, as a recomputation counts it, not from this batch's alone."""
+    touched = engine.aggregate(rows, {g: g for g in groups}, {"_k": ("sum", WEIGHT)})
+    keys = engine.select(touched, groups)
+    held = engine.select(engine.read_state(table, keys, groups, keys), groups)
+    missing = engine.keep(engine.lookup(keys, [(g, g) for g in groups], held, "anti", null_safe=True))
+    if not engine.any_rows(missing):
+        return rows
+    before = engine.before(node.child, list(node.groups), [(missing, groups)], null_safe=True)
+    if before is None:
+        return rows
+    prior = engine.select(engine.keyed(before, node.child, named, None), [*named, WEIGHT, MTIME])
+    prior = engine.compute(prior, {g: f"_g{i}" for i, g in enumerate(groups)})
+    prior = engine.select(prior, [*groups, *column.values(), WEIGHT, MTIME])
+    prior = engine.lookup(prior, [(g, g) for g in groups], missing, "semi", null_safe=True)
+    return engine.concat([rows, prior])
 
 
 def _describe(node: Aggregate) -> tuple[list[Accumulator], list[str]]:
@@ -113,10 +183,11 @@ def _multiset_values(
     x: str,
     aggs: list[Accumulator],
     j: int,
+    expired: R | None,
 ) -> R:
     """Apply the batch to multiset j (group, value, count), and compute per affected group that has values the
     aggregates that read it (MIN, MAX, COUNT DISTINCT, SUM DISTINCT, COLLECT_LIST) over the values whose count
-    is positive."""
+    is positive. The values of `expired` groups are deleted."""
     keys = [*groups, VALUE]
     counted = engine.aggregate(rows, {**{g: g for g in groups}, VALUE: x}, {COUNT: ("sum", WEIGHT)})
     old = engine.read_state(table, engine.empty(counted), groups, partial)
@@ -132,8 +203,18 @@ def _multiset_values(
         )
     )
     gone = f"{quote(COUNT)} <= 0"
-    staged = engine.where(merged, f"_touched = 1 AND (NOT ({gone}) OR _existed = 1)")
-    engine.stage(table, engine.compute(staged, {DELETE: gone}), keys, [COUNT], DELETE)
+    staged = engine.compute(
+        engine.where(merged, f"_touched = 1 AND (NOT ({gone}) OR _existed = 1)"), {DELETE: gone}
+    )
+    if expired is not None:
+        values = engine.read_state(table, engine.empty(counted), groups, expired)
+        staged = engine.concat(
+            [
+                engine.select(r, [*keys, COUNT, DELETE])
+                for r in (staged, engine.compute(values, {DELETE: "true"}))
+            ]
+        )
+    engine.stage(table, staged, keys, [COUNT], DELETE)
 
     present = engine.where(merged, f"{quote(COUNT)} > 0")
     wanted = [a for a in aggs if a.how is not None and a.multiset == j]

@@ -33,7 +33,8 @@ class Batch:
     # allowed_lateness: input rows whose event time is before this (µs) are not applied, but kept in `late`
     late_before: int | None = None
     late: list[DataFrame] = field(default_factory=list)  # (row JSON, event_time, _w) of the rows not applied
-    clock: Clock | None = None  # the time NOW() reads (None: the view has no temporal filter)
+    clock: Clock | None = None  # the time NOW() reads (None: the view has no temporal filter nor state_ttl)
+    expired: int = 0  # the keys the view's state_ttl expired in this batch
     _as_before: Batch | None = field(default=None, repr=False)
 
     def node_id(self, node: Node) -> int:

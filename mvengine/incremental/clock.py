@@ -1,11 +1,12 @@
 """The clock a batch reads NOW() as: one time per batch, recorded by its snapshot commit, so that a temporal
-filter's rows pass or fail as of that time (plan/time_bounds.py), in the batch and in any recomputation of it."""
+filter's rows pass or fail as of that time (plan/time_bounds.py), in the batch and in any recomputation of it.
+The same clock tells which keys of a view with a `state_ttl` were untouched for that long (they expire)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mvengine.plan.nodes import Filter, Node
+from mvengine.plan.nodes import Aggregate, Distinct, Filter, Node
 from mvengine.plan.time_bounds import clock_bounds
 
 
@@ -13,10 +14,16 @@ from mvengine.plan.time_bounds import clock_bounds
 class Clock:
     now: int  # µs since the epoch: what NOW() reads in this batch
     before: int | None = None  # ...and read in the batch before (None: the view starts, or never read it)
+    state_ttl: int | None = None  # µs: the view's keys untouched for this long expire (None: they never do)
 
     @property
     def moved(self) -> bool:
         return self.before is not None and self.before != self.now
+
+    @property
+    def expire_through(self) -> int | None:
+        """Keys last touched at or before this time (µs) expire in this batch; None: none do."""
+        return None if self.state_ttl is None else self.now - self.state_ttl
 
     def as_before(self) -> Clock | None:
         """The clock of the view's rows before the batch: that batch's own."""
@@ -28,6 +35,15 @@ def reads_clock(node: Node) -> bool:
     return any(isinstance(n, Filter) and clock_bounds(n) is not None for n in node.walk())
 
 
+def holds_expiring_state(node: Node) -> bool:
+    """Whether the GROUP BY or DISTINCT whose keys a `state_ttl` expires lies under `node` (plan/view_plan.py
+    allows no other state in such a view)."""
+    return any(isinstance(n, (Aggregate, Distinct)) for n in node.walk())
+
+
 def clock_moves(clock: Clock | None, node: Node) -> bool:
-    """Whether `node`'s rows can change in a batch with this clock, with no input changed."""
-    return clock is not None and clock.moved and reads_clock(node)
+    """Whether `node`'s rows can change in a batch with this clock, with no input changed: the clock passed
+    rows of its temporal filters, or keys of its state may have expired."""
+    if clock is None or not clock.moved:
+        return False
+    return reads_clock(node) or (clock.state_ttl is not None and holds_expiring_state(node))

@@ -50,6 +50,9 @@ class DriverState(Protocol):
     def read_all(self, name: str) -> pa.Table | None:
         """The whole state table (None as for lookup)."""
 
+    def expired_arrow(self, name: str, through: int) -> pa.Table | None:
+        """The state rows last touched at or before `through` (a view's state_ttl); None when none can be."""
+
     def stage(self, name: str, rows: pa.Table, keys: Sequence[str], delete_column: str | None = None) -> None:
         """Queue the new rows of these keys (where `delete_column` is true: their removal). Without
         keys (a table of one row: a global aggregate's), the rows replace the whole table: staging none
@@ -68,6 +71,7 @@ class DriverBatch:
     late_before: int | None = None  # as Batch.late_before
     late: list[pa.Table] = field(default_factory=list)  # as Batch.late
     clock: Clock | None = None  # as Batch.clock
+    expired: int = 0  # as Batch.expired
 
     def node_id(self, node: Node) -> int:
         return self.node_ids[id(node)]

@@ -147,11 +147,13 @@ class Engine(Protocol[R]):
         keys: Sequence[exp.Expression],
         known: Sequence[tuple[R, Sequence[str]]],
         within: Within | None = None,
+        null_safe: bool = False,
     ) -> R | None:
         """`node`'s rows before the batch, as inserts (None when the view starts from nothing): at least those
         whose `keys` (bound over `node`'s fields) take a value that a relation of `known` holds in its named
-        key columns, and whose time lies `within` a range; the driver reads only those, Spark all of them in
-        the range (the files whose statistics exclude it are skipped)."""
+        key columns (a NULL key too, when `null_safe`: a group's), and whose time lies `within` a range; the
+        driver reads only those, Spark all of them in the range (the files whose statistics exclude it are
+        skipped)."""
 
     def time_range(self, rel: R, child: Node, column: exp.Expression) -> tuple[int, int] | None:
         """The least and greatest value of TIMESTAMP `column` (bound over `child`'s fields; `rel` is its changes,
@@ -262,6 +264,12 @@ class Engine(Protocol[R]):
     def stamped(self, rel: R, changes: R) -> R:
         """`rel` with `_mtime` (added, or replaced) the latest of `changes`': the time of what a recomputation of
         some rows emits."""
+
+    def expired(self, table: str, keys: Sequence[str], touched: R) -> R | None:
+        """The rows of state table `table` (all its columns) whose keys the view's state_ttl expires in this
+        batch: last touched at or before the clock's `expire_through`, and not among the named `keys` of
+        `touched` (NULL matching NULL); None when none does (or the view has no state_ttl). Counted in the
+        batch's `expired`."""
 
     def read_state(self, table: str, template: R, keys: Sequence[str], touched: R) -> R:
         """The rows of state table `table` whose named `keys` equal those of a row of `touched` (NULL matching
@@ -397,6 +405,7 @@ class SparkEngine:
         keys: Sequence[exp.Expression],
         known: Sequence[tuple[DataFrame, Sequence[str]]],
         within: Within | None = None,
+        null_safe: bool = False,
     ) -> DataFrame | None:
         before = self.batch.as_before()
         if before is None:
@@ -598,6 +607,18 @@ class SparkEngine:
     def stamped(self, rel: DataFrame, changes: DataFrame) -> DataFrame:
         return rel.withColumn(MTIME, batch_time(changes))
 
+    def expired(self, table: str, keys: Sequence[str], touched: DataFrame) -> DataFrame | None:
+        clock = self.batch.clock
+        through = None if clock is None else clock.expire_through
+        rows = None if through is None else self.batch.state.expired(table, through)
+        if rows is None:
+            return None
+        keys_of = touched.select(*map(quote, keys))
+        rows = self.keep(self.lookup(rows, [(k, k) for k in keys], keys_of, "anti", null_safe=True))
+        count = rows.count()
+        self.batch.expired += count
+        return rows if count else None
+
     def read_state(
         self, table: str, template: DataFrame, keys: Sequence[str], touched: DataFrame
     ) -> DataFrame:
@@ -779,10 +800,11 @@ class ArrowEngine:
         keys: Sequence[exp.Expression],
         known: Sequence[tuple[pa.Table, Sequence[str]]],
         within: Within | None = None,
+        null_safe: bool = False,
     ) -> pa.Table | None:
         values = [_aligned([rel.column(names[i]) for rel, names in known]) for i in range(len(keys))]
         ranges = {} if within is None else range_filters(node, *within)
-        before = self.batch.as_before(key_filters(node, keys, values), ranges)
+        before = self.batch.as_before(key_filters(node, keys, values, null_safe), ranges)
         return None if before is None else self.child_delta(node, before)
 
     def time_range(self, rel: pa.Table, child: Node, column: exp.Expression) -> tuple[int, int] | None:
@@ -975,6 +997,19 @@ class ArrowEngine:
         column = pa.repeat(latest, rel.num_rows)
         i = rel.schema.get_field_index(MTIME)
         return rel.set_column(i, MTIME, column) if i >= 0 else rel.append_column(MTIME, column)
+
+    def expired(self, table: str, keys: Sequence[str], touched: pa.Table) -> pa.Table | None:
+        clock = self.batch.clock
+        through = None if clock is None else clock.expire_through
+        rows = None if through is None else self.batch.state.expired_arrow(table, through)
+        if rows is None or not rows.num_rows:
+            return None
+        touched = pa.table(
+            [cast(touched.column(k), rows.schema.field(k).type) for k in keys], names=list(keys)
+        )
+        rows = self.lookup(rows, [(k, k) for k in keys], touched, "anti", null_safe=True)
+        self.batch.expired += rows.num_rows
+        return rows if rows.num_rows else None
 
     def read_state(self, table: str, template: pa.Table, keys: Sequence[str], touched: pa.Table) -> pa.Table:
         if self.batch.state.schema(table) is None:

@@ -18,17 +18,21 @@ from mvengine.storage.api import Bounds
 
 
 def key_filters(
-    node: Node, keys: Sequence[exp.Expression], values: Sequence[pa.ChunkedArray]
+    node: Node,
+    keys: Sequence[exp.Expression],
+    values: Sequence[pa.ChunkedArray],
+    null_safe: bool = False,
 ) -> dict[str, KeyFilter]:
     """The input rows of `node` whose `keys` (bound over its fields) can take `values` (the i-th key's values
-    in the batch): the first key that narrows an input narrows it and the inputs tied to it; an input the node
+    in the batch; a NULL among them names the rows whose key is NULL only when `null_safe`: a group's, not a
+    join's): the first key that narrows an input narrows it and the inputs tied to it; an input the node
     scans twice is read whole (a self-join reads it once for both scans, and a filter by one scan's column
     could drop rows the other needs)."""
     for key, found_values in zip(keys, values):
         found = input_columns(node, key)
         if not found:
             continue
-        unique = pc.unique(found_values.drop_null())
+        unique = pc.unique(found_values if null_safe else found_values.drop_null())
         return {name: (column, unique) for name, column in _scanned_once(node, found)}
     return {}
 

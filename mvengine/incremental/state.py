@@ -24,6 +24,8 @@ from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
 from mvengine.storage.api import arrow_schema, merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, version_before
 
+TOUCHED = "_touched"  # µs: the batch clock when a key's state last changed (views with a state_ttl)
+
 
 @dataclass
 class StateStore:
@@ -39,6 +41,9 @@ class StateStore:
     # Table name prefix → a condition on its rows (`t."col"`) that the batch's MERGE into it deletes: the rows of
     # windows past the view's allowed lateness (runtime/event_time.purge_conditions).
     purge: dict[str, str] = field(default_factory=dict)
+    # Custom commit metadata of every write: the batch's clock, in a view with a state_ttl, whose expiries
+    # depend on it (a batch replayed after its state committed takes that clock: runtime/expiry.py).
+    metadata: dict[str, str] = field(default_factory=dict)
     _pending: list[tuple[str, DataFrame, tuple[str, ...], str | None]] = field(default_factory=list)
     # The driver's reads of each state table: its version before the batch (None: none to read) and schema,
     # found once a batch (until its commit): each costs a look at the table's log, and a batch's rules and
@@ -127,6 +132,41 @@ class StateStore:
         )
         return found.take(matched)
 
+    # -- keys that expire (a view's state_ttl) ----------------------------------------------------------------
+
+    def expired(self, name: str, through: int) -> DataFrame | None:
+        """The rows of state table `name` last touched (its `_touched` column) at or before `through`, µs; None
+        when its files' statistics show none."""
+        if not self._touched_through(name, through):
+            return None
+        rows = read_table(self.spark, self.ref(name), version=self._version(name))
+        return rows.where(F.col(TOUCHED) <= through)
+
+    def expired_arrow(self, name: str, through: int) -> pa.Table | None:
+        """`expired`, read on the driver: the files and row groups whose statistics exclude it are skipped."""
+        if not self._touched_through(name, through):
+            return None
+        version = self._version(name)
+        low = pa.scalar(-(2**63), pa.int64())
+        rows = read_arrow(
+            self.ref(name), version=version, within=(TOUCHED, low, pa.scalar(through, pa.int64()))
+        )
+        return rows.filter(pc.less_equal(rows.column(TOUCHED), through))
+
+    def _touched_through(self, name: str, through: int) -> bool:
+        """Whether a row of the table may have been last touched at or before `through`, by the least
+        `_touched` its files' statistics record (the log alone: most batches expire nothing)."""
+        version = self._version(name)
+        if version is None:
+            return False
+        actions = pa.table(self.ref(name).open(version=version).get_add_actions(flatten=True))
+        column = f"min.{TOUCHED}"
+        if not actions.num_rows:
+            return False
+        if column not in actions.column_names or actions.column(column).null_count:
+            return True  # (files without statistics: read to know)
+        return bool(pc.min(actions.column(column)).as_py() <= through)
+
     def _has_table(self, name: str) -> bool:
         """Whether the batch reads (and merges into) rows of state table `name`: it exists and does not start
         empty (the view is rebuilt, and the table is not one that carries on)."""
@@ -164,7 +204,15 @@ class StateStore:
         if not (keys and self._has_table(name)):
             # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
             kept = _without_deleted(rows, delete_column)
-            write_table(kept, ref, mode="overwrite", txn=txn, on_driver=self.on_driver, cluster_by=keys)
+            write_table(
+                kept,
+                ref,
+                mode="overwrite",
+                metadata=self.metadata or None,
+                txn=txn,
+                on_driver=self.on_driver,
+                cluster_by=keys,
+            )
             return
         purge = next(
             (
@@ -175,7 +223,14 @@ class StateStore:
             None,
         )
         merge_into(
-            rows, ref, keys, delete_column=delete_column, txn=txn, on_driver=self.on_driver, purge=purge
+            rows,
+            ref,
+            keys,
+            delete_column=delete_column,
+            metadata=self.metadata or None,
+            txn=txn,
+            on_driver=self.on_driver,
+            purge=purge,
         )
 
     @property

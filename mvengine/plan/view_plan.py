@@ -18,12 +18,25 @@ from mvengine.plan.analysis import (
     state_of,
 )
 from mvengine.plan.binder import Binder
-from mvengine.plan.nodes import Aggregate, Field, Filter, LookupJoin, Node, WindowAssign, show, show_name
+from mvengine.plan.nodes import (
+    Aggregate,
+    Distinct,
+    Field,
+    Filter,
+    LookupJoin,
+    Node,
+    Over,
+    Project,
+    TopN,
+    WindowAssign,
+    show,
+    show_name,
+)
 from mvengine.plan.rewrites.passes import rewritten
 from mvengine.plan.scope import Relation, Scope
 from mvengine.plan.temporal_sql import spell_temporal_joins
 from mvengine.plan.types import type_name
-from mvengine.plan.windows import spark_sql
+from mvengine.plan.windows import duration, spark_sql
 from mvengine.sql.expectations import check_columns, kept_rows
 from mvengine.sql.time_syntax import Emit
 from mvengine.sql.views import ViewDef
@@ -146,9 +159,12 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     if view.allowed_lateness is not None:
         _check_lateness(view, root)
     state = state_of(root, strategy, purged=view.allowed_lateness is not None)
+    expiring = None if view.state_ttl is None else _check_state_ttl(view, root, strategy)
     key = None if root.key is None else tuple(columns[i].name for i in root.key)
     deterministic = is_deterministic(root) and not binder.random_sampling
     changelog = changelog_kind(root, deterministic)
+    if expiring is not None and changelog == "append-only":  # (keys leave as their state expires)
+        changelog = "upsert" if key is not None else "retract"
     if view.emit is not None:
         _check_emit(view, view.emit, columns, strategy, root)
         if (
@@ -176,6 +192,8 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
             f"{arrival} depends on when rows arrived, which only batches know: never recomputed by cost; "
             f"a full computation (the first refresh, mv refresh --full) {effect}"
         )
+    if expiring is not None:
+        notes.append(_expiry_note(view, expiring))
     notes += [
         f"without the rows of {d.split(': ', 1)[0]} its DROP ROW / QUARANTINE expectations fail "
         f"(keeps {d.split(': ', 1)[1]})"
@@ -190,11 +208,11 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
         changelog,
         strategy,
         "; ".join(reasons) if reasons else None,
-        state.description + held,
-        state.bounded,
+        state.description + held + ("" if expiring is None else f"; {_expiry_state(view)}"),
+        state.bounded or expiring is not None,
         tuple(notes),
         spark_sql(spell_temporal_joins(view.query, binder.temporal_joins), binder.table_windows),
-        by_arrival=arrival is not None,
+        by_arrival=arrival is not None or expiring is not None,
         drops=tuple(drops),
     )
 
@@ -218,6 +236,68 @@ def _check_lateness(view: ViewDef, root: Node) -> None:
             hint="GROUP BY the window directly (a window under a join or without GROUP BY cannot "
             "drop late rows consistently)",
         )
+
+
+def _check_state_ttl(view: ViewDef, root: Node, strategy: str) -> Aggregate | Distinct:
+    """state_ttl expires the keys of the view's one GROUP BY or DISTINCT, which must be its top operator (under
+    filters and projections only): a key's row then leaves the view with its state (its retraction comes from
+    that state), and a key that comes back is counted again from its input rows, which only a stateless input
+    can give (a GROUP BY below would itself have expired keys). Returns that operator."""
+    ttl = duration(view.state_ttl or 0)
+    if strategy != "incremental":
+        raise _view_error(
+            view,
+            f"state_ttl '{ttl}': the view is recomputed in full on every refresh, so it keeps no state to expire",
+            "drop the option, or make the view incremental (mv plan says why it is not)",
+        )
+    node = root
+    while isinstance(node, (Filter, Project)):
+        node = node.child
+    if not (isinstance(node, Distinct) or (type(node) is Aggregate and node.groups)):
+        raise _view_error(
+            view,
+            f"state_ttl '{ttl}' expires the keys of a GROUP BY or SELECT DISTINCT at the top of the view's "
+            "query, and this view has none",
+            "state_ttl is for views that group (GROUP BY with keys) or deduplicate (SELECT DISTINCT); a view "
+            "without either keeps no state per key (joins, filters and projections keep none)",
+        )
+    if any(isinstance(n, (Aggregate, Distinct, TopN, Over)) for n in node.child.walk()):
+        raise _view_error(
+            view,
+            f"state_ttl '{ttl}' needs the view's GROUP BY or DISTINCT to read a stateless input, and this "
+            "one reads another aggregate, DISTINCT, ranking or window function",
+            "make the inner query a view of its own (with its own state_ttl, if it should have one)",
+        )
+    clashes = [o for o, set_ in (("allowed_lateness", view.allowed_lateness), ("EMIT", view.emit)) if set_]
+    if clashes:
+        raise _view_error(
+            view,
+            f"state_ttl and {clashes[0]} on one view: both decide when its state ends",
+            "bound a windowed view's state with allowed_lateness alone",
+        )
+    arrival = by_arrival(root)
+    if arrival is not None:
+        raise _view_error(
+            view,
+            f"state_ttl counts a key that comes back again from its input rows, which cannot say what "
+            f"{arrival} gave when they arrived",
+            "drop the option, or what depends on arrival",
+        )
+    return node
+
+
+def _expiry_state(view: ViewDef) -> str:
+    return f"a key untouched for {duration(view.state_ttl or 0)} of batch clock expires (state_ttl)"
+
+
+def _expiry_note(view: ViewDef, node: Aggregate | Distinct) -> str:
+    keys = "its groups" if isinstance(node, Aggregate) else "its distinct rows"
+    ttl = duration(view.state_ttl or 0)
+    return (
+        f"state_ttl '{ttl}': {keys} untouched by its input for {ttl} (batch clock) leave the view and its "
+        "state; one that comes back is counted again from its input rows. The snapshot holds the query's rows "
+        f"of the keys touched within {ttl}, not every row a recomputation gives; never recomputed by cost"
+    )
 
 
 def _origin(view: ViewDef) -> list[str]:

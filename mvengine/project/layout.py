@@ -88,6 +88,7 @@ class CommitRecord:
     batch_ms: int | None = None  # the batch's time up to this commit (None: not recorded)
     engine: str | None = None  # "driver" or "spark" (None: not recorded)
     clock: int | None = None  # what NOW() read in the batch, µs since the epoch (temporal filters only)
+    expired: int | None = None  # the keys its state_ttl expired in this generation, up to this batch
     version: int = -1  # the snapshot version that records it, and its commit time (-1: not committed yet)
     timestamp_ms: int = -1
 
@@ -108,6 +109,7 @@ class CommitRecord:
             "watermark": self.watermark,
             "batch_ms": self.batch_ms,
             "clock": self.clock,
+            "expired": self.expired,
         }
         written.update({k: str(v) for k, v in optional.items() if v is not None})
         if self.expectations:
@@ -140,6 +142,7 @@ class CommitRecord:
             batch_ms=_int_or_none(recorded.get("batch_ms")),
             engine=recorded.get("engine"),
             clock=_int_or_none(recorded.get("clock")),
+            expired=_int_or_none(recorded.get("expired")),
         )
 
 

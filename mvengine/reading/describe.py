@@ -10,11 +10,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from mvengine.config import join_uri
 from mvengine.plan.types import type_name
+from mvengine.plan.windows import duration
 from mvengine.project.layout import source_quarantine, view_tables
 from mvengine.reading.versions import Versions, show_time
-from mvengine.storage.objects import is_local, local_path
+from mvengine.storage.objects import is_local, list_folders, local_path
 from mvengine.storage.tables import TableRef, commit_history
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -107,6 +110,9 @@ def _describe_view(versions: Versions, name: str) -> dict[str, Any]:
             "changelog_bytes": changelog_bytes,
             "state_bytes": folder_bytes(tables.state),
         },
+        "state_rows": state_rows(tables.state, versions.config.storage_options),
+        "state_ttl": None if plan.view.state_ttl is None else duration(plan.view.state_ttl),
+        "rows_expired": latest.expired or 0,
         "last_refresh": show_time(latest.timestamp_ms),
         "late_rows": table_size(tables.late)[0] if tables.late.exists() else 0,
         "last_batch_expectations": latest.expectations,
@@ -201,3 +207,14 @@ def folder_bytes(path: str) -> int | None:
         return None
     local = local_path(path)
     return sum(os.path.getsize(os.path.join(folder, f)) for folder, _, files in os.walk(local) for f in files)
+
+
+def state_rows(state_folder: str, storage_options: dict[str, str]) -> int:
+    """The rows of all the view's state tables, by their logs' row counts."""
+    total = 0
+    for name in list_folders(state_folder, storage_options):
+        ref = TableRef(join_uri(state_folder, name), storage_options, name)
+        if ref.exists():
+            records = pa.table(ref.open().get_add_actions(flatten=True)).column("num_records")
+            total += int(pc.sum(pc.fill_null(records, 0)).as_py() or 0)
+    return total

@@ -20,7 +20,7 @@ from mvengine.incremental.driver import DriverBatch, KeyFilter, conform, read_be
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.state import StateStore
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.project.layout import ViewTables, app_id, view_tables
+from mvengine.project.layout import ViewTables, app_id, recorded_at, view_tables
 from mvengine.runtime.batch_expectations import BatchExpectations
 from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.changes import BatchChanges, InputChanges, ViewOutput
@@ -38,6 +38,7 @@ from mvengine.runtime.event_time import (
     with_emit_timing,
 )
 from mvengine.runtime.expectations import Outcome
+from mvengine.runtime.expiry import clock_metadata, committed_clock
 from mvengine.runtime.profile import Profile
 from mvengine.runtime.recompute import recompute, version_before_batch
 from mvengine.runtime.steps import FINISH, REBUILD, Step
@@ -99,7 +100,10 @@ def apply_changes(
     if has_event_time(plan, ctx.catalog):
         with profile.phase("watermark", spark=False):
             marks = batch_watermarks(plan, ctx.catalog, refs, targets, tables.snapshot, snapshot_before)
-    clock = batch_clock(plan, tables.snapshot, before=snapshot_before, finishing=finishing)
+    committed = committed_clock(plan, tables.state, ctx.config.storage_options, application, batch_id)
+    clock = batch_clock(
+        plan, tables.snapshot, before=snapshot_before, finishing=finishing, committed=committed
+    )
     work = _Work(
         ctx,
         plan,
@@ -149,6 +153,7 @@ def apply_changes(
         started=started,
         rows_in=rows_in,
         clock=clock,
+        expired=out.expired + _expired_before(plan, tables, snapshot_before),
     )
     version_before = -1 if snapshot_before is None else snapshot_before
     zset = out.zset
@@ -173,8 +178,16 @@ def apply_changes(
             engine,
             expectations=outcomes,
             rows_read=out.rows_read,
+            expired=out.expired,
         )
     )
+
+
+def _expired_before(plan: ViewPlan, tables: ViewTables, snapshot_before: int | None) -> int:
+    """The keys the view's state_ttl expired in its generation before this batch."""
+    if plan.view.state_ttl is None or snapshot_before is None:
+        return 0
+    return recorded_at(tables.snapshot, snapshot_before).expired or 0
 
 
 @dataclass(frozen=True)
@@ -207,6 +220,7 @@ class _Work:
             fresh=False,
             on_driver=on_driver,
             policy=ctx.policy,
+            metadata=clock_metadata(self.plan, None if self.clock is None else self.clock.now),
         )
 
 
@@ -255,6 +269,7 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
             )
             out.late = pa.concat_tables(batch.late) if batch.late else None
             out.rows_read = sum(read)
+            out.expired = batch.expired
     except NotOnDriver as e:
         profile.notes.append(f"computed by Spark: {e}")
         return None
@@ -297,6 +312,7 @@ def _in_spark(work: _Work, changes: BatchChanges) -> tuple[ViewChanges, StateSto
             inserts_only=plan.changelog == "append-only",
         )
         out.late = reduce(DataFrame.unionAll, batch.late) if batch.late else None
+        out.expired = batch.expired
     return out, state, unfiltered[0] if unfiltered else zset
 
 

@@ -24,6 +24,7 @@ class BatchReport:
     # On the driver: input rows read as they were before the batch (emit.ViewChanges.rows_read); None: not
     # counted (in Spark, or a recomputation, which reads whole inputs)
     rows_read: int | None = None
+    expired: int = 0  # the keys its state_ttl expired (they left the view)
 
     def line(self) -> str:
         versions = ", ".join(f"{n}@{v}" for n, v in self.inputs.items())
@@ -36,6 +37,7 @@ class BatchReport:
         note = f"  ({note})" if note else ""
         work = "recomputed" if self.rows_in is None else f"{self.rows_in} changes in"
         work += f", {self.rows_read} input rows read" if self.rows_read else ""
+        work += f", {self.expired} key{'s' if self.expired != 1 else ''} expired" if self.expired else ""
         where = " on the driver" if self.engine == "driver" else ""
         return (
             f"{self.view}: batch {self.batch_id} [{self.kind}] inputs {versions}: {work}, "

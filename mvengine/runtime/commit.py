@@ -39,12 +39,14 @@ def commit_batch(
     started: float,
     rows_in: int | None = None,
     clock: Clock | None = None,
+    expired: int = 0,
 ) -> None:
     """Commit the batch. The snapshot commit records it for readers (`mv status`, `mv ui`): its rows in (None
     for a recomputation), where it ran, and its time from `started` to that commit. The emit revisions come
     after the snapshot: a batch whose snapshot is not committed is recomputed (possibly from newer input
     versions, for a bootstrap), and must find the revisions as they were. `spark`: whether the writes may run
-    Spark jobs (not when the batch was computed on the driver)."""
+    Spark jobs (not when the batch was computed on the driver). `expired`: the keys the view's state_ttl
+    expired in its generation, up to this batch."""
     ctx.writing.add(plan.name)
     with _commit_phase(plan, "state", profile, spark):
         state.commit(state.staged - {EMIT_STATE})
@@ -65,6 +67,7 @@ def commit_batch(
         batch_ms=ctx.batch_ms[plan.name],
         engine="spark" if spark else "driver",
         clock=None if clock is None else clock.now,
+        expired=expired if plan.view.state_ttl is not None else None,
     )
     txn = (app_id(plan.name, generation), batch_id)
     on_driver = state.on_driver and changes.rows <= ctx.policy.write_from_driver

@@ -57,6 +57,7 @@ class ViewChanges:
     # On the driver: the input rows the rules read as they were before the batch (a join's other side, the
     # facts a temporal filter or join re-reads): what the batch had to touch beyond its changes. None in Spark.
     rows_read: int | None = None
+    expired: int = 0  # the keys the view's state_ttl expired in the batch
 
 
 def view_changes(
@@ -188,9 +189,18 @@ class _Emit:
                 dict(zip(sources, self.columns)),
             )
         if count:  # (last: a NotOnDriver above leaves nothing staged)
-            kept = engine.compute(rows, {REVISION: f"CASE WHEN _has THEN _next ELSE {REVISION} END"})
+            # A view with a state_ttl keeps no revision of a key that left it (its state ends with its row):
+            # one that comes back starts again at revision 0.
+            gone = "NOT _has" if self.plan.view.state_ttl is not None else "false"
+            kept = engine.compute(
+                rows, {REVISION: f"CASE WHEN _has THEN _next ELSE {REVISION} END", "_gone": gone}
+            )
             engine.stage(
-                EMIT_STATE, engine.rename(engine.select(kept, [*keys, REVISION]), keys), key, [REVISION]
+                EMIT_STATE,
+                engine.rename(engine.select(kept, [*keys, REVISION, "_gone"]), keys),
+                key,
+                [REVISION],
+                "_gone",
             )
         return ViewChanges(
             changelog,

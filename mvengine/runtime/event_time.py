@@ -426,15 +426,24 @@ def now_micros() -> int:
     return int(time.time() * 1_000_000)
 
 
-def batch_clock(plan: ViewPlan, snapshot: TableRef, *, before: int | None, finishing: bool) -> Clock | None:
-    """The clock of a batch of a view with a temporal filter (None without one): NOW() reads the time the batch
-    starts, or, in a batch that finishes one whose snapshot committed, the time that commit recorded; the batch
-    before read what its snapshot version `before` recorded (None: the view starts from nothing)."""
-    if not reads_clock(plan.root):
+def batch_clock(
+    plan: ViewPlan,
+    snapshot: TableRef,
+    *,
+    before: int | None,
+    finishing: bool,
+    committed: int | None = None,
+) -> Clock | None:
+    """The clock of a batch of a view with a temporal filter or a state_ttl (None without): NOW() reads the
+    time the batch starts, or, in a batch that finishes one whose snapshot committed, the time that commit
+    recorded, or the time its state's commit recorded (`committed`: a state_ttl's); the batch before read what
+    its snapshot version `before` recorded (None: the view starts from nothing)."""
+    ttl = plan.view.state_ttl
+    if not reads_clock(plan.root) and ttl is None:
         return None
     earlier = None if before is None else recorded_at(snapshot, before).clock
-    now = recorded_at(snapshot, snapshot.open().version()).clock if finishing else None
-    return Clock(now_micros() if now is None else now, earlier)
+    now = recorded_at(snapshot, snapshot.open().version()).clock if finishing else committed
+    return Clock(now_micros() if now is None else now, earlier, ttl)
 
 
 def _earliest_due_per_key(rows: pa.Table, key: list[str]) -> pa.Table:

@@ -95,14 +95,15 @@ class Pipeline:
         self.next_timer = self._next_timer()
 
     def _next_timer(self) -> int | None:
-        """The earliest time (µs) a view has rows due with no source moved: rows its EMIT policy holds, or
-        rows its temporal filters let in or out (refresh_plan.next_wakeup); no sooner than one interval from
-        now (a stream's rows leave a temporal filter one after another: a batch per interval takes them)."""
+        """The earliest time (µs) a view has rows due with no source moved: rows its EMIT policy holds, rows
+        its temporal filters let in or out, or keys its state_ttl expires (refresh_plan.next_wakeup); no
+        sooner than one interval from now (a stream's rows leave a temporal filter one after another: a batch
+        per interval takes them)."""
         options = self.ctx.config.storage_options
         dues = [
             d
             for plan in self.plans
-            if has_timers(plan) or reads_clock(plan.root)
+            if has_timers(plan) or reads_clock(plan.root) or plan.view.state_ttl is not None
             if (
                 d := next_wakeup(
                     plan, self.ctx.catalog, last_commit(view_tables(plan, options).snapshot), options

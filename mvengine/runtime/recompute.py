@@ -32,6 +32,7 @@ from mvengine.runtime.event_time import (
     with_emit_timing,
 )
 from mvengine.runtime.expectations import Outcome, inserted
+from mvengine.runtime.expiry import clock_metadata, committed_clock
 from mvengine.runtime.profile import Profile
 from mvengine.runtime.steps import Step
 from mvengine.sql.expectations import kept_rows
@@ -79,7 +80,14 @@ def recompute(
         on_driver=_rows_within(refs, versions, ctx.policy.write_from_driver),
         policy=ctx.policy,
     )
-    clock = batch_clock(plan, tables.snapshot, before=None, finishing=resuming) if incremental else None
+    options = ctx.config.storage_options
+    committed = committed_clock(plan, tables.state, options, application, batch_id) if resuming else None
+    clock = (
+        batch_clock(plan, tables.snapshot, before=None, finishing=resuming, committed=committed)
+        if incremental
+        else None
+    )
+    state.metadata = clock_metadata(plan, None if clock is None else clock.now)
     batch = Batch(ctx.spark, {}, state, clock=clock)
     profile = Profile(ctx.spark)
     try:

@@ -11,6 +11,7 @@ from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 from mvengine.project.layout import CommitRecord, ViewTables, app_id, last_commit, source_table, view_tables
 from mvengine.runtime.clock_flips import next_flip
+from mvengine.runtime.expiry import next_expiry
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
 from mvengine.runtime.steps import SKIP, WAIT, Step, ViewFacts, decide, decide_interrupted, view_facts
 from mvengine.storage.sources import ensure_source_table
@@ -39,7 +40,8 @@ def timers_due(
     plan: ViewPlan, catalog: Catalog, last: CommitRecord | None, storage_options: dict[str, str]
 ) -> str | None:
     """Which rows of the view are due now with no input moved, in words (None: none): rows its EMIT policy
-    holds until a processing time, or rows its temporal filters let in or out as the clock passes their time."""
+    holds until a processing time, rows its temporal filters let in or out as the clock passes their time, or
+    keys its state_ttl expires."""
     from mvengine.runtime.event_time import next_due, now_micros  # (Spark's Python modules: only when asked)
 
     now = now_micros()
@@ -49,6 +51,9 @@ def timers_due(
     flip = _next_flip(plan, catalog, last, storage_options)
     if flip is not None and flip <= now:
         return "the clock passed the time of rows its temporal filter lets in or out"
+    expiry = next_expiry(plan, view_tables(plan, storage_options).state, storage_options)
+    if expiry is not None and expiry <= now:
+        return "keys untouched for its state_ttl are due to leave it"
     return None
 
 
@@ -61,6 +66,7 @@ def next_wakeup(
     dues = [
         next_due(plan, view_tables(plan, storage_options).state, storage_options),
         _next_flip(plan, catalog, last, storage_options),
+        next_expiry(plan, view_tables(plan, storage_options).state, storage_options),
     ]
     return min((d for d in dues if d is not None), default=None)
 

@@ -18,7 +18,7 @@ from mvengine.sql.expectations import Expectation
 from mvengine.sql.files import Statement
 from mvengine.sql.time_syntax import Emit, option_micros
 
-VIEW_OPTIONS = {"path", "refresh_policy", "allowed_lateness"}
+VIEW_OPTIONS = {"path", "refresh_policy", "allowed_lateness", "state_ttl"}
 # How a view is refreshed (as Databricks' materialized views offer): `auto` chooses per batch, by cost, between
 # its delta rule and a recomputation; `incremental` always applies the delta rule when the view has one;
 # `incremental_strict` makes a view without one an error at plan time; `full` always recomputes.
@@ -37,6 +37,7 @@ class ViewDef:
     refresh_policy: str = "auto"  # one of REFRESH_POLICIES
     emit: Emit | None = None  # the EMIT clause after the SELECT (seed 002); None: every batch's changes
     allowed_lateness: int | None = None  # µs: rows later than this behind the watermark are not applied
+    state_ttl: int | None = None  # µs of batch clock: a key untouched that long leaves the view and its state
     origin: str | None = None  # a join input made a view of its own (project/join_inputs.py): whose, in words
     rewrites: tuple[str, ...] = ()  # what the project's rewrites did to its query, in words (for mv plan)
     expectations: tuple[
@@ -109,6 +110,11 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
         if "allowed_lateness" in options
         else None
     )
+    ttl = option_micros("state_ttl", options["state_ttl"], where) if "state_ttl" in options else None
+    if ttl == 0:
+        raise SqlError(
+            "state_ttl must be longer than nothing", **where, hint="write WITH ('state_ttl' = '7 days'), say"
+        )
     return ViewDef(
         name,
         statement.file,
@@ -120,6 +126,7 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
         policy,
         statement.emit,
         lateness,
+        ttl,
         expectations=statement.expectations,
     )
 

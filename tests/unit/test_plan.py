@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -180,6 +181,65 @@ def test_require_bounded_state_turns_unbounded_views_into_errors(tmp_path):
     assert (
         not catalog(tmp_path, views, "[plan]\nrequire_bounded_state = false\n").plans["grows"].bounded_state
     )
+
+
+def test_a_state_ttl_bounds_the_state_of_a_group_by_or_distinct_and_is_noted(tmp_path):
+    views = (
+        "CREATE MATERIALIZED VIEW g WITH ('state_ttl' = '7 days') AS\n"
+        "SELECT o.customer_id, c.country, COUNT(*) AS n, MAX(o.price) AS top FROM orders o\n"
+        "JOIN customers c ON o.customer_id = c.id GROUP BY o.customer_id, c.country HAVING COUNT(*) > 1;\n"
+        "CREATE MATERIALIZED VIEW d WITH ('state_ttl' = '36 hours') AS SELECT DISTINCT url FROM clicks;\n"
+    )
+    plans = catalog(tmp_path, views, "[plan]\nrequire_bounded_state = true\n").plans
+    for name, ttl in (("g", "7 days"), ("d", "36 hours")):
+        assert plans[name].bounded_state and plans[name].by_arrival
+        assert plans[name].state.endswith(f"a key untouched for {ttl} of batch clock expires (state_ttl)")
+        assert any(n.startswith(f"state_ttl '{ttl}'") for n in plans[name].notes)
+    assert plans["g"].view.state_ttl == 7 * 86_400_000_000
+    assert plans["d"].changelog == "upsert"  # (a DISTINCT of an append-only source, whose rows now leave)
+
+
+@pytest.mark.parametrize(
+    "view, error",
+    [
+        (
+            "WITH ('state_ttl' = '1 day') AS SELECT id, name FROM customers",
+            "state_ttl '1 day' expires the keys of a GROUP BY or SELECT DISTINCT at the top",
+        ),
+        (
+            "WITH ('state_ttl' = '1 day') AS SELECT COUNT(*) AS n FROM orders",
+            "state_ttl '1 day' expires the keys of a GROUP BY or SELECT DISTINCT at the top",
+        ),
+        (
+            "WITH ('state_ttl' = '1 day') AS SELECT n, COUNT(*) AS k FROM "
+            "(SELECT customer_id, COUNT(*) AS n FROM orders GROUP BY customer_id) GROUP BY n",
+            "needs the view's GROUP BY or DISTINCT to read a stateless input",
+        ),
+        (
+            "WITH ('state_ttl' = '1 day', 'refresh_policy' = 'full') AS "
+            "SELECT customer_id, COUNT(*) AS n FROM orders GROUP BY customer_id",
+            "the view is recomputed in full on every refresh, so it keeps no state to expire",
+        ),
+        (
+            "WITH ('state_ttl' = '1 day', 'allowed_lateness' = '1 hour') AS "
+            "SELECT TUMBLE_START(ts, INTERVAL '1' HOUR) AS w, COUNT(*) AS n FROM clicks "
+            "GROUP BY TUMBLE(ts, INTERVAL '1' HOUR)",
+            "state_ttl and allowed_lateness on one view",
+        ),
+        (
+            "WITH ('state_ttl' = '1 day') AS SELECT url, FIRST(ts) AS t FROM clicks GROUP BY url",
+            "cannot say what FIRST/LAST by arrival gave",
+        ),
+        ("WITH ('state_ttl' = '0 days') AS SELECT DISTINCT url FROM clicks", "longer than nothing"),
+        (
+            "WITH ('state_ttl' = 'a week') AS SELECT DISTINCT url FROM clicks",
+            "cannot read state_ttl 'a week'",
+        ),
+    ],
+)
+def test_a_state_ttl_where_it_cannot_hold_is_an_error_at_the_view(tmp_path, view, error):
+    with pytest.raises(SqlError, match=r"views/views.sql:1: view v: .*" + re.escape(error)):
+        catalog(tmp_path, f"CREATE MATERIALIZED VIEW v {view};")
 
 
 def test_views_are_ordered_after_what_they_read_whatever_the_file_order(tmp_path):
