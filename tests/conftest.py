@@ -171,6 +171,29 @@ def table(tmp_path: Path):
     return make
 
 
+class RefreshClock:
+    """The refresh's clock (runtime/event_time.now_micros) in µs since the epoch, as a test sets it: real seconds
+    would make every run another test."""
+
+    START = dt.datetime(2026, 11, 23, 12, 0, 12, tzinfo=dt.UTC)
+
+    def __init__(self) -> None:
+        self.now = int(self.START.timestamp() * 1_000_000)
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> RefreshClock:
+    """The refresh's clock, at RefreshClock.START until the test moves it (`clock.now += ...`)."""
+    from mvengine.runtime import event_time
+
+    clock = RefreshClock()
+    monkeypatch.setattr(event_time, "now_micros", clock)
+    return clock
+
+
 def rows(df) -> list[tuple]:
     """A DataFrame's rows as sorted tuples (a bag, comparable with ==)."""
     return sorted(

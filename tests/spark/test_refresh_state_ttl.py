@@ -4,7 +4,7 @@ all its input rows. After random upserts and deletes, and the clock moved with n
 snapshot equals its SQL over the inputs at the versions it records, less the keys whose input rows last
 changed (net) at or before the latest batch's clock minus the TTL: the oracle replays the snapshot's history
 (each version's input versions and clock, as its commit records them) over the sources. On the driver and in
-Spark by turns; the clock is the refresh's own, set by the test (event_time.now_micros)."""
+Spark by turns; the clock is the refresh's own, set by the test (tests/conftest.py: RefreshClock)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from mvengine.project.layout import last_commit, recorded_at, view_tables
 from mvengine.reading.describe import describe
 from mvengine.reading.versions import Versions
 from mvengine.runtime import commit as commit_module
-from mvengine.runtime import event_time
 from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.runtime.refresh_plan import timers_due
 from mvengine.storage.api import read_arrow, read_table
@@ -32,6 +31,7 @@ from tests.conftest import refresh_settings
 from tests.spark import test_refresh_differential as differential
 from tests.spark.test_refresh_differential import _assert_equal, refresh_steps
 from tests.spark.test_refresh_interval_joins import apply as apply_rows
+from tests.spark.test_refresh_temporal_filters import applier
 
 SOURCES = """
 CREATE TABLE events (id INT NOT NULL, u STRING, x DECIMAL(10,2), PRIMARY KEY (id) NOT ENFORCED);
@@ -54,7 +54,6 @@ INPUT_ROWS = {
     "ttl_pairs": ("SELECT u, x > 0 AS positive FROM events", ["u", "positive"]),
     "ttl_flagged": ("SELECT e.u, f.id AS flag FROM events e JOIN flags f ON e.u = f.u", ["u", "flag"]),
 }
-START = 1_795_000_000_000_000  # µs since the epoch: the clock when the test begins
 AMOUNTS = st.one_of(st.none(), st.decimals(-5, 5, places=2, allow_nan=False, allow_infinity=False))
 ROW = st.tuples(st.integers(0, 7), st.sampled_from(["a", "b", "c", None]), AMOUNTS)
 COMMIT = st.one_of(
@@ -66,34 +65,8 @@ COMMIT = st.one_of(
 STEPS = st.lists(st.lists(COMMIT, min_size=1, max_size=3), min_size=2, max_size=5)
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch) -> _Clock:
-    clock = _Clock()
-    monkeypatch.setattr(event_time, "now_micros", clock)
-    return clock
-
-
 def make_project(root: Path, views: str = VIEWS) -> Path:
     return differential.make_project(root, views, SOURCES)
-
-
-def applier(clock: _Clock):
-    def apply(spark, catalog, commit) -> None:
-        kind, payload = commit
-        if kind == "tick":
-            clock.now += payload * 1_000
-        else:
-            apply_rows(spark, catalog, commit)
-
-    return apply
 
 
 def check_live_keys(spark, catalog, name: str) -> None:
@@ -221,8 +194,7 @@ def test_a_batch_replayed_after_its_state_committed_expires_what_its_first_attem
     monkeypatch.setattr(commit_module, "boundary", crash)
     with pytest.raises(RuntimeError, match="the process dies"):
         Refresher(spark, config, catalog).refresh()
-    monkeypatch.undo()
-    monkeypatch.setattr(event_time, "now_micros", clock)
+    monkeypatch.setattr(commit_module, "boundary", lambda *_: None)
     clock.now += 20_000_000
     Refresher(spark, config, catalog).refresh()
     replayed = [recorded_at(tables.snapshot, v) for v in range(tables.snapshot.open().version() + 1)]

@@ -3,7 +3,7 @@ clock, recorded by its snapshot commit. After random inserts, updates (moving a 
 clock moved forward with no input changed, every view equals its SQL with NOW() replaced by the clock its latest
 batch recorded, over the sources at the versions it records (check_snapshot), and its changelog replays to its
 snapshot at every version; on the driver and in Spark by turns. The clock is the refresh's own, set by the test
-(event_time.now_micros): real seconds would make every run another test."""
+(tests/conftest.py: RefreshClock, 12 s after BASE)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -20,11 +19,10 @@ from mvengine.api import Project
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.project.layout import last_commit, view_tables
-from mvengine.runtime import event_time
 from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.storage.api import read_arrow
 from mvengine.storage.tables import TableRef
-from tests.conftest import refresh_settings
+from tests.conftest import RefreshClock, refresh_settings
 from tests.spark import test_refresh_differential as differential
 from tests.spark.test_refresh_differential import refresh_steps
 from tests.spark.test_refresh_interval_joins import apply as apply_rows
@@ -51,7 +49,6 @@ SELECT e.id, f.id AS flag
 FROM flags f JOIN (SELECT * FROM events WHERE ts BETWEEN NOW() - INTERVAL '4' SECOND AND NOW()) e ON e.u = f.u;
 """
 BASE = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
-START = BASE + dt.timedelta(seconds=12)
 TIMES = st.one_of(
     st.none(),
     st.integers(0, 40).map(lambda s: BASE + dt.timedelta(seconds=s)),
@@ -67,21 +64,11 @@ COMMIT = st.one_of(
 STEPS = st.lists(st.lists(COMMIT, min_size=1, max_size=3), min_size=2, max_size=4)
 
 
-class _Clock:
-    """The refresh's clock, in µs since the epoch, moved by the test's `tick` commits."""
-
-    def __init__(self) -> None:
-        self.now = int(START.timestamp() * 1_000_000)
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def make_project(root: Path) -> Path:
     return differential.make_project(root, VIEWS, SOURCES)
 
 
-def applier(clock: _Clock):
+def applier(clock: RefreshClock):
     """Commits as test_refresh_interval_joins applies them, and `tick`, which moves the clock on."""
 
     def apply(spark, catalog, commit) -> None:
@@ -96,13 +83,6 @@ def applier(clock: _Clock):
 
 def _at(seconds: float) -> dt.datetime:
     return BASE + dt.timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock(monkeypatch) -> _Clock:
-    clock = _Clock()
-    monkeypatch.setattr(event_time, "now_micros", clock)
-    return clock
 
 
 @refresh_settings(1)
