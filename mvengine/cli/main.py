@@ -89,7 +89,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "  upsert       the view has a unique key: changes are -U/+U pairs and -D by key\n"
         "  retract      the view is a bag (no key): changes are whole-row +I and -D\n"
         "\nWith [plan] require_bounded_state = true in conf/mvengine.toml, a view whose state grows\n"
-        "without bound is an error.",
+        "without bound is an error. WITH ('state_ttl' = '7 days') bounds a GROUP BY or DISTINCT view:\n"
+        "a key untouched for that long leaves the view and its state (see the README, State TTL).",
     )
     plan.add_argument("views", nargs="*", metavar="VIEW", help="views to show (default: all)")
     plan.add_argument("--json", action="store_true", help="print a stable JSON document instead of text")
@@ -151,7 +152,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="print the step each view would take and why (rebuild, apply its inputs' changes, recompute, "
-        "fire EMIT timers, skip, or wait for an input), read from the Delta logs alone: no Spark starts and "
+        "fire timers: EMIT, temporal filters, state_ttl; skip, or wait for an input), read from the Delta "
+        "logs alone: no Spark starts and "
         "nothing is written. Where a batch runs (driver or Spark) is chosen once its changes are counted",
     )
     refresh.add_argument(
