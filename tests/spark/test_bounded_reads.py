@@ -3,7 +3,9 @@ joins and temporal filters keep no state of their own: a batch reads the inputs 
 the times its changes can meet (or the clock passed). Over a long stream of appends, computed on the driver, the
 input rows each batch reads (BatchReport.rows_read) stay below a constant set by the rate and the bound, while
 the streams grow past it many times; a regular join over the same streams reads more and more (the measure sees
-growth). At the end every view equals its SQL."""
+growth). A GROUP BY with a state_ttl, whose keys are new every batch, keeps state rows below a constant set by
+the rate and the TTL. At the end every view equals its SQL (the TTL view: over the keys touched within it). The
+clock moves a second a batch (tests/conftest.py RefreshClock), as the streams' event times do."""
 
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import pyarrow as pa
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
+from mvengine.project.layout import view_tables
+from mvengine.reading.describe import state_rows
 from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.refresh import Refresher
-from mvengine.storage.api import write_table
+from mvengine.storage.api import read_arrow, write_table
 from mvengine.storage.tables import TableRef
 from tests.spark.test_refresh_differential import check_view
 
@@ -39,6 +43,8 @@ CREATE MATERIALIZED VIEW recent_clicks AS
 SELECT u, COUNT(*) AS n FROM clicks WHERE ts > NOW() - INTERVAL '2' SECOND GROUP BY u;
 CREATE MATERIALIZED VIEW every_pair AS
 SELECT c.id AS click, s.id AS shown FROM clicks c JOIN shows s ON c.u = s.u;
+CREATE MATERIALIZED VIEW active_times WITH ('state_ttl' = '3 seconds') AS
+SELECT ts, COUNT(*) AS n FROM clicks GROUP BY ts;
 """
 BOUNDED = ("interval_join", "window_join", "recent_clicks")
 PER_BATCH = 10  # rows of each stream per batch, one second of event time
@@ -49,9 +55,12 @@ BATCHES = 120 if os.environ.get("HYPOTHESIS_PROFILE") == "nightly" else 40
 # Rows a batch may read: the other stream's rows of the two to three seconds around the batch's times (a
 # window join: the two 2-second windows its rows fall in), both sides, with room to spare.
 READ_BOUND = 100
+# State rows of the TTL view: per key touched in the last three to four batches (ten new keys a batch), its
+# accumulators and its changelog revision, with room to spare.
+STATE_BOUND = 100
 
 
-def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path):
+def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path, clock):
     (tmp_path / "views").mkdir()
     (tmp_path / "views" / "sources.sql").write_text(SOURCES)
     (tmp_path / "views" / "views.sql").write_text(VIEWS)
@@ -59,8 +68,11 @@ def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path)
     reports: list[BatchReport] = []
     refresher = Refresher(spark, load_config(tmp_path), catalog, report=reports.append)
     refresher.refresh()
-    start = dt.datetime.now(dt.UTC).replace(microsecond=0)  # (event times near the clock NOW() reads)
+    start = clock.START  # (event times near the clock NOW() reads)
+    state = view_tables(catalog.plans["active_times"], {}).state
+    kept: list[int] = []
     for batch in range(BATCHES):
+        clock.now += 1_000_000
         for stream in ("clicks", "shows"):
             first = batch * PER_BATCH
             rows = pa.table(
@@ -73,6 +85,7 @@ def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path)
             )
             write_table(rows, TableRef(catalog.sources[stream].path))
         refresher.refresh()
+        kept.append(state_rows(state, {}))
     streams = [r for r in reports if r.kind == "stream"]
     late = {v: [r for r in streams if r.view == v][-BATCHES // 2 :] for v in (*BOUNDED, "every_pair")}
     for view in BOUNDED:
@@ -83,5 +96,19 @@ def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path)
     # A regular join reads every row of the users its changes carry: all of them, more with every batch.
     grown = [r.rows_read for r in late["every_pair"]]
     assert grown[-1] is not None and grown[-1] > 2 * READ_BOUND and grown[-1] > grown[0], grown
+    # The TTL view's keys are new every batch: its state holds those of the last few batches.
+    assert max(kept[BATCHES // 2 :]) <= STATE_BOUND, kept
+    assert BATCHES * PER_BATCH >= 4 * STATE_BOUND  # its keys: keeping every one would break the bound
+    assert sum(r.expired for r in streams if r.view == "active_times") >= BATCHES * PER_BATCH // 2
+    # ...and holds the keys touched within its TTL: the clicks of the last three batches (a key touched at
+    # clock c leaves once the clock reaches c + 3 s), each counted once.
+    snapshot = read_arrow(view_tables(catalog.plans["active_times"], {}).snapshot).sort_by("ts")
+    last = [
+        start + dt.timedelta(seconds=b + i / PER_BATCH)
+        for b in range(BATCHES - 3, BATCHES)
+        for i in range(10)
+    ]
+    assert snapshot.column("ts").to_pylist() == last and set(snapshot.column("n").to_pylist()) == {1}
     for name in catalog.plans:
-        check_view(spark, catalog, name)
+        if name != "active_times":
+            check_view(spark, catalog, name)

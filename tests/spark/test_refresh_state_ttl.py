@@ -69,13 +69,16 @@ def make_project(root: Path, views: str = VIEWS) -> Path:
     return differential.make_project(root, views, SOURCES)
 
 
-def check_live_keys(spark, catalog, name: str) -> None:
+def check_live_keys(
+    spark, catalog, name: str, input_rows: dict[str, tuple[str, list[str]]] = INPUT_ROWS
+) -> None:
     """The view's snapshot equals its SQL over the inputs at the versions it records, less the rows of the
-    keys its state_ttl expired: those whose input rows last changed at or before its clock minus the TTL."""
+    keys its state_ttl expired: those whose input rows last changed at or before its clock minus the TTL.
+    `input_rows`: per view, the rows its GROUP BY or DISTINCT reads (SQL) and which of them make its key."""
     plan = catalog.plans[name]
     snapshot_ref = view_tables(plan, {}).snapshot
     table = snapshot_ref.open()
-    sql, key = INPUT_ROWS[name]
+    sql, key = input_rows[name]
     touched: dict[tuple, int] = {}
     before: Counter = Counter()
     for version in range(table.version() + 1):
