@@ -89,7 +89,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "  upsert       the view has a unique key: changes are -U/+U pairs and -D by key\n"
         "  retract      the view is a bag (no key): changes are whole-row +I and -D\n"
         "\nWith [plan] require_bounded_state = true in conf/mvengine.toml, a view whose state grows\n"
-        "without bound is an error. WITH ('state_ttl' = '7 days') bounds a GROUP BY or DISTINCT view:\n"
+        "without bound is an error. WITH ('state_ttl' = '7 days') bounds a GROUP BY or DISTINCT\n"
+        "view, or one that ranks, computes windows or forms sessions per partition:\n"
         "a key untouched for that long leaves the view and its state (see the README, State TTL).",
     )
     plan.add_argument("views", nargs="*", metavar="VIEW", help="views to show (default: all)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mvengine.plan.nodes import Aggregate, Distinct, Filter, Node
+from mvengine.plan.nodes import Aggregate, Distinct, Filter, Node, Over, TopN
 from mvengine.plan.time_bounds import clock_bounds
 
 
@@ -36,9 +36,9 @@ def reads_clock(node: Node) -> bool:
 
 
 def holds_expiring_state(node: Node) -> bool:
-    """Whether the GROUP BY or DISTINCT whose keys a `state_ttl` expires lies under `node` (plan/view_plan.py
-    allows no other state in such a view)."""
-    return any(isinstance(n, (Aggregate, Distinct)) for n in node.walk())
+    """Whether the GROUP BY, DISTINCT, top-N, window function or session window whose keys a `state_ttl`
+    expires lies under `node` (plan/view_plan.py allows no other state in such a view)."""
+    return any(isinstance(n, (Aggregate, Distinct, TopN, Over)) for n in node.walk())
 
 
 def clock_moves(clock: Clock | None, node: Node) -> bool:

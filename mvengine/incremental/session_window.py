@@ -5,7 +5,8 @@ cancel in the view's emit. This is seed 002's session example: a late row bridgi
 and inserts the merged one.
 
 State: the input rows of each partition with their multiplicity (incremental/partition_rows.py), read back for
-the touched partitions only. Sessions are formed by Spark's own `session_window()` and aggregated by Spark's own
+the touched partitions only; with the view's state_ttl, a partition untouched for that long leaves the view with
+its sessions. Sessions are formed by Spark's own `session_window()` and aggregated by Spark's own
 functions over those rows, so every aggregate Spark has works here. Batches run in Spark (the driver rules do
 not form sessions).
 """
@@ -31,17 +32,30 @@ def delta(node: SessionAggregate, batch: Batch, child_delta: ChildDelta) -> Data
     columns = [f"_c{i}" for i in range(len(fields))]
     arriving = on_time(window, child_delta(window.child, batch), batch)
     changed = batch.keep_small(consolidate(arriving.toDF(*columns, WEIGHT, MTIME), columns))
-    partition = [g for g in node.groups if not _is_bound(g, window.fields)]
+    partition = list(node.partition)
     parts = [F.expr(_positional(g, fields).sql("spark")) for g in partition]
-    old, new = partition_rows(batch, f"n{batch.node_id(node)}_rows", changed, columns, parts)
+
+    def prior() -> DataFrame | None:
+        before = batch.as_before()
+        return None if before is None else child_delta(window.child, before).toDF(*columns, WEIGHT, MTIME)
+
+    old, new, expired = partition_rows(batch, f"n{batch.node_id(node)}_rows", changed, columns, parts, prior)
     mtime = batch_time(changed)
     before = _sessions(node, old, fields, partition)
     after = _sessions(node, new, fields, partition)
-    return (
+    emitted = (
         after.withColumn(WEIGHT, F.lit(1).cast("long"))
         .unionAll(before.withColumn(WEIGHT, F.lit(-1).cast("long")))
         .withColumn(MTIME, mtime)
     )
+    if expired is None:
+        return emitted
+    # (the partitions the view's state_ttl expires: their sessions leave the view)
+    assert batch.clock is not None
+    leaving = _sessions(node, expired, fields, partition).withColumns(
+        {WEIGHT: F.lit(-1).cast("long"), MTIME: F.timestamp_micros(F.lit(batch.clock.now))}
+    )
+    return emitted.unionAll(leaving)
 
 
 def _sessions(

@@ -17,6 +17,10 @@ A batch, for the partitions its changes touch:
    cancel out, so only rows entering, leaving or moving are emitted.
 One rule for both engines (incremental/engine.py); on the driver, the ranking is one Arrow sort of the touched
 partitions' rows (incremental/ranking.py), and a partition to read again is read there when its input is small.
+
+With the view's state_ttl, a partition's count also holds `_touched` (the clock of the batch that last changed
+its rows): a partition untouched for the TTL has its top N retracted and leaves state; a partition without state
+is read whole from its input rows before the batch as well, so that one coming back after it expired is exact.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import TypeVar
 from sqlglot import exp
 
 from mvengine.incremental.engine import Engine
+from mvengine.incremental.state import TOUCHED
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.nodes import Node, TopN
@@ -57,15 +62,35 @@ def rule(node: TopN, engine: Engine[R]) -> R:
         rel = engine.named(child, node.child, names)
         return engine.compute(rel, {TIME: MTIME}) if uses_time else rel
 
+    def with_returning_partitions(changed: R) -> R:
+        """`changed` and, for each partition it touches that has no state (new, or back after the view's
+        state_ttl expired it), the input's rows of that partition before the batch, as inserts: such a
+        partition is ranked from all its rows, as a recomputation ranks it, not from this batch's alone."""
+        keys = engine.select(engine.aggregate(changed, {c: c for c in pcols}, {"_k": ("sum", WEIGHT)}), pcols)
+        held = engine.select(engine.read_state(counts_name, keys, pcols, keys), pcols)
+        missing = engine.keep(engine.lookup(keys, _on(pcols), held, "anti", null_safe=True))
+        if not engine.any_rows(missing):
+            return changed
+        before = engine.before(node.child, list(node.partition), [(missing, pcols)], null_safe=True)
+        if before is None:
+            return changed
+        prior = engine.lookup(with_partition(rows_of(before)), _on(pcols), missing, "semi", null_safe=True)
+        names = [*columns, *pcols, WEIGHT, MTIME]
+        return engine.keep(engine.concat([engine.select(r, names) for r in (changed, prior)]))
+
     def ranked(rel: R) -> R:
         """One row per copy of each row (`_n` of them), with `_rn`, its place in the total order, and `_rank`,
         the value of the node's function."""
         functions = {"_rn": "row_number", "_rank": node.function}
         return engine.rank(engine.copies(rel, COUNT), pcols, order, columns, functions)
 
-    changed = engine.keep(with_partition(engine.consolidate(rows_of(engine.child(node.child)), columns)))
-    touched = engine.keep(engine.aggregate(changed, {c: c for c in pcols}, {"_moved": ("sum", WEIGHT)}))
     rows_name, counts_name = f"n{nid}_top", f"n{nid}_count"
+    changed = engine.keep(with_partition(engine.consolidate(rows_of(engine.child(node.child)), columns)))
+    clock = engine.clock()
+    ttl = clock is not None and clock.state_ttl is not None
+    if ttl:  # (a partition is touched when its rows change: rows that cancel out touch nothing)
+        changed = with_returning_partitions(changed)
+    touched = engine.keep(engine.aggregate(changed, {c: c for c in pcols}, {"_moved": ("sum", WEIGHT)}))
     template = engine.empty(
         engine.select(engine.compute(changed, {COUNT: "CAST(0 AS BIGINT)"}), [*columns, *pcols, COUNT])
     )
@@ -151,27 +176,46 @@ def rule(node: TopN, engine: Engine[R]) -> R:
         trimmed = copies
     new_state = engine.aggregate(trimmed, {c: c for c in [*columns, *pcols]}, {COUNT: ("count", "_rn")})
     gone = engine.lookup(old, _on(columns), new_state, "anti", null_safe=True)
+    # ...and the partitions the view's state_ttl expires: untouched for that long, their top N leave the view.
+    expired = engine.expired(counts_name, pcols, touched) if ttl else None
+    leaving = None if expired is None else engine.keep(engine.read_state(rows_name, template, pcols, expired))
     engine.stage(
         rows_name,
         engine.concat(
             [
                 engine.compute(new_state, {DELETE: "false"}),
-                engine.select(
-                    engine.compute(gone, {COUNT: "CAST(0 AS BIGINT)", DELETE: "true"}),
-                    [*columns, *pcols, COUNT, DELETE],
-                ),
+                *[
+                    engine.select(
+                        engine.compute(r, {COUNT: "CAST(0 AS BIGINT)", DELETE: "true"}),
+                        [*columns, *pcols, COUNT, DELETE],
+                    )
+                    for r in (gone, leaving)
+                    if r is not None
+                ],
             ]
         ),
         columns,
         [*pcols, COUNT],
         DELETE,
     )
-    counted = engine.where(info, "_count <> 0 OR _existed")
-    engine.stage(
-        counts_name, engine.compute(counted, {COUNT: "_count", DELETE: "_count = 0"}), pcols, [COUNT], DELETE
+    counted = engine.compute(
+        engine.where(info, "_count <> 0 OR _existed"), {COUNT: "_count", DELETE: "_count = 0"}
     )
+    count_columns = [COUNT]
+    if ttl:  # (the time a partition was last touched tells when it expires)
+        assert clock is not None
+        count_columns = [COUNT, TOUCHED]
+        counted = engine.compute(counted, {TOUCHED: f"CAST({clock.now} AS BIGINT)"})
+        if expired is not None:
+            counted = engine.concat(
+                [
+                    engine.select(r, [*pcols, *count_columns, DELETE])
+                    for r in (counted, engine.compute(expired, {DELETE: "true"}))
+                ]
+            )
+    engine.stage(counts_name, counted, pcols, count_columns, DELETE)
 
-    # 4. The old top N out, the new one in; rows that stay cancel out.
+    # 4. The old top N out, the new one in; rows that stay cancel out. An expired partition's top N out.
     outputs = names + (["_rank"] if node.ranked else [])
     tops = [
         engine.compute(engine.where(rows, f"_rank <= {node.limit}"), {WEIGHT: f"CAST({sign}1 AS BIGINT)"})
@@ -181,6 +225,11 @@ def rule(node: TopN, engine: Engine[R]) -> R:
         engine.concat([engine.select(t, [*outputs, WEIGHT]) for t in tops]),
         changed,
     )
+    if leaving is not None:
+        assert clock is not None
+        out = {WEIGHT: "CAST(-1 AS BIGINT)", MTIME: f"timestamp_micros({clock.now})"}
+        left = engine.compute(engine.where(ranked(leaving), f"_rank <= {node.limit}"), out)
+        emitted = engine.concat([engine.select(r, [*outputs, WEIGHT, MTIME]) for r in (emitted, left)])
     return engine.output(engine.consolidate(emitted, outputs), outputs)
 
 

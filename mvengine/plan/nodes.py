@@ -308,6 +308,19 @@ class SessionAggregate(Aggregate):
     def window(self) -> WindowAssign:
         return self.child  # type: ignore[return-value]
 
+    @property
+    def partition(self) -> tuple[exp.Expression, ...]:
+        """The groups other than the session's start and end: each of their values forms sessions of its own
+        (bound over the window's fields)."""
+        bounds = {
+            (f.name, f.qualifier)
+            for f in self.window.fields
+            if f.window_bound in ("session start", "session end")
+        }
+        return tuple(
+            g for g in self.groups if not (isinstance(g, exp.Column) and (g.name, g.table or None) in bounds)
+        )
+
     def describe(self) -> str:
         return "Session" + super().describe()
 

@@ -27,6 +27,7 @@ from mvengine.plan.nodes import (
     Node,
     Over,
     Project,
+    SessionAggregate,
     TopN,
     WindowAssign,
     show,
@@ -238,11 +239,28 @@ def _check_lateness(view: ViewDef, root: Node) -> None:
         )
 
 
-def _check_state_ttl(view: ViewDef, root: Node, strategy: str) -> Aggregate | Distinct:
-    """state_ttl expires the keys of the view's one GROUP BY or DISTINCT, which must be its top operator (under
-    filters and projections only): a key's row then leaves the view with its state (its retraction comes from
-    that state), and a key that comes back is counted again from its input rows, which only a stateless input
-    can give (a GROUP BY below would itself have expired keys). Returns that operator."""
+Expiring = Aggregate | Distinct | TopN | Over
+# The operators whose partitions a state_ttl expires, by name.
+_PARTITIONED: dict[type[Node], str] = {
+    TopN: "top-N",
+    Over: "window function",
+    SessionAggregate: "session window",
+}
+# ...and how to give one of a single partition more (an OVER without PARTITION BY is recomputed in full).
+_MORE_PARTITIONS: dict[type[Node], str] = {
+    TopN: "add PARTITION BY to the ranking, or drop the option (a top-N without one keeps N rows and a buffer, a "
+    "bounded state already)",
+    SessionAggregate: "GROUP BY a column beside the session window (each value's rows form sessions of their "
+    "own), or bound the state with allowed_lateness instead",
+}
+
+
+def _check_state_ttl(view: ViewDef, root: Node, strategy: str) -> Expiring:
+    """state_ttl expires the keys of the view's one GROUP BY or DISTINCT, or the partitions of its one top-N,
+    window function or session window, which must be its top operator (under filters and projections only): a
+    key's rows then leave the view with its state (their retraction comes from that state), and a key that comes
+    back is computed again from its input rows, which only a stateless input can give (a GROUP BY below would
+    itself have expired keys). Returns that operator."""
     ttl = duration(view.state_ttl or 0)
     if strategy != "incremental":
         raise _view_error(
@@ -253,19 +271,30 @@ def _check_state_ttl(view: ViewDef, root: Node, strategy: str) -> Aggregate | Di
     node = root
     while isinstance(node, (Filter, Project)):
         node = node.child
-    if not (isinstance(node, Distinct) or (type(node) is Aggregate and node.groups)):
+    partitioned = isinstance(node, (TopN, Over, SessionAggregate))
+    if isinstance(node, (TopN, SessionAggregate)) and not node.partition:
         raise _view_error(
             view,
-            f"state_ttl '{ttl}' expires the keys of a GROUP BY or SELECT DISTINCT at the top of the view's "
-            "query, and this view has none",
-            "state_ttl is for views that group (GROUP BY with keys) or deduplicate (SELECT DISTINCT); a view "
-            "without either keeps no state per key (joins, filters and projections keep none)",
+            f"state_ttl '{ttl}' expires the partitions of a {_PARTITIONED[type(node)]}, and this one has a single "
+            "partition: the whole view would leave whenever its input stays still that long",
+            _MORE_PARTITIONS[type(node)],
         )
-    if any(isinstance(n, (Aggregate, Distinct, TopN, Over)) for n in node.child.walk()):
+    if not (partitioned or isinstance(node, Distinct) or (type(node) is Aggregate and node.groups)):
         raise _view_error(
             view,
-            f"state_ttl '{ttl}' needs the view's GROUP BY or DISTINCT to read a stateless input, and this "
-            "one reads another aggregate, DISTINCT, ranking or window function",
+            f"state_ttl '{ttl}' expires the keys of a GROUP BY or SELECT DISTINCT, or the partitions of a top-N, "
+            "window function or session window, at the top of the view's query, and this view has none",
+            "state_ttl is for views that group (GROUP BY with keys), deduplicate (SELECT DISTINCT), rank or "
+            "compute windows per partition; a view without one of these keeps no state per key (joins, "
+            "filters and projections keep none)",
+        )
+    assert isinstance(node, (Aggregate, Distinct, TopN, Over))  # (as the checks above found)
+    inner = node.window.child if isinstance(node, SessionAggregate) else node.child
+    if any(isinstance(n, (Aggregate, Distinct, TopN, Over)) for n in inner.walk()):
+        raise _view_error(
+            view,
+            f"state_ttl '{ttl}' needs what it expires to read a stateless input, and this view's "
+            f"{_expiring_name(node)} reads another aggregate, DISTINCT, ranking or window function",
             "make the inner query a view of its own (with its own state_ttl, if it should have one)",
         )
     clashes = [o for o, set_ in (("allowed_lateness", view.allowed_lateness), ("EMIT", view.emit)) if set_]
@@ -286,16 +315,26 @@ def _check_state_ttl(view: ViewDef, root: Node, strategy: str) -> Aggregate | Di
     return node
 
 
+def _expiring_name(node: Node) -> str:
+    return _PARTITIONED.get(type(node)) or ("DISTINCT" if isinstance(node, Distinct) else "GROUP BY")
+
+
 def _expiry_state(view: ViewDef) -> str:
     return f"a key untouched for {duration(view.state_ttl or 0)} of batch clock expires (state_ttl)"
 
 
-def _expiry_note(view: ViewDef, node: Aggregate | Distinct) -> str:
-    keys = "its groups" if isinstance(node, Aggregate) else "its distinct rows"
+def _expiry_note(view: ViewDef, node: Expiring) -> str:
+    keys, again = (
+        ("its groups", "counted")
+        if type(node) is Aggregate
+        else ("its distinct rows", "counted")
+        if isinstance(node, Distinct)
+        else (f"the partitions of its {_expiring_name(node)}", "computed")
+    )
     ttl = duration(view.state_ttl or 0)
     return (
         f"state_ttl '{ttl}': {keys} untouched by its input for {ttl} (batch clock) leave the view and its "
-        "state; one that comes back is counted again from its input rows. The snapshot holds the query's rows "
+        f"state; one that comes back is {again} again from its input rows. The snapshot holds the query's rows "
         f"of the keys touched within {ttl}, not every row a recomputation gives; never recomputed by cost"
     )
 

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 from mvengine.config import join_uri
 from mvengine.incremental.clock import holds_expiring_state
 from mvengine.incremental.state import TOUCHED
-from mvengine.plan.nodes import Aggregate, Distinct
+from mvengine.plan.nodes import Aggregate, Distinct, Over, SessionAggregate, TopN
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.storage.tables import TableRef, commit_metadata, is_committed
 
@@ -18,14 +18,19 @@ CLOCK = "mvengine.clock"  # the state commit's metadata: the batch's clock
 
 def expiring_table(plan: ViewPlan) -> str | None:
     """The state table whose `_touched` column says when the view's keys expire (None: no state_ttl): its
-    GROUP BY's accumulators, or its DISTINCT's rows (incremental/aggregate.py, distinct.py)."""
+    GROUP BY's accumulators, its DISTINCT's rows, its top-N's partition counts, or the input rows its window
+    function or session window keeps (incremental/aggregate.py, distinct.py, top_n.py, partition_rows.py)."""
     if plan.view.state_ttl is None or plan.strategy != "incremental" or not holds_expiring_state(plan.root):
         return None
     for i, node in enumerate(plan.root.walk()):
+        if isinstance(node, (Over, SessionAggregate)):
+            return f"n{i}_rows"
         if isinstance(node, Aggregate):
             return f"n{i}_acc"
         if isinstance(node, Distinct):
             return f"n{i}_rows"
+        if isinstance(node, TopN):
+            return f"n{i}_count"
     return None
 
 

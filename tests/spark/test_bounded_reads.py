@@ -45,6 +45,8 @@ CREATE MATERIALIZED VIEW every_pair AS
 SELECT c.id AS click, s.id AS shown FROM clicks c JOIN shows s ON c.u = s.u;
 CREATE MATERIALIZED VIEW active_times WITH ('state_ttl' = '3 seconds') AS
 SELECT ts, COUNT(*) AS n FROM clicks GROUP BY ts;
+CREATE MATERIALIZED VIEW first_clicks WITH ('state_ttl' = '3 seconds') AS
+SELECT ts, id FROM (SELECT ts, id, ROW_NUMBER() OVER (PARTITION BY ts ORDER BY id) AS rn FROM clicks) WHERE rn = 1;
 """
 BOUNDED = ("interval_join", "window_join", "recent_clicks")
 PER_BATCH = 10  # rows of each stream per batch, one second of event time
@@ -55,9 +57,10 @@ BATCHES = 120 if os.environ.get("HYPOTHESIS_PROFILE") == "nightly" else 40
 # Rows a batch may read: the other stream's rows of the two to three seconds around the batch's times (a
 # window join: the two 2-second windows its rows fall in), both sides, with room to spare.
 READ_BOUND = 100
-# State rows of the TTL view: per key touched in the last three to four batches (ten new keys a batch), its
-# accumulators and its changelog revision, with room to spare.
-STATE_BOUND = 100
+# State rows of the TTL views: per key, the GROUP BY's accumulators and changelog revision, the top-N's row,
+# count and revision; and a bound on them for the keys touched in the last three to four batches (ten new keys
+# a batch), with room to spare.
+STATE_BOUNDS = {"active_times": (2, 100), "first_clicks": (3, 150)}
 
 
 def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path, clock):
@@ -69,8 +72,7 @@ def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path,
     refresher = Refresher(spark, load_config(tmp_path), catalog, report=reports.append)
     refresher.refresh()
     start = clock.START  # (event times near the clock NOW() reads)
-    state = view_tables(catalog.plans["active_times"], {}).state
-    kept: list[int] = []
+    kept: dict[str, list[int]] = {name: [] for name in STATE_BOUNDS}
     for batch in range(BATCHES):
         clock.now += 1_000_000
         for stream in ("clicks", "shows"):
@@ -85,7 +87,8 @@ def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path,
             )
             write_table(rows, TableRef(catalog.sources[stream].path))
         refresher.refresh()
-        kept.append(state_rows(state, {}))
+        for name, rows_kept in kept.items():
+            rows_kept.append(state_rows(view_tables(catalog.plans[name], {}).state, {}))
     streams = [r for r in reports if r.kind == "stream"]
     late = {v: [r for r in streams if r.view == v][-BATCHES // 2 :] for v in (*BOUNDED, "every_pair")}
     for view in BOUNDED:
@@ -96,19 +99,23 @@ def test_a_long_stream_reads_a_bounded_number_of_rows_per_batch(spark, tmp_path,
     # A regular join reads every row of the users its changes carry: all of them, more with every batch.
     grown = [r.rows_read for r in late["every_pair"]]
     assert grown[-1] is not None and grown[-1] > 2 * READ_BOUND and grown[-1] > grown[0], grown
-    # The TTL view's keys are new every batch: its state holds those of the last few batches.
-    assert max(kept[BATCHES // 2 :]) <= STATE_BOUND, kept
-    assert BATCHES * PER_BATCH >= 4 * STATE_BOUND  # its keys: keeping every one would break the bound
-    assert sum(r.expired for r in streams if r.view == "active_times") >= BATCHES * PER_BATCH // 2
-    # ...and holds the keys touched within its TTL: the clicks of the last three batches (a key touched at
+    # The TTL views' keys are new every batch: their state holds those of the last few batches.
+    for name, (per_key, bound) in STATE_BOUNDS.items():
+        assert max(kept[name][BATCHES // 2 :]) <= bound, (name, kept[name])
+        assert BATCHES * PER_BATCH * per_key >= 4 * bound  # keeping every key would break the bound
+        assert sum(r.expired for r in streams if r.view == name) >= BATCHES * PER_BATCH // 2
+    # ...and hold the keys touched within their TTL: the clicks of the last three batches (a key touched at
     # clock c leaves once the clock reaches c + 3 s), each counted once.
-    snapshot = read_arrow(view_tables(catalog.plans["active_times"], {}).snapshot).sort_by("ts")
     last = [
         start + dt.timedelta(seconds=b + i / PER_BATCH)
         for b in range(BATCHES - 3, BATCHES)
         for i in range(10)
     ]
+    snapshot = read_arrow(view_tables(catalog.plans["active_times"], {}).snapshot).sort_by("ts")
     assert snapshot.column("ts").to_pylist() == last and set(snapshot.column("n").to_pylist()) == {1}
+    snapshot = read_arrow(view_tables(catalog.plans["first_clicks"], {}).snapshot).sort_by("ts")
+    assert snapshot.column("ts").to_pylist() == last
+    assert snapshot.column("id").to_pylist() == list(range((BATCHES - 3) * PER_BATCH, BATCHES * PER_BATCH))
     for name in catalog.plans:
-        if name != "active_times":
+        if name not in STATE_BOUNDS:
             check_view(spark, catalog, name)

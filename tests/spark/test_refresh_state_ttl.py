@@ -1,13 +1,15 @@
-"""Views with a state_ttl, differentially: a key (a group, a distinct row) untouched by its input for the TTL,
-by the batches' clock, leaves the view and its state; when its input changes again it is counted again from
-all its input rows. After random upserts and deletes, and the clock moved with no input changed, every view's
-snapshot equals its SQL over the inputs at the versions it records, less the keys whose input rows last
-changed (net) at or before the latest batch's clock minus the TTL: the oracle replays the snapshot's history
-(each version's input versions and clock, as its commit records them) over the sources. On the driver and in
-Spark by turns; the clock is the refresh's own, set by the test (tests/conftest.py: RefreshClock)."""
+"""Views with a state_ttl, differentially: a key (a group, a distinct row, a top-N's partition) untouched by
+its input for the TTL, by the batches' clock, leaves the view and its state; when its input changes again it is
+counted again from all its input rows. After random upserts and deletes, and the clock moved with no input
+changed, every view's snapshot equals its SQL over the inputs at the versions it records, less the keys whose
+input rows last changed (net) at or before the latest batch's clock minus the TTL: the oracle replays the
+snapshot's history (each version's input versions and clock, as its commit records them) over the sources. On
+the driver and in Spark by turns; the clock is the refresh's own, set by the test (tests/conftest.py:
+RefreshClock)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from decimal import Decimal
@@ -25,6 +27,7 @@ from mvengine.project.layout import last_commit, recorded_at, view_tables
 from mvengine.reading.describe import describe
 from mvengine.reading.versions import Versions
 from mvengine.runtime import commit as commit_module
+from mvengine.runtime.expiry import next_expiry
 from mvengine.runtime.refresh import BatchReport, Refresher
 from mvengine.runtime.refresh_plan import timers_due
 from mvengine.storage.api import read_arrow, read_table
@@ -49,12 +52,22 @@ SELECT DISTINCT u, x > 0 AS positive FROM events;
 -- a join's groups: a user's group is touched by changes of either side
 CREATE MATERIALIZED VIEW ttl_flagged WITH ('state_ttl' = '8 seconds') AS
 SELECT e.u, f.id AS flag, COUNT(*) AS n FROM events e JOIN flags f ON e.u = f.u GROUP BY e.u, f.id;
+-- the two largest amounts of each user touched within seven seconds (a top-N's partitions expire)
+CREATE MATERIALIZED VIEW ttl_top WITH ('state_ttl' = '7 seconds') AS
+SELECT u, id, x, rn FROM (SELECT u, id, x, ROW_NUMBER() OVER (PARTITION BY u ORDER BY x DESC, id) AS rn
+FROM events) AS r WHERE rn <= 2;
+-- each event with its user's running total, for the users touched within six seconds (a window function's)
+CREATE MATERIALIZED VIEW ttl_running WITH ('state_ttl' = '6 seconds') AS
+SELECT u, id, x, SUM(x) OVER (PARTITION BY u ORDER BY id) AS running, COUNT(*) OVER (PARTITION BY u) AS n
+FROM events;
 """
 # Per view: the rows its GROUP BY or DISTINCT reads (SQL over the sources) and which of them make its key.
 INPUT_ROWS = {
     "ttl_totals": ("SELECT u, x FROM events", ["u"]),
     "ttl_pairs": ("SELECT u, x > 0 AS positive FROM events", ["u", "positive"]),
     "ttl_flagged": ("SELECT e.u, f.id AS flag FROM events e JOIN flags f ON e.u = f.u", ["u", "flag"]),
+    "ttl_top": ("SELECT u, id, x FROM events", ["u"]),
+    "ttl_running": ("SELECT u, id, x FROM events", ["u"]),
 }
 AMOUNTS = st.one_of(st.none(), st.decimals(-5, 5, places=2, allow_nan=False, allow_infinity=False))
 ROW = st.tuples(st.integers(0, 7), st.sampled_from(["a", "b", "c", None]), AMOUNTS)
@@ -127,7 +140,8 @@ EXPLICIT = [
     ],
     # 6 s: every distinct row expires (Spark); a new flag touches b's groups of ttl_flagged
     [("upsert flags", [(2, "b")]), ("tick", 6_000)],
-    # 11 s, the clock alone: ttl_totals' groups (with MAX's values) and two of ttl_flagged's expire (driver)
+    # 11 s, the clock alone: ttl_totals' groups (with MAX's values), ttl_top's partitions and two of
+    # ttl_flagged's groups expire (driver)
     [("tick", 5_000)],
     # a comes back, counted from its old rows too; b's only row is deleted after b expired (Spark)
     [("upsert events", [(6, "a", 4)]), ("delete events", [3])],
@@ -167,6 +181,10 @@ def test_the_clock_alone_expires_keys_and_describe_counts_them(spark, tmp_path, 
     refresh_steps(spark, root, steps[:2], apply=applier(clock), check=check_live_keys)
     clock.now += 4_000_000
     assert timers_due(plan, catalog, last_commit(view_tables(plan, {}).snapshot), {}) is not None
+    # ttl_top (7 s) dropped b's partition at 9 s; a's, touched then, is due at 16 s, not yet
+    top = catalog.plans["ttl_top"]
+    assert next_expiry(top, view_tables(top, {}).state, {}) == clock.now + 3_000_000
+    assert timers_due(top, catalog, last_commit(view_tables(top, {}).snapshot), {}) is None
     reports: list[BatchReport] = []
     Refresher(spark, config, catalog, report=reports.append).refresh()
     check_live_keys(spark, catalog, "ttl_totals")
@@ -181,6 +199,9 @@ def test_the_clock_alone_expires_keys_and_describe_counts_them(spark, tmp_path, 
     assert described["rows_expired"] == 1
     # a's accumulators, its two values in MAX's multiset, and its changelog revision: nothing of b
     assert described["state_rows"] == 1 + 2 + 1
+    changelog = read_arrow(view_tables(top, {}).changelog).to_pylist()
+    assert [(r["u"], r["_op"]) for r in changelog if r["_op"] == "-D"] == [("b", "-D")]
+    assert describe(Versions(config, catalog), "ttl_top")["rows_expired"] == 1
 
 
 def test_a_batch_replayed_after_its_state_committed_expires_what_its_first_attempt_did(
@@ -213,6 +234,56 @@ def test_a_batch_replayed_after_its_state_committed_expires_what_its_first_attem
     check_live_keys(spark, catalog, "ttl_totals")
 
 
+SESSION_SOURCES = """
+CREATE TABLE visits (id INT NOT NULL, u STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND,
+                     PRIMARY KEY (id) NOT ENFORCED);
+"""
+SESSION_VIEWS = """
+CREATE MATERIALIZED VIEW ttl_sessions WITH ('state_ttl' = '6 seconds') AS
+SELECT u, session_window.start AS s0, session_window.end AS s1, COUNT(*) AS n FROM visits
+GROUP BY u, session_window(ts, '5 seconds');
+"""
+
+
+def test_session_windows_expire_their_partitions(spark, tmp_path, clock):
+    """A user's sessions leave together when the user's visits are untouched for the TTL, and come back formed
+    from all of the user's visits, deleted ones aside."""
+    root = differential.make_project(tmp_path, SESSION_VIEWS, SESSION_SOURCES)
+    at = partial(dt.datetime.fromtimestamp, tz=dt.UTC)
+    start = 1_700_000_000
+    steps = [
+        [
+            (
+                "upsert visits",
+                [(1, "a", at(start)), (2, "a", at(start + 3)), (3, "b", at(start)), (4, None, at(start + 1))],
+            )
+        ],
+        # 7 s: a and the NULL user expire; b gets a second session
+        [("tick", 7_000), ("upsert visits", [(5, "b", at(start + 20))])],
+        # a comes back: one session of its three visits (gaps under 5 s)
+        [("upsert visits", [(6, "a", at(start + 6))])],
+        # 14 s, the clock alone: a and b expire
+        [("tick", 7_000)],
+        # a visit of a, which expired, is deleted: a comes back with the two others; so does NULL
+        [("delete visits", [1]), ("upsert visits", [(7, None, at(start + 2))])],
+    ]
+    check = partial(check_live_keys, input_rows={"ttl_sessions": ("SELECT u, id, ts FROM visits", ["u"])})
+    refresh_steps(spark, root, steps, all_incremental=True, apply=applier(clock), check=check)
+    catalog = load_catalog(load_config(root))
+    tables = view_tables(catalog.plans["ttl_sessions"], {})
+    records = [recorded_at(tables.snapshot, v) for v in range(tables.snapshot.open().version() + 1)]
+    # the clock alone (14 s) ran a batch of its own, with no visit changed
+    assert any(r.inputs == p.inputs and r.clock > p.clock for p, r in zip(records, records[1:]))
+    changelog = read_arrow(tables.changelog).to_pylist()
+    assert sorted((r["u"] or "", r["n"]) for r in changelog if r["_op"] == "-D") == [
+        ("", 1),
+        ("a", 2),
+        ("a", 3),
+        ("b", 1),
+        ("b", 1),
+    ]
+
+
 EXTREME_SOURCES = """
 CREATE TABLE amounts (
   id INT NOT NULL, u STRING, d DOUBLE, big BIGINT, money DECIMAL(38, 2), PRIMARY KEY (id) NOT ENFORCED
@@ -224,17 +295,22 @@ SELECT u, COUNT(*) AS n, SUM(big) AS s, MAX(d) AS hi, MIN(d) AS lo, SUM(money) A
 FROM amounts GROUP BY u;
 CREATE MATERIALIZED VIEW ttl_extreme_rows WITH ('state_ttl' = '5 seconds') AS
 SELECT DISTINCT u, big, money FROM amounts;
+CREATE MATERIALIZED VIEW ttl_extreme_top WITH ('state_ttl' = '5 seconds') AS
+SELECT u, id, d, big, money FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY u ORDER BY d DESC, money, id) AS rn FROM amounts
+) AS r WHERE rn <= 2;
 """
 EXTREME_INPUTS = {
     "ttl_extremes": ("SELECT u, d, big, money FROM amounts", ["u"]),
     "ttl_extreme_rows": ("SELECT u, big, money FROM amounts", ["u", "big", "money"]),
+    "ttl_extreme_top": ("SELECT u, id, d, big, money FROM amounts", ["u"]),
 }
 BIG, MONEY = 2**53 + 1, Decimal("1" + "0" * 35)  # (a DECIMAL(38, 2) holds 36 digits before its point)
 
 
 def test_expiry_and_return_keep_extreme_values_exact_on_both_engines(spark, tmp_path, clock):
-    """NaN, ±inf and -0.0 under MAX/MIN, BIGINTs beyond 2^53 and DECIMALs near their limit, through keys
-    expiring and coming back, in batches on the driver and in Spark by turns."""
+    """NaN, ±inf and -0.0 under MAX/MIN and in a top-N's order, BIGINTs beyond 2^53 and DECIMALs near their
+    limit, through keys expiring and coming back, in batches on the driver and in Spark by turns."""
     root = differential.make_project(tmp_path, EXTREME_VIEWS, EXTREME_SOURCES)
     nan, inf = float("nan"), float("inf")
     rows = [
@@ -258,3 +334,5 @@ def test_expiry_and_return_keep_extreme_values_exact_on_both_engines(spark, tmp_
     catalog = load_catalog(load_config(root))
     changelog = read_arrow(view_tables(catalog.plans["ttl_extremes"], {}).changelog).to_pylist()
     assert {r["u"] for r in changelog if r["_op"] == "-D"} >= {"a", "b", None}  # each expired once at least
+    changelog = read_arrow(view_tables(catalog.plans["ttl_extreme_top"], {}).changelog).to_pylist()
+    assert {r["u"] for r in changelog if r["_op"] == "-D"} >= {"a", "b", None}

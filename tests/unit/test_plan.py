@@ -183,20 +183,28 @@ def test_require_bounded_state_turns_unbounded_views_into_errors(tmp_path):
     )
 
 
-def test_a_state_ttl_bounds_the_state_of_a_group_by_or_distinct_and_is_noted(tmp_path):
+def test_a_state_ttl_bounds_the_state_of_whatever_keeps_it_by_key_and_is_noted(tmp_path):
     views = (
         "CREATE MATERIALIZED VIEW g WITH ('state_ttl' = '7 days') AS\n"
         "SELECT o.customer_id, c.country, COUNT(*) AS n, MAX(o.price) AS top FROM orders o\n"
         "JOIN customers c ON o.customer_id = c.id GROUP BY o.customer_id, c.country HAVING COUNT(*) > 1;\n"
         "CREATE MATERIALIZED VIEW d WITH ('state_ttl' = '36 hours') AS SELECT DISTINCT url FROM clicks;\n"
+        "CREATE MATERIALIZED VIEW t WITH ('state_ttl' = '2 hours') AS SELECT user_id, url FROM (SELECT\n"
+        "user_id, url, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC) AS rn FROM clicks) WHERE rn <= 3;\n"
+        "CREATE MATERIALIZED VIEW o WITH ('state_ttl' = '1 hour') AS\n"
+        "SELECT user_id, url, COUNT(*) OVER (PARTITION BY user_id ORDER BY ts) AS n FROM clicks;\n"
+        "CREATE MATERIALIZED VIEW s WITH ('state_ttl' = '1 day') AS SELECT user_id, session_window.start AS s0,\n"
+        "COUNT(*) AS n FROM clicks GROUP BY user_id, session_window(ts, '5 minutes');\n"
     )
     plans = catalog(tmp_path, views, "[plan]\nrequire_bounded_state = true\n").plans
-    for name, ttl in (("g", "7 days"), ("d", "36 hours")):
+    for name, ttl in (("g", "7 days"), ("d", "36 hours"), ("t", "2 hours"), ("o", "1 hour"), ("s", "1 day")):
         assert plans[name].bounded_state and plans[name].by_arrival
         assert plans[name].state.endswith(f"a key untouched for {ttl} of batch clock expires (state_ttl)")
         assert any(n.startswith(f"state_ttl '{ttl}'") for n in plans[name].notes)
     assert plans["g"].view.state_ttl == 7 * 86_400_000_000
     assert plans["d"].changelog == "upsert"  # (a DISTINCT of an append-only source, whose rows now leave)
+    for name, what in (("t", "top-N"), ("o", "window function"), ("s", "session window")):
+        assert f"the partitions of its {what} untouched" in plans[name].notes[-1]
 
 
 @pytest.mark.parametrize(
@@ -204,16 +212,32 @@ def test_a_state_ttl_bounds_the_state_of_a_group_by_or_distinct_and_is_noted(tmp
     [
         (
             "WITH ('state_ttl' = '1 day') AS SELECT id, name FROM customers",
-            "state_ttl '1 day' expires the keys of a GROUP BY or SELECT DISTINCT at the top",
+            "state_ttl '1 day' expires the keys of a GROUP BY or SELECT DISTINCT, or the partitions of a top-N",
         ),
         (
             "WITH ('state_ttl' = '1 day') AS SELECT COUNT(*) AS n FROM orders",
-            "state_ttl '1 day' expires the keys of a GROUP BY or SELECT DISTINCT at the top",
+            "state_ttl '1 day' expires the keys of a GROUP BY or SELECT DISTINCT, or the partitions of a top-N",
+        ),
+        (
+            "WITH ('state_ttl' = '1 day') AS SELECT url FROM "
+            "(SELECT url, ROW_NUMBER() OVER (ORDER BY ts DESC) AS rn FROM clicks) WHERE rn <= 5",
+            "expires the partitions of a top-N, and this one has a single partition",
+        ),
+        (
+            "WITH ('state_ttl' = '1 day') AS SELECT session_window.start AS s, COUNT(*) AS n FROM clicks "
+            "GROUP BY session_window(ts, '5 minutes')",
+            "expires the partitions of a session window, and this one has a single partition",
+        ),
+        (
+            "WITH ('state_ttl' = '1 day') AS SELECT user_id, n FROM (SELECT user_id, n, ROW_NUMBER() OVER "
+            "(PARTITION BY user_id ORDER BY n DESC) AS rn FROM (SELECT user_id, url, COUNT(*) AS n FROM "
+            "clicks GROUP BY user_id, url)) WHERE rn = 1",
+            "needs what it expires to read a stateless input, and this view's top-N reads another",
         ),
         (
             "WITH ('state_ttl' = '1 day') AS SELECT n, COUNT(*) AS k FROM "
             "(SELECT customer_id, COUNT(*) AS n FROM orders GROUP BY customer_id) GROUP BY n",
-            "needs the view's GROUP BY or DISTINCT to read a stateless input",
+            "needs what it expires to read a stateless input, and this view's GROUP BY reads another",
         ),
         (
             "WITH ('state_ttl' = '1 day', 'refresh_policy' = 'full') AS "
