@@ -1,17 +1,19 @@
-"""A GROUP BY over a stream whose keys come and go, refreshed after each of --batches appends: whether a
-`state_ttl` keeps the view's state and a batch's time flat while the keys ever seen grow (incremental/
-aggregate.py: a key untouched for the TTL leaves the view and its state).
+"""A GROUP BY (or a top-N, or window functions, per user) over a stream whose keys come and go, refreshed after
+each of --batches appends: whether a `state_ttl` keeps the view's state and a batch's time flat while the keys
+ever seen grow (incremental/aggregate.py, top_n.py, partition_rows.py: a key untouched for the TTL leaves the
+view and its state).
 
 One append-only source, events, given --rows rows a batch, of users drawn from a window of --active users that
 moves on by --drift users a batch (a user is active for --active / --drift batches, then never seen again).
-Three views of `SELECT u, COUNT(*) AS n, MAX(amount) AS top FROM events GROUP BY u`, each in a project of its
-own, refreshed by turns per batch: `ttl` (WITH ('state_ttl' = '--ttl seconds'), by the wall clock), `plain`
-(the same without it) and `recomputed` ('refresh_policy' = 'full'). Prints the median refresh time of the
-first, middle and last ten batches, the rows of each view's state tables and snapshot at those batches, and the
-phases of the ttl view's first and last ten batches.
+Three views of the --query (QUERIES below), each in a project of its own, refreshed by turns per batch: `ttl`
+(WITH ('state_ttl' = '--ttl seconds'), by the wall clock), `plain` (the same without it) and `recomputed`
+('refresh_policy' = 'full'). Prints the median refresh time of the first, middle and last ten batches, the rows
+of each view's state tables and snapshot at those batches, and the phases of the ttl view's first and last ten
+batches and of the plain view's last ten.
 
     .venv/bin/python benchmarks/state_ttl.py                   # 100 batches on the driver
     .venv/bin/python benchmarks/state_ttl.py --engine spark    # every incremental batch in Spark
+    .venv/bin/python benchmarks/state_ttl.py --query top-n     # each user's three largest amounts
 """
 
 from __future__ import annotations
@@ -44,15 +46,19 @@ from mvengine.runtime.session import spark_session  # noqa: E402
 SOURCES = """
 CREATE TABLE events (id BIGINT NOT NULL, u BIGINT, amount BIGINT) WITH ('append_only' = 'true');
 """
-VIEW = """CREATE MATERIALIZED VIEW {name} WITH ({options}) AS
-SELECT u, COUNT(*) AS n, MAX(amount) AS top FROM events GROUP BY u;
-"""
+QUERIES = {
+    "group-by": "SELECT u, COUNT(*) AS n, MAX(amount) AS top FROM events GROUP BY u",
+    "top-n": "SELECT u, id, amount FROM (SELECT u, id, amount, ROW_NUMBER() OVER (PARTITION BY u ORDER BY amount "
+    "DESC, id) AS rn FROM events) WHERE rn <= 3",
+    "over": "SELECT u, id, SUM(amount) OVER (PARTITION BY u ORDER BY id) AS running FROM events",  # (Spark)
+}
+VIEW = "CREATE MATERIALIZED VIEW {name} WITH ({options}) AS\n{query};\n"
 
 
-def project(root: Path, name: str, options: str) -> Path:
+def project(root: Path, name: str, options: str, query: str) -> Path:
     (root / "views").mkdir(parents=True)
     (root / "views" / "sources.sql").write_text(SOURCES)
-    (root / "views" / "view.sql").write_text(VIEW.format(name=name, options=options))
+    (root / "views" / "view.sql").write_text(VIEW.format(name=name, options=options, query=query))
     return root
 
 
@@ -76,6 +82,7 @@ def main() -> None:
     parser.add_argument("--drift", type=int, default=100, help="new users a batch")
     parser.add_argument("--ttl", type=int, default=5, help="the ttl view's state_ttl, seconds")
     parser.add_argument("--engine", choices=["driver", "spark"], default="driver")
+    parser.add_argument("--query", choices=list(QUERIES), default="group-by")
     args = parser.parse_args()
     spark = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     base = Path(tempfile.mkdtemp(prefix="state-ttl-"))
@@ -86,7 +93,7 @@ def main() -> None:
     }
     runs = {}
     for name, options in views.items():
-        root = project(base / name, name, options)
+        root = project(base / name, name, options, QUERIES[args.query])
         config = load_config(root)
         if args.engine == "spark":
             config = replace(config, policy=replace(config.policy, driver_max_changes=0))
@@ -115,7 +122,7 @@ def main() -> None:
     thirds["last"] = slice(args.batches - 10, args.batches)
     print(
         f"{args.batches} batches of {args.rows} rows, {args.active} users active, {args.drift} new a batch, "
-        f"state_ttl {args.ttl} s, {args.engine}"
+        f"state_ttl {args.ttl} s, {args.query}, {args.engine}"
     )
     print(
         f"{'view':12} {'median refresh ms: first 10':>28} {'middle 10':>10} {'last 10':>8}   state rows   view rows"
@@ -130,6 +137,7 @@ def main() -> None:
     print(f"ttl: {expired} keys expired in all")
     for third in ("first", "last"):
         print(f"ttl, the {third} ten batches:\n{median_phases(reports[1:][thirds[third]])}")
+    print(f"plain, the last ten batches:\n{median_phases(runs['plain'][6][1:][thirds['last']])}")
     shutil.rmtree(base, ignore_errors=True)
 
 
