@@ -44,6 +44,15 @@ POLICY_MEANING = {
 }
 
 
+def policy_meaning(plan: ViewPlan) -> str:
+    """The view's refresh policy and what it does for this view: `auto` never recomputes by cost a view whose
+    rows depend on when they arrived or on its state_ttl (a recomputation could not give them)."""
+    policy = plan.view.refresh_policy
+    if policy == "auto" and plan.by_arrival:
+        return "auto: the delta rule in every batch (never recomputed by cost; the notes say why)"
+    return f"{policy}: {POLICY_MEANING[policy]}"
+
+
 def driver_fields(plan: ViewPlan) -> dict:
     """Whether the view's small batches are computed on the driver, without Spark, and if not, why."""
     reason = "recomputed by Spark" if plan.strategy == "full" else not_on_driver(plan.root)
@@ -87,7 +96,7 @@ def describe(plan: ViewPlan, catalog: Catalog | None = None) -> list[str]:
         *([("emit", plan.view.emit.text if plan.view.emit else EMIT_DEFAULT)] if plan.window() else []),
         ("changelog", plan.changelog),
         ("strategy", strategy),
-        ("policy", f"{plan.view.refresh_policy}: {POLICY_MEANING[plan.view.refresh_policy]}"),
+        ("policy", policy_meaning(plan)),
         (
             "driver",
             "small batches ([refresh] driver_max_changes) are computed on the driver, without Spark"

@@ -15,6 +15,7 @@ from sqlglot import exp
 from mvengine.config import load_config
 from mvengine.errors import SqlError
 from mvengine.project.catalog import Catalog, load_catalog
+from mvengine.reading.explain import describe
 
 SOURCES = (Path(__file__).parent.parent / "plans" / "sources.sql").read_text()
 
@@ -205,6 +206,10 @@ def test_a_state_ttl_bounds_the_state_of_whatever_keeps_it_by_key_and_is_noted(t
     assert plans["d"].changelog == "upsert"  # (a DISTINCT of an append-only source, whose rows now leave)
     for name, what in (("t", "top-N"), ("o", "window function"), ("s", "session window")):
         assert f"the partitions of its {what} untouched" in plans[name].notes[-1]
+    # auto never recomputes them by cost, and mv plan says so
+    assert "  policy     auto: the delta rule in every batch (never recomputed by cost" in "\n".join(
+        describe(plans["g"])
+    )
 
 
 @pytest.mark.parametrize(
