@@ -112,11 +112,20 @@ def check_live_keys(
 
 
 def _rows(spark, catalog, inputs: dict[str, int], sql: str, key: list[str]) -> list[tuple]:
-    """The keys of the rows the view's GROUP BY or DISTINCT reads, one per row, at these input versions."""
-    for name, version in inputs.items():
-        read_table(spark, TableRef(catalog.sources[name].path), version=version).createOrReplaceTempView(name)
-    found = spark.sql(sql).toArrow()
-    return [tuple(_value(r[k]) for k in key) + tuple(map(_value, r.values())) for r in found.to_pylist()]
+    """The keys of the rows the view's GROUP BY or DISTINCT reads, one per row, at these input versions (read
+    once per versions and SQL: a table's version never changes, and every check replays the whole history)."""
+    at = tuple((name, catalog.sources[name].path, version) for name, version in sorted(inputs.items()))
+    if (at, sql, tuple(key)) not in _ROWS_READ:
+        for name, path, version in at:
+            read_table(spark, TableRef(path), version=version).createOrReplaceTempView(name)
+        found = spark.sql(sql).toArrow().to_pylist()
+        _ROWS_READ[at, sql, tuple(key)] = [
+            tuple(_value(r[k]) for k in key) + tuple(map(_value, r.values())) for r in found
+        ]
+    return _ROWS_READ[at, sql, tuple(key)]
+
+
+_ROWS_READ: dict[tuple, list[tuple]] = {}
 
 
 def _value(v):
