@@ -84,7 +84,7 @@ def partition_rows(
     # Every row of a touched partition is written again with the batch's clock: it tells when they expire.
     kept = merged.where((F.col(COUNT) > 0) | (F.col("_before") > 0))
     staged = kept.select(*data, COUNT, F.lit(now).cast("long").alias(TOUCHED), gone.alias(DELETE))
-    expired = _expired(batch, name, touched, columns, partition)
+    expired = _expired(batch, name, touched, partition)
     if expired is not None:
         staged = staged.unionByName(expired.select(*data, COUNT, TOUCHED, F.lit(True).alias(DELETE)))
         expired = expired.select(*data, COUNT)
@@ -105,10 +105,8 @@ def _with_returning_partitions(
     expired it), the input's rows of that partition before the batch, as inserts: such a partition is
     computed from all its rows, as a recomputation computes it, not from this batch's alone."""
     held = old.select(*[p.alias(f"_p{i}") for i, p in enumerate(partition)]).distinct()
-    on = [(f"_p{i}", f"_p{i}") for i in range(len(partition))]
-    missing = batch.keep_small(
-        touched.join(held, null_safe_equal(touched, held, [a for a, _ in on]), "left_anti")
-    )
+    keys = [f"_p{i}" for i in range(len(partition))]
+    missing = batch.keep_small(touched.join(held, null_safe_equal(touched, held, keys), "left_anti"))
     if missing.isEmpty():
         return changed
     before = prior()
@@ -119,9 +117,7 @@ def _with_returning_partitions(
     return batch.keep_small(consolidate(changed.select(*names).unionByName(rows.select(*names)), columns))
 
 
-def _expired(
-    batch: Batch, name: str, touched: DataFrame, columns: list[str], partition: list[Column]
-) -> DataFrame | None:
+def _expired(batch: Batch, name: str, touched: DataFrame, partition: list[Column]) -> DataFrame | None:
     """The state rows of the partitions the view's state_ttl expires in this batch (untouched for that long,
     and not touched by it); counted, by partition, in the batch's `expired`."""
     clock = batch.clock
