@@ -34,18 +34,119 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.redaction.regex": "(?i)secret|password|token|access[._]?key|credential|signature|sas",
     "spark.sql.redaction.options.regex": "(?i)url|secret|password|token|access[._]?key|credential|signature|sas",
 }
-_KNOWN = {
-    "project": {"warehouse"},
-    "spark": {"master", "conf", "log_level"},
-    "storage": {"options"},
-    "refresh": {
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of conf/mvengine.toml. The loader's check of known keys, `mv init`'s commented file
+    (scaffold.py) and the configuration reference (docs/reference/config.md) are all made from SETTINGS."""
+
+    section: str
+    key: str
+    type: str  # what the value is, in words
+    default: str  # the default, as TOML writes it
+    meaning: str
+    examples: tuple[str, ...] = ()  # a table's example lines, as TOML writes them
+
+    @property
+    def is_table(self) -> bool:
+        return bool(self.examples)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "project",
+        "warehouse",
+        "string: a folder, an absolute path or a URI",
+        '"warehouse"',
+        "Where source tables (under sources/) and every view's tables live: a folder relative to the project, "
+        "an absolute path, or an object-store URI such as s3://bucket/warehouse.",
+    ),
+    Setting(
+        "spark",
+        "master",
+        "string: a Spark master URL",
+        '"local[*]"',
+        "Any Spark master URL, as a string: local, local[N], local[*], spark://host:7077, yarn, k8s://... "
+        "(anything else, such as master = 4, is an error naming the line). On a cluster, every executor needs "
+        "the driver's Python version with mvengine and its dependencies installed.",
+    ),
+    Setting(
+        "spark",
+        "log_level",
+        "string: ERROR, WARN or INFO",
+        '"ERROR"',
+        "Level of Spark's own logging.",
+    ),
+    Setting(
+        "spark",
+        "conf",
+        "table of strings",
+        "mvengine's defaults (below)",
+        "Any Spark setting, applied over mvengine's defaults (4 shuffle partitions, UI off, UTC session time "
+        "zone).",
+        ('"spark.sql.shuffle.partitions" = "4"', '"spark.driver.memory" = "4g"'),
+    ),
+    Setting(
+        "storage",
+        "options",
+        "table of strings",
+        "none",
+        'delta-rs object-store options, e.g. for S3. Write secrets as "${ENV_VAR}" to keep them out of this '
+        "file (an unset variable is an error naming the line); values of keys that look like secrets are never "
+        "printed (***).",
+        ('AWS_REGION = "eu-west-1"', 'AWS_SECRET_ACCESS_KEY = "${AWS_SECRET_ACCESS_KEY}"'),
+    ),
+    Setting(
+        "refresh",
         "interval",
+        "duration: 500ms, 1s, 2m, 1h",
+        '"1s"',
+        "How often `mv refresh --continuous` looks for new input commits.",
+    ),
+    Setting(
+        "refresh",
         "recompute_above",
+        "number from 0 to 1",
+        str(DEFAULT_POLICY.recompute_above),
+        "A view under refresh_policy 'auto' is recomputed instead of maintained in a batch computed on the "
+        "driver that changes more than this share of its inputs' rows (its change rows: an update counts "
+        'twice), and at least recompute_min_changes rows. Measured in benchmarks/README.md, "Incremental or '
+        'full".',
+    ),
+    Setting(
+        "refresh",
         "recompute_above_in_spark",
+        "number from 0 to 1",
+        str(DEFAULT_POLICY.recompute_above_in_spark),
+        "The same share, for a batch too large for the driver (computed by Spark).",
+    ),
+    Setting(
+        "refresh",
         "recompute_min_changes",
+        "whole number of rows",
+        str(DEFAULT_POLICY.recompute_min_changes),
+        "A batch of fewer changed rows is never recomputed by cost.",
+    ),
+    Setting(
+        "refresh",
         "driver_max_changes",
-    },
-    "plan": {"require_bounded_state"},
+        "whole number of rows",
+        str(DEFAULT_POLICY.driver_max_changes),
+        "A batch whose inputs changed by at most this many rows is computed on the driver, without Spark, when "
+        "the view's expressions allow it (mv plan says whether they do); 0 sends every batch to Spark.",
+    ),
+    Setting(
+        "plan",
+        "require_bounded_state",
+        "true or false",
+        "false",
+        "true: a view whose state grows without bound is an error (see `mv plan`).",
+    ),
+)
+_KNOWN: dict[str, set[str]] = {
+    section: {s.key for s in SETTINGS if s.section == section}
+    for section in dict.fromkeys(s.section for s in SETTINGS)
 }
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECRET_HINTS = ("secret", "key", "token", "password", "credential", "sas", "signature")
@@ -113,7 +214,9 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(
-                f"not valid TOML: {e}", file=str(path), hint="fix the syntax; see README 'Configuration'"
+                f"not valid TOML: {e}",
+                file=str(path),
+                hint="fix the syntax; docs/reference/config.md lists every key",
             ) from None
         _check_keys(data, text, str(path))
     project = data.get("project", {})

@@ -16,8 +16,20 @@ from mvengine.errors import InvalidNameError
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Columns the engine adds to the rows it produces; user names must not collide with them.
 RESERVED_COLUMNS = frozenset({"_change_type", "_commit_version", "_commit_timestamp", "_table"})
-# The changelog's own columns (DESIGN.md §5) and the weight of a change row: no view column may take them.
-CHANGELOG_COLUMNS = ("_op", "_undo", "_mtime", "_version", "_batch_id", "_emit_index", "_emit_timing")
+# The changelog's own columns after the view's (DESIGN.md §5), with their meaning (docs/reference/tables.md is
+# made from it). No view column may take them, nor the weight of a change row (`_w`).
+CHANGELOG_COLUMN_MEANINGS = {
+    "_op": "`+I` (a key's first row, or a bag's new row), `-U` (a changed row's old values), `+U` (its new "
+    "values), `-D` (a row that went away)",
+    "_undo": "true for `-U` and `-D`: the row takes back what an earlier row said",
+    "_mtime": "commit time of the input change that caused the row (the batch clock for a row a timer emits)",
+    "_version": "the snapshot version the row belongs to",
+    "_batch_id": "the batch that wrote it",
+    "_emit_index": "revision of the key's row: 0 for its first `+I`, one more per update (0 in bags)",
+    "_emit_timing": "`early`, `on_time` or `late` relative to the watermark, for a view with an event-time "
+    "window; null otherwise",
+}
+CHANGELOG_COLUMNS = tuple(CHANGELOG_COLUMN_MEANINGS)
 RESERVED_VIEW_COLUMNS = RESERVED_COLUMNS | frozenset(CHANGELOG_COLUMNS) | {"_w"}
 
 

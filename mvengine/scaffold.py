@@ -3,53 +3,31 @@ view and a .gitignore for the warehouse."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
+from mvengine.config import SETTINGS
 from mvengine.errors import MvError
 
-CONFIG = """\
-# mvengine settings. Every key is optional: the values shown (commented out) are the defaults.
 
-[project]
-# Where source tables (under sources/) and every view's tables live: a folder relative to the project,
-# an absolute path, or an object-store URI such as s3://bucket/warehouse.
-# warehouse = "warehouse"
+def _config_file() -> str:
+    """conf/mvengine.toml with every setting of config.SETTINGS written out, commented, at its default."""
+    lines = ["# mvengine settings. Every key is optional: the values shown (commented out) are the defaults."]
+    for section in dict.fromkeys(s.section for s in SETTINGS):
+        plain = [s for s in SETTINGS if s.section == section and not s.is_table]
+        if plain:
+            lines += ["", f"[{section}]"]
+        for setting in plain:
+            lines += [f"# {line}" for line in textwrap.wrap(setting.meaning, 108)]
+            lines.append(f"# {setting.key} = {setting.default}")
+        for table in (s for s in SETTINGS if s.section == section and s.is_table):
+            lines += ["", f"[{section}.{table.key}]"]
+            lines += [f"# {line}" for line in textwrap.wrap(table.meaning, 108)]
+            lines += [f"# {example}" for example in table.examples]
+    return "\n".join(lines) + "\n"
 
-[spark]
-# Any Spark master URL: local[*], local[2], spark://host:7077, ... On a cluster, every executor needs the
-# driver's Python version with mvengine and its dependencies installed.
-# master = "local[*]"
-# Level of Spark's own logging: ERROR, WARN or INFO.
-# log_level = "ERROR"
 
-[spark.conf]
-# Any Spark setting, applied over mvengine's defaults (4 shuffle partitions, UI off, UTC session time zone).
-# "spark.sql.shuffle.partitions" = "4"
-# "spark.driver.memory" = "4g"
-
-[storage.options]
-# delta-rs object-store options, e.g. for S3. Write secrets as "${ENV_VAR}" to keep them out of this file;
-# values of keys that look like secrets are never printed.
-# AWS_REGION = "eu-west-1"
-# AWS_SECRET_ACCESS_KEY = "${AWS_SECRET_ACCESS_KEY}"
-
-[refresh]
-# How often `mv refresh --continuous` looks for new input commits: 500ms, 1s, 2m, 1h.
-# interval = "1s"
-# A view under refresh_policy 'auto' is recomputed instead of maintained in a batch that changes more than this
-# share of its inputs' rows (recompute_above_in_spark: a batch too large for the driver), and at least
-# recompute_min_changes rows.
-# recompute_above = 0.8
-# recompute_above_in_spark = 0.1
-# recompute_min_changes = 100000
-# A batch whose inputs changed by at most this many rows is computed on the driver, without Spark, when the
-# view's expressions allow it (mv plan says whether they do).
-# driver_max_changes = 2000000
-
-[plan]
-# true: a view whose state grows without bound is an error (see `mv plan`).
-# require_bounded_state = false
-"""
+CONFIG = _config_file()
 
 SOURCES = """\
 -- Sources: Delta tables that other programs write; mvengine reads their change data feed.

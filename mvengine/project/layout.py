@@ -65,8 +65,26 @@ def app_id(view: str, generation: int) -> str:
     return f"mvengine:{view}:g{generation}"
 
 
-# The keys of a snapshot commit's custom metadata (DESIGN.md §5), written and read by CommitRecord only.
+# The keys of a snapshot commit's custom metadata (DESIGN.md §5), written and read by CommitRecord only, each
+# with its meaning (docs/reference/tables.md is made from it; every key is `mvengine.<key>`).
 _PREFIX = "mvengine."
+COMMIT_METADATA = {
+    "inputs": "JSON: input name -> the input version this snapshot version reflects",
+    "input_ids": "JSON: source name -> its Delta table id (metaData.id), so a replaced table is noticed",
+    "batch_id": "the batch that wrote the version",
+    "generation": "the view's generation: a new one each time the view is computed anew (new view, SQL changed, "
+    "--full)",
+    "sql_hash": "a hash of the view's SQL, to notice a changed definition",
+    "kind": "bootstrap, stream (a delta rule) or full (a recomputation)",
+    "changes": "changelog rows of the batch",
+    "engine": "driver or spark: where the batch was computed",
+    "rows_in": "changes the batch read (absent for a recomputation)",
+    "watermark": "the view's watermark after the batch, µs since the epoch (event time only)",
+    "batch_ms": "the batch's milliseconds up to this commit",
+    "clock": "what NOW() read in the batch, µs since the epoch (temporal filters and state_ttl only)",
+    "expired": "the keys its state_ttl expired in this generation, up to this batch (state_ttl only)",
+    "expectations": "JSON: the batch's expectation outcomes, of its sources and its own (when it has any)",
+}
 
 
 @dataclass(frozen=True, kw_only=True)

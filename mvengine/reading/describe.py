@@ -22,6 +22,74 @@ from mvengine.storage.tables import TableRef, commit_history
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
+# The fields of `mv describe --json`, with their meaning (docs/reference/json.md is made from them; tests check
+# the documents against them). A view never refreshed has only the fields up to `source_versions`.
+DESCRIBE_VIEW_FIELDS = {
+    "name": "the view's name",
+    "kind": "view",
+    "file": "the file that declares it, relative to the project",
+    "line": "the line of its CREATE statement",
+    "snapshot_path": "its snapshot table",
+    "changelog_path": "its changelog table",
+    "state_path": "the folder of its state tables",
+    "key": "its unique key: a list of columns, [] for one row, null for a bag",
+    "changelog": "append-only, upsert or retract",
+    "strategy": "incremental or full",
+    "reason": "why it is recomputed in full (null when incremental)",
+    "inputs_declared": "the sources and views its SQL reads",
+    "columns": "its columns: [{name, type, nullable}]",
+    "expectations": "its declared expectations: [{name, on_violation, declared}]",
+    "quarantine_path": "the table of the rows its QUARANTINE expectations refused",
+    "quarantined_rows": "how many rows that table holds",
+    "refreshed": "whether its snapshot exists",
+    "version": "its snapshot's latest version (null: never refreshed)",
+    "inputs": "input name -> the input version that snapshot version reflects",
+    "source_versions": "source name -> the source version it reflects, through views over views",
+    "mixed_source_versions": "only when its inputs reached different versions of one source: each source's "
+    "versions (source_versions then gives the oldest)",
+    "batch_id": "the batch that wrote its latest version",
+    "generation": "its generation (a new one each time it is computed anew)",
+    "row_count": "rows in its snapshot",
+    "changelog_rows": "rows in its changelog",
+    "sizes": "{snapshot_bytes, changelog_bytes, state_bytes}: bytes of its current files (state_bytes: every "
+    "version on disk; null on an object store)",
+    "state_rows": "rows of all its state tables",
+    "state_ttl": "its state_ttl, or null",
+    "rows_expired": "keys its state_ttl expired in this generation",
+    "last_refresh": "when its latest version was committed, UTC",
+    "late_rows": "rows set aside as too late (allowed_lateness)",
+    "last_batch_expectations": "the last batch's expectation outcomes",
+    "watermark": "its watermark after the last batch, UTC (event time only), or null",
+    "stale_since": "commit time of the oldest source commit it does not reflect yet, or null when fresh",
+    "freshness_lag_s": "seconds since then (0 when fresh)",
+}
+DESCRIBE_SOURCE_FIELDS = {
+    "name": "the source's name",
+    "kind": "source",
+    "file": "the file that declares it",
+    "line": "the line of its CREATE TABLE",
+    "snapshot_path": "its Delta table",
+    "path": "the same (an alias)",
+    "changelog_path": "null (a source's changes are its Delta change data feed)",
+    "key": "its PRIMARY KEY columns, or null",
+    "append_only": "whether it was declared 'append_only'",
+    "watermark": "its WATERMARK, as declared, or null",
+    "idle_timeout_seconds": "its idle_timeout in seconds, or null",
+    "strategy": "null",
+    "reason": "null",
+    "inputs": "null",
+    "columns": "its declared columns: [{name, type, nullable}]",
+    "expectations": "its declared expectations: [{name, on_violation, declared}]",
+    "quarantine_path": "the table of the rows its QUARANTINE expectations refused",
+    "quarantined_rows": "how many rows that table holds",
+    "exists": "whether its table exists",
+    "version": "its latest version (null when it does not exist)",
+    "source_versions": "{its name: its latest version}",
+    "row_count": "rows in its current files",
+    "sizes": "{table_bytes}: bytes of its current files",
+    "last_commit": "when its latest version was committed, UTC",
+}
+
 
 def describe(versions: Versions, name: str) -> dict[str, Any]:
     name = versions.name(name)

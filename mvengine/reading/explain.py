@@ -8,6 +8,37 @@ from mvengine.plan.types import type_name
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
 
+# The fields of `mv plan --json`, with their meaning (docs/reference/json.md is made from it; tests check that
+# the document has exactly these).
+PLAN_FIELDS = {
+    "order": "every source and view, in the order a refresh takes them (dependencies first)",
+    "sources[].name": "the source's name",
+    "sources[].path": "its Delta table",
+    "sources[].key": "its PRIMARY KEY columns, or null",
+    "sources[].append_only": "whether it was declared 'append_only'",
+    "sources[].watermark": "its WATERMARK, as declared (`ts AS ts - INTERVAL '5' SECOND`), or null",
+    "views[].name": "the view's name",
+    "views[].file": "the file that declares it, relative to the project",
+    "views[].line": "the line of its CREATE statement",
+    "views[].inputs": "the sources and views it reads",
+    "views[].columns": "its columns: [{name, type (a Spark SQL type name), nullable}]",
+    "views[].key": "its unique key: a list of columns, [] for one row, null for a bag",
+    "views[].event_time": "the columns that carry a source's event time unchanged",
+    "views[].window": "its event-time window (`TUMBLE(ts, 1 hour)`, ...), or null",
+    "views[].emit": "its EMIT clause, or null",
+    "views[].changelog": "append-only, upsert (changes by key) or retract (whole rows)",
+    "views[].strategy": "incremental or full",
+    "views[].reason": "why it is recomputed in full (null when incremental)",
+    "views[].refresh_policy": "auto, incremental, incremental_strict or full",
+    "views[].state": "what its delta rule keeps, in words",
+    "views[].bounded_state": "whether that state stays bounded",
+    "views[].driver": "whether its small batches are computed on the driver, without Spark",
+    "views[].driver_reason": "why not (null when they are)",
+    "views[].watermarks": "the watermarks its event time follows (`source: ts AS ...`)",
+    "views[].notes": "what else to know about how it is kept, in sentences",
+    "views[].plan": "the operator tree the incremental compiler works on, one line per node",
+}
+
 
 def plan_document(catalog: Catalog, views: list[str]) -> dict:
     """The stable JSON form of `mv plan --json`."""

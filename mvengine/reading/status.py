@@ -18,29 +18,47 @@ from mvengine.reading.versions import Versions, show_time
 from mvengine.runtime.lock import lock_holder
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
 
+# The fields of one entry of `mv status --json` (a list, one per source and view), with their meaning
+# (docs/reference/json.md is made from it; Status has exactly these).
+STATUS_FIELDS = {
+    "name": "the source's or view's name",
+    "kind": "source or view",
+    "strategy": "incremental or full (views; null for a source)",
+    "version": "its latest Delta version; null when the table does not exist yet (a source) or was never "
+    "refreshed (a view)",
+    "behind": "source commits it does not reflect yet, through any path (views)",
+    "lag_s": "seconds since the oldest of them (0 when fresh)",
+    "last_time": "the last commit (a source) or the last batch's snapshot commit (a view), UTC",
+    "age_s": "seconds since then",
+    "rows_in": "the last batch's changes in (null: recomputed)",
+    "rows_out": "its changelog rows",
+    "batch_ms": "its milliseconds",
+    "engine": "driver or spark: where it was computed",
+    "rows": "rows in the table (the snapshot, for a view)",
+    "state_bytes": "bytes of the view's state tables on disk (null on an object store)",
+    "problem": "what stops it: failing, left unfinished, being refreshed (the lock holder), never refreshed",
+    "reason": "why a view is refreshed in full",
+}
+
 
 @dataclass
 class Status:
     name: str
-    kind: str  # source or view
-    strategy: str | None = None  # incremental or full (views)
-    version: int | None = (
-        None  # None: the table does not exist yet (a source) or was never refreshed (a view)
-    )
-    behind: int | None = None  # source commits not reflected yet (views)
-    lag_s: float | None = None  # seconds since the oldest of them (0 when fresh)
-    last_time: str | None = (
-        None  # the last commit (a source) or the last batch's snapshot commit (a view), UTC
-    )
-    age_s: float | None = None  # seconds since then
-    rows_in: int | None = None  # the last batch's changes in (None: recomputed)
-    rows_out: int | None = None  # its changelog rows
+    kind: str
+    strategy: str | None = None
+    version: int | None = None
+    behind: int | None = None
+    lag_s: float | None = None
+    last_time: str | None = None
+    age_s: float | None = None
+    rows_in: int | None = None
+    rows_out: int | None = None
     batch_ms: int | None = None
-    engine: str | None = None  # driver or spark
+    engine: str | None = None
     rows: int | None = None
     state_bytes: int | None = None
-    problem: str | None = None  # failing, left unfinished, or being refreshed (the lock holder)
-    reason: str | None = None  # why a view is refreshed in full
+    problem: str | None = None
+    reason: str | None = None
 
     @property
     def stale(self) -> bool:

@@ -1,1 +1,2 @@
-"""Spark: the session factory and, later, the drivers that run views."""
+"""Running views: a refresh as a whole (the lock, the pipeline batch, its steps and their executors), the Spark
+session, the writes of a batch, event time and expectations at refresh."""

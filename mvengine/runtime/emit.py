@@ -24,6 +24,7 @@ from mvengine.incremental.driver import DriverBatch
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.engine import ArrowEngine, Engine, SparkEngine
 from mvengine.incremental.zset import MTIME, WEIGHT
+from mvengine.names import CHANGELOG_COLUMNS
 from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
 from mvengine.plan.nodes import Node
 from mvengine.plan.view_plan import ViewPlan
@@ -32,7 +33,6 @@ from mvengine.storage.tables import TableRef
 
 EMIT_STATE = "emit"
 REVISION = "_rev"
-CHANGELOG = ("_op", "_undo", MTIME, "_version", "_batch_id", "_emit_index", "_emit_timing")
 
 
 @dataclass
@@ -289,7 +289,7 @@ class _Emit:
                 "_emit_timing": "CAST(NULL AS STRING)",
             },
         )
-        return self._named(engine, engine.select(logged, [*self.values, *CHANGELOG]))
+        return self._named(engine, engine.select(logged, [*self.values, *CHANGELOG_COLUMNS]))
 
     def _named(self, engine: Engine[Any], rel: Any) -> Any:
         """The view's columns by their own names again."""

@@ -22,7 +22,15 @@ from mvengine.sql.files import Statement, Watermark
 from mvengine.sql.time_syntax import option_micros, unit_micros
 from mvengine.sql.types import arrow_type
 
-SOURCE_OPTIONS = {"path", "append_only", "idle_timeout"}
+# A source's WITH options, with their meaning (docs/reference/sql.md is made from it).
+SOURCE_OPTIONS = {
+    "path": "the Delta table: a folder inside the project, an absolute path or a URI; default "
+    "<warehouse>/sources/<source>",
+    "append_only": "'true': its commits only ever add rows, so views over it keep less state (a commit that "
+    "deletes or updates stops the refresh with an error); default 'false'",
+    "idle_timeout": "with a WATERMARK (an interval such as '1 minute'): a source whose newest commit is older "
+    "than this when a batch runs is idle, and no longer holds back the watermark of the views that read it",
+}
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,7 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
             column, watermark.expression, watermark.line, _watermark_delay(watermark, column, fields, where)
         )
     options = _options(tree, where)
-    unknown = set(options) - SOURCE_OPTIONS
+    unknown = options.keys() - SOURCE_OPTIONS.keys()
     if unknown:
         raise SqlError(
             f"unknown WITH option(s) {sorted(unknown)}",

@@ -18,7 +18,19 @@ from mvengine.sql.expectations import Expectation
 from mvengine.sql.files import Statement
 from mvengine.sql.time_syntax import Emit, option_micros
 
-VIEW_OPTIONS = {"path", "refresh_policy", "allowed_lateness", "state_ttl"}
+# A view's WITH options, with their meaning (docs/reference/sql.md is made from it).
+VIEW_OPTIONS = {
+    "path": "where the view's tables live (snapshot/, changelog/, _state/): a folder inside the project, an "
+    "absolute path or a URI; default <warehouse>/<view>",
+    "refresh_policy": "auto (default: the delta rule, or a recomputation when a batch changes much of the "
+    "inputs), incremental (the delta rule in every batch), incremental_strict (a view without a delta rule is "
+    "an error), full (recomputed in every batch where an input moved)",
+    "allowed_lateness": "on a windowed view (an interval such as '1 hour'): an input row more than this behind "
+    "the watermark is not applied but written to <view>/late, and windows that ended this long before the "
+    "watermark leave the view's state (bounded)",
+    "state_ttl": "a group, distinct row or partition untouched by the input for this long (batch clock, an "
+    "interval such as '7 days') leaves the view with its state",
+}
 # How a view is refreshed (as Databricks' materialized views offer): `auto` chooses per batch, by cost, between
 # its delta rule and a recomputation; `incremental` always applies the delta rule when the view has one;
 # `incremental_strict` makes a view without one an error at plan time; `full` always recomputes.
@@ -88,7 +100,7 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
                 hint="write options as WITH ('path' = '...')",
             )
         options[p.name.lower()] = p.args["value"].name
-    unknown = set(options) - VIEW_OPTIONS
+    unknown = options.keys() - VIEW_OPTIONS.keys()
     if unknown:
         raise SqlError(
             f"unknown WITH option(s) {sorted(unknown)}",

@@ -33,32 +33,37 @@ from mvengine.plan.operators import (
 )
 from mvengine.plan.operators.base import AnyOperator
 
+_MODULES = (
+    scan,
+    filter,
+    project,
+    aggregate,
+    session,
+    distinct,
+    union,
+    join,
+    temporal_join,
+    lookup_join,
+    window,
+    limit,
+    top_n,
+    over,
+    opaque,
+)
 # Every operator, by the node type it maintains.
-_OPERATORS: dict[type[Node], AnyOperator] = {
-    m.OPERATOR.node: m.OPERATOR
-    for m in (
-        scan,
-        filter,
-        project,
-        aggregate,
-        session,
-        distinct,
-        union,
-        join,
-        temporal_join,
-        lookup_join,
-        window,
-        limit,
-        top_n,
-        over,
-        opaque,
-    )
-}
+_OPERATORS: dict[type[Node], AnyOperator] = {m.OPERATOR.node: m.OPERATOR for m in _MODULES}
 
 
 def operators() -> dict[type[Node], AnyOperator]:
     """Every operator, by the node type it maintains."""
     return _OPERATORS
+
+
+def operator_summaries() -> dict[type[Node], str]:
+    """What each operator does, in its module's first paragraph (the SQL reference lists them)."""
+    return {
+        m.OPERATOR.node: " ".join((m.__doc__ or "").split("\n\n")[0].split()).rstrip(":") for m in _MODULES
+    }
 
 
 def operator_of(node: Node) -> AnyOperator | None:

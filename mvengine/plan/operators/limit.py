@@ -1,5 +1,5 @@
-"""Limit: ORDER BY ... LIMIT (top-N), LIMIT and OFFSET. No rule yet: rows enter and leave the first N as others
-change, so the view is recomputed in full; a LIMIT without ORDER BY picks arbitrary rows."""
+"""Limit: what stays a LIMIT once `ORDER BY o LIMIT N` has become a top-N (plan/rewrites/top_n.py): a LIMIT
+without ORDER BY, which picks arbitrary rows, and OFFSET. No rule: the view is recomputed in full."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Opaque: what the incremental compiler does not understand (top-N, LIMIT, INTERSECT, LATERAL VIEW, ...): no
-rule, so the view is recomputed in full, for the reason the binder gave."""
+"""Opaque: what the incremental compiler does not understand (INTERSECT, EXCEPT, LATERAL VIEW, GROUP BY ROLLUP,
+...): no rule, so the view is recomputed in full, for the reason the binder gave."""
 
 from __future__ import annotations
 
