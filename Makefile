@@ -46,8 +46,8 @@ run: $(STAMP) $(JARS) class-archive  ## Run the main job on the example project 
 PYTEST := $(VENV)/bin/python -m pytest
 WORKERS ?= 2
 
-test: $(JARS) $(BROWSER)  ## Lint, types, layers, then every tier with coverage (CI runs this)
-	@$(MAKE) --no-print-directory --output-sync=target -j2 lint class-archive  # side by side: mypy uses one core
+test: $(JARS) $(BROWSER)  ## Lint, types, layers, the docs site, then every tier with coverage (CI runs this)
+	@$(MAKE) --no-print-directory --output-sync=target -j2 lint docs class-archive  # side by side: mypy uses one core
 	$(PYTEST) -q -n $(WORKERS) --dist loadfile --durations=20 \
 	  --cov=mvengine --cov-branch --cov-report=term:skip-covered --cov-report=xml:coverage.xml
 
@@ -66,10 +66,22 @@ test-nightly: $(STAMP) $(JARS) $(BROWSER) class-archive  ## Every tier with ten 
 test-long: $(STAMP) $(JARS) class-archive  ## The long variants: 200 boundary kills and MV_CRASH_KILLS random kills (crash_long)
 	$(PYTEST) -q -n 0 -m crash_long
 
+# The docs site (mkdocs.yml, docs/): the reference pages are generated from the code (scripts/docs_reference.py);
+# the build fails when one is out of date, and on any warning (a broken link or anchor: --strict).
+docs: $(STAMP)  ## Build the docs site into site/ (--strict), after checking the generated reference pages
+	$(VENV)/bin/python scripts/docs_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+docs-reference: $(STAMP)  ## Write the reference pages of the docs (docs/reference/) again from the code
+	$(VENV)/bin/python scripts/docs_reference.py
+
+docs-serve: $(STAMP)  ## Serve the docs site on http://127.0.0.1:8000, rebuilt as pages change
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
+
 bench: $(STAMP) $(JARS)  ## Measure read/write throughput of the Delta data source (1M rows, local[2])
 	$(VENV)/bin/python benchmarks/storage_throughput.py --rows 1000000
 
-clean:  ## Remove the example warehouse and caches (keeps .venv)
-	rm -rf warehouse .pytest_cache .hypothesis .mypy_cache .ruff_cache coverage.xml test-profile*.tsv
+clean:  ## Remove the example warehouse, the built docs and caches (keeps .venv)
+	rm -rf warehouse site .pytest_cache .hypothesis .mypy_cache .ruff_cache coverage.xml test-profile*.tsv
 
-.PHONY: help jars class-archive setup run test test-fast lint test-nightly test-long bench clean
+.PHONY: help jars class-archive setup run test test-fast lint docs docs-reference docs-serve test-nightly test-long bench clean

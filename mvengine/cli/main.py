@@ -91,7 +91,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "\nWith [plan] require_bounded_state = true in conf/mvengine.toml, a view whose state grows\n"
         "without bound is an error. WITH ('state_ttl' = '7 days') bounds a GROUP BY or DISTINCT\n"
         "view, or one that ranks, computes windows or forms sessions per partition:\n"
-        "a key untouched for that long leaves the view and its state (see the README, State TTL).",
+        "a key untouched for that long leaves the view and its state (docs/guides/state-ttl.md).",
     )
     plan.add_argument("views", nargs="*", metavar="VIEW", help="views to show (default: all)")
     plan.add_argument("--json", action="store_true", help="print a stable JSON document instead of text")

@@ -1,4 +1,4 @@
-"""Expectations checked by great-expectations (GX) on the rows each batch inserts (README, "Expectations").
+"""Expectations checked by great-expectations (GX) on the rows each batch inserts (docs/guides/expectations.md).
 
 Every declared expectation becomes GX expectations in one suite per table, made once per process in one
 ephemeral GX context and reused across batches. A batch's inserted rows (new rows and new versions of updated

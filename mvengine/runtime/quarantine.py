@@ -1,5 +1,5 @@
 """`mv validate` and `mv quarantine`: expectations run on whole tables, and the rows QUARANTINE refused shown and
-replayed (README, "Expectations").
+replayed (docs/guides/expectations.md).
 
 Replaying is for rows repaired where they wait: a source's quarantined rows, edited in the quarantine table (or
 left as they are, after the expectation was relaxed), that now pass every expectation that drops rows are

@@ -151,7 +151,7 @@ def spark_session(
     """
     chosen_master = master or (config.spark_master if config else "local[*]")
     if chosen_master.startswith("sc://"):
-        # Measured (README, "On an object store and a cluster"): `mvdelta` reads tables and change feeds over
+        # Measured (docs/guides/object-store-and-cluster.md): `mvdelta` reads tables and change feeds over
         # Spark Connect, but a refresh needs the SparkContext and reads its query's checkpoint on the driver.
         raise MvError(
             f"Spark Connect ({chosen_master}) is not supported: mvengine runs as the Spark driver",

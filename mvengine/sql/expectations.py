@@ -1,4 +1,4 @@
-"""Data-quality expectations declared on sources and views (README, "Expectations"), as Databricks pipelines
+"""Data-quality expectations declared on sources and views (docs/guides/expectations.md), as Databricks pipelines
 declare them, in the parentheses after the table's name:
 
     CREATE TABLE orders (id BIGINT, price DECIMAL(10,2), status STRING,

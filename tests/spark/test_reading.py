@@ -22,6 +22,7 @@ from deltalake import DeltaTable, write_deltalake
 from mvengine import Project
 from mvengine.cli.main import main
 from mvengine.errors import MvError
+from mvengine.reading.describe import DESCRIBE_SOURCE_FIELDS, DESCRIBE_VIEW_FIELDS
 from mvengine.reading.versions import show_time
 from tests.conftest import rows
 from tests.spark.test_refresh_seed import SQL  # seed 002: user_totals, team_and_score, large_team_totals
@@ -287,6 +288,20 @@ def test_describe_a_source(seed):
     assert info["source_versions"] == {"user_scores": info["version"]}
     assert info["version"] == seed.versions().latest("user_scores")
     assert info["row_count"] == seed.table("user_scores").count()
+
+
+def test_describe_documents_have_exactly_the_documented_fields(seed, spark, tmp_path):
+    """docs/reference/json.md is made from these lists: every field a document has is there, and every field there
+    is in a document (`mixed_source_versions` only when a view's inputs reached different source versions)."""
+    view, source = seed.describe("large_team_totals"), seed.describe("user_scores")
+    assert set(view) == set(DESCRIBE_VIEW_FIELDS) - {"mixed_source_versions"}
+    assert set(source) == set(DESCRIBE_SOURCE_FIELDS)
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "seed.sql").write_text(SQL)
+    never = Project.open(tmp_path, spark=spark).describe("user_totals")
+    assert list(never) == [
+        *list(DESCRIBE_VIEW_FIELDS)[: list(DESCRIBE_VIEW_FIELDS).index("source_versions") + 1]
+    ]
 
 
 def test_history_has_one_entry_per_version(seed):

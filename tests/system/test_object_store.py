@@ -31,7 +31,7 @@ from mvengine.runtime.crash_points import COMMITS
 from mvengine.runtime.refresh import Refresher
 from tests.conftest import write_project
 from tests.spark.test_refresh_differential import SOURCES, apply_commit, check_snapshot, check_view
-from tests.system.test_readme import README, assert_printed, commands, run_readme
+from tests.system.test_readme import DOCS, assert_printed, commands, run_readme
 from tests.system.test_refresh_crash import BOUNDARY_VIEWS
 
 pytestmark = pytest.mark.object_store
@@ -41,10 +41,9 @@ MV = str(Path(sys.executable).parent / "mv")
 
 
 def readme_project(root: Path, store) -> tuple[Path, list]:
-    """The example project (views/) with the README's object-store configuration (section "On an object store
-    and a cluster"), pointed at `store`; and the section's console commands."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## On an object store and a cluster") :]
+    """The example project (views/) with the object-store configuration of the docs (guides/object-store-and-
+    cluster.md), pointed at `store`; and the page's console commands."""
+    section = (DOCS / "guides" / "object-store-and-cluster.md").read_text(encoding="utf-8")
     conf = re.search(r"^```toml\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE).group(1)
     endpoint = re.search(r'AWS_ENDPOINT_URL = "(.*?)"', conf).group(1)
     bucket = re.search(r'warehouse = "s3://(.*?)/', conf).group(1)
@@ -67,14 +66,14 @@ def mv(project: Path, *args: str, check: bool = True, timeout: int = 300) -> sub
     return done
 
 
-def test_the_readme_quickstart_with_every_table_on_an_object_store(
+def test_the_object_store_guide_with_every_table_on_an_object_store(
     spark, object_store, tmp_path: Path, monkeypatch, capfd
 ):
     monkeypatch.delenv("CI", raising=False)  # as a user's terminal has it
     project, found = readme_project(tmp_path / "p", object_store)
     assert len(found) >= 8
     keys = {"AWS_ACCESS_KEY_ID": object_store.KEY_ID, "AWS_SECRET_ACCESS_KEY": object_store.SECRET}
-    for name, value in keys.items():  # what the README's conf refers to, as the README exports them
+    for name, value in keys.items():  # what the guide's conf refers to, as the guide exports them
         monkeypatch.setenv(name, value)
     results = run_readme(project, capfd, found)
     assert_printed(results)

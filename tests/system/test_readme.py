@@ -1,16 +1,21 @@
-"""The README cannot rot: every command in its ```console blocks runs, in order, against a copy of the example
-project (views/, conf/), and prints what the README says it prints.
+"""The README and the docs cannot rot: every command in their ```console blocks runs, in order, against a copy of
+the example project (views/, conf/), and prints what the page says it prints. The pages run in one project, one
+after the other: the README first, then the docs pages in the order of the site's nav (mkdocs.yml), so a page
+may go on from the state the pages before it left (the guides read the views the quickstart built). A page that
+includes the README's quickstart (`--8<-- "README.md:quickstart"`) does not run it twice: the raw Markdown holds
+the include line, not the blocks.
 
 A block's `$ ` lines are commands (a quoted argument may continue on the next lines); the lines after a command
 are its output. A command ending in `&` runs in the background. A command whose output shows `^C` runs until the
 background commands have finished and every view reflects every source commit, then gets Ctrl-C (SIGINT); the
 lines after `^C` are what it prints as it stops. Outputs are compared line by line with every number masked
-(times, versions and totals vary from run to run) and runs of spaces collapsed: each line the README shows must be
+(times, versions and totals vary from run to run) and runs of spaces collapsed: each line the page shows must be
 among the lines the command printed; a batch line may name more expectations than it shows (how a background
 command's commits fall into batches depends on the machine's load). `...` stands for lines left out, and
 `/path/to/mvengine` for the project's folder.
 
-The Python API example (the ```python block of its section) runs last, in the same project.
+The Python API example (the ```python block of docs/guides/reading.md's "Python API") runs last, in the same
+project.
 
 Foreground commands run in this process (`mvengine.cli.main.main`, on the run's Spark session, their output
 captured at the file descriptors): a Spark start per command would be most of the test's time. The commands
@@ -19,7 +24,8 @@ runs them; tests/system/test_cli*.py check the `mv` executable itself (the shim,
 
 The set-up commands (`make run`, `make test`) and the Nexmark example's minute-long run, in ```bash blocks, are
 not run here: CI runs `make test` itself, the project starts as `make run` leaves it (refreshed first, in-process),
-and tests/spark/test_nexmark.py refreshes the Nexmark views over the same event stream.
+and tests/spark/test_nexmark.py refreshes the Nexmark views over the same event stream. The blocks of the
+object-store guide (```console object-store) run in tests/system/test_object_store.py, against a local S3.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
@@ -44,6 +51,8 @@ from tests.system.test_cli import BIN
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PYTHON_API = DOCS / "guides" / "reading.md"
 TIMEOUT_S = 600
 CLONE = "/path/to/mvengine"  # how the README writes the folder of the user's clone
 
@@ -62,8 +71,27 @@ class Command:
         return "^C" in self.expected
 
 
+def documents() -> list[Path]:
+    """The README, then every page of the docs site in the order of its nav."""
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    return [README, *(DOCS / page for page in _pages(nav))]
+
+
+def _pages(nav) -> list[str]:
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [p for value in nav.values() for p in _pages(value)]
+    return [p for item in nav for p in _pages(item)]
+
+
+def all_commands() -> list[Command]:
+    """Every console command of the README and the docs, in the order they run."""
+    return [c for page in documents() for c in commands(page.read_text(encoding="utf-8"))]
+
+
 def commands(text: str, fence: str = "console") -> list[Command]:
-    """The README's console commands with the output it shows for each, in order: those of the blocks opened by
+    """A page's console commands with the output it shows for each, in order: those of the blocks opened by
     ```console (the example project on a local disk), or by another `fence` (```console object-store)."""
     found: list[Command] = []
     for block in re.findall(rf"^```{fence}\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
@@ -100,13 +128,14 @@ def mask(line: str) -> str:
 def run_readme(
     project: Path, capfd: pytest.CaptureFixture[str], found: list[Command] | None = None
 ) -> list[tuple[Command, str]]:
-    """Run every command of the README (or those `found`) in `project`; returns each with what it printed."""
+    """Run every command of the README and the docs (or those `found`) in `project`; returns each with what it
+    printed."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("CI", None)
     background: list[subprocess.Popen] = []
     results = []
     try:
-        for command in found if found is not None else commands(README.read_text(encoding="utf-8")):
+        for command in found if found is not None else all_commands():
             if command.background:
                 background.append(
                     subprocess.Popen(
@@ -180,16 +209,17 @@ def _all_fresh(project: Path) -> bool:
     return all(stale is None for stale in views)
 
 
-def test_readme_console_blocks_are_well_formed():
-    found = commands(README.read_text(encoding="utf-8"))
-    assert len(found) >= 10
+def test_console_blocks_of_the_readme_and_the_docs_are_well_formed():
+    assert len(commands(README.read_text(encoding="utf-8"))) >= 5
+    found = all_commands()
+    assert len(found) >= 20
     assert all(c.line.startswith("mv ") for c in found), [
         c.line for c in found if not c.line.startswith("mv ")
     ]
 
 
 @pytest.mark.readme
-def test_every_readme_command_prints_what_the_readme_shows(spark, tmp_path, capfd, monkeypatch):
+def test_every_command_of_the_readme_and_the_docs_prints_what_they_show(spark, tmp_path, capfd, monkeypatch):
     monkeypatch.delenv("CI", raising=False)
     project = tmp_path / "example"
     project.mkdir()
@@ -199,7 +229,7 @@ def test_every_readme_command_prints_what_the_readme_shows(spark, tmp_path, capf
     Refresher(spark, config, load_catalog(config)).refresh()
     assert_printed(run_readme(project, capfd))
     # The Python API example, in this process (its Project takes this process's session, as a notebook's would).
-    example = compile(python_example(README.read_text(encoding="utf-8")), "README.md: Python API", "exec")
+    example = compile(python_example(PYTHON_API.read_text(encoding="utf-8")), str(PYTHON_API), "exec")
     capfd.readouterr()
     with contextlib.chdir(project):
         exec(example, {"__name__": "readme_example"})
@@ -239,6 +269,6 @@ def _among(expected: tuple[str, frozenset[str]], have: list[tuple[str, frozenset
 
 
 def python_example(text: str) -> str:
-    """The README's Python API example (the ```python block of its section)."""
-    section = text[text.index("### Python API") :]
+    """The Python API example (the ```python block of its section)."""
+    section = text[text.index("## Python API") :]
     return re.search(r"^```python\n(.*?)^```", section, flags=re.DOTALL | re.MULTILINE).group(1)
