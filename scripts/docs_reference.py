@@ -128,6 +128,22 @@ CONSTRUCTS: list[tuple[str, str]] = [
         "VARIANCE, STDDEV",
         "SELECT status, STDDEV(price) AS sd, VARIANCE(qty) AS v FROM orders GROUP BY status",
     ),
+    (
+        "COLLECT_LIST, COUNT_IF, BOOL_AND, aggregates with FILTER",
+        "SELECT status, COLLECT_LIST(id) AS ids, COUNT(*) FILTER (WHERE qty > 1) AS many FROM orders GROUP BY status",
+    ),
+    (
+        "FIRST / LAST over an append-only table",
+        "SELECT user_id, FIRST(url) AS first_url FROM clicks GROUP BY user_id",
+    ),
+    (
+        "FIRST / LAST over a table that deletes",
+        "SELECT status, LAST(id) AS last_id FROM orders GROUP BY status",
+    ),
+    (
+        "PERCENTILE_APPROX, MAX_BY and other aggregates",
+        "SELECT status, PERCENTILE_APPROX(price, 0.5) AS median FROM orders GROUP BY status",
+    ),
     ("DISTINCT", "SELECT DISTINCT country FROM customers"),
     ("UNION ALL", "SELECT id FROM orders UNION ALL SELECT id FROM customers"),
     ("UNION (distinct)", "SELECT customer_id FROM orders UNION SELECT id FROM customers"),
@@ -149,10 +165,19 @@ CONSTRUCTS: list[tuple[str, str]] = [
         "SELECT id FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id)",
     ),
     ("NOT IN (subquery)", "SELECT id FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)"),
+    (
+        "Semi join whose ON compares the sides other than by equality",
+        "SELECT id FROM customers c LEFT SEMI JOIN orders o ON o.customer_id = c.id AND o.qty > c.id",
+    ),
     ("CROSS JOIN", "SELECT c.id, o.id AS order_id FROM customers c CROSS JOIN orders o"),
     (
         "Scalar subquery",
         "SELECT id, price - (SELECT AVG(price) FROM orders) AS above_average FROM orders",
+    ),
+    (
+        "Correlated scalar subquery in WHERE",
+        "SELECT o.id FROM orders o "
+        "WHERE o.qty > (SELECT AVG(o2.qty) FROM orders o2 WHERE o2.customer_id = o.customer_id)",
     ),
     (
         "Subquery in FROM that aggregates, joined",
@@ -169,13 +194,23 @@ CONSTRUCTS: list[tuple[str, str]] = [
         "SELECT user_id, url FROM (SELECT user_id, url, ROW_NUMBER() OVER "
         "(PARTITION BY user_id ORDER BY ts DESC) AS rn FROM clicks) WHERE rn = 1",
     ),
+    (
+        "QUALIFY",
+        "SELECT user_id, url FROM clicks QUALIFY ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC) = 1",
+    ),
     ("ORDER BY ... LIMIT", "SELECT id, price FROM orders ORDER BY price DESC LIMIT 10"),
     ("LIMIT without ORDER BY", "SELECT id FROM orders LIMIT 5"),
+    ("OFFSET", "SELECT id FROM orders ORDER BY id LIMIT 5 OFFSET 5"),
     (
         "Window function with PARTITION BY",
         "SELECT id, SUM(qty) OVER (PARTITION BY customer_id ORDER BY ts) AS running FROM orders",
     ),
     ("Window function without PARTITION BY", "SELECT id, COUNT(*) OVER () AS n FROM orders"),
+    (
+        "Window functions over different partitions",
+        "SELECT id, COUNT(*) OVER (PARTITION BY customer_id) AS a, COUNT(*) OVER (PARTITION BY status) AS b "
+        "FROM orders",
+    ),
     (
         "Tumbling / hopping window",
         "SELECT url, window.start, COUNT(*) AS n FROM clicks GROUP BY url, window(ts, '1 minute')",
@@ -216,6 +251,10 @@ CONSTRUCTS: list[tuple[str, str]] = [
     ),
     ("Non-deterministic function", "SELECT id, rand() AS r FROM orders"),
     (
+        "PROCTIME() over a table that deletes",
+        "SELECT o.id, p FROM (SELECT id, PROCTIME() AS p FROM orders) AS o",
+    ),
+    (
         "GROUP BY ROLLUP / CUBE",
         "SELECT country, name, COUNT(*) AS n FROM customers GROUP BY ROLLUP (country, name)",
     ),
@@ -244,6 +283,8 @@ def sql_page() -> str:
         "**full**: recomputed when an input moves, with the planner's reason; **refused**: an error at the "
         "view, with what to write instead. A construct inside a larger query takes the whole view to full "
         "refresh when it is full.",
+        "",
+        "## Constructs",
         "",
         "The examples read these sources:",
         "",
@@ -326,7 +367,11 @@ def tables_page() -> str:
         "| `snapshot/` | the view's rows (its columns only), with the change data feed on: query it AS OF any "
         "version or time |",
         "| `changelog/` | append-only: the view's columns, then the columns below, one row per change |",
-        "| `_state/` | what the delta rules keep (accumulators, multisets, row counts, key revisions) |",
+        "| `_state/` | what the delta rules keep, as Delta tables: per group accumulators (`n<i>_acc`), value "
+        "multisets for MIN/MAX over inputs that delete and for DISTINCT aggregates (`n<i>_ms<j>`), row counts of "
+        "DISTINCT (`n<i>_rows`), the prefix and row count of each top-N partition (`n<i>_top`, `n<i>_count`), "
+        "the input rows of window-function and session partitions (`n<i>_rows`), and the revision of every key "
+        "(`emit`) |",
         "| `late/` | rows set aside as too late for a windowed view (allowed_lateness) |",
         "| `_quarantine/` | rows a QUARANTINE expectation refused |",
         "",
