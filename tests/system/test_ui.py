@@ -1,7 +1,8 @@
 """`mv ui` in a real browser: headless Chromium driven by Playwright against `mv ui` serving a real project.
 
 The page is checked by what it says (node names, versions, states, plot points, changelog rows), never by
-pixels. The screenshot it takes goes to MV_UI_SCREENSHOT when set (docs/ui.png, on the docs' Watching the pipeline page, is made so)."""
+pixels. The screenshot it takes goes to MV_UI_SCREENSHOT when set (docs/ui.png, on the docs' "Watching the
+pipeline" page, is made so)."""
 
 from __future__ import annotations
 
