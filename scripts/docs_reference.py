@@ -317,10 +317,8 @@ def sql_page() -> str:
         out.append(
             f"| `{node.__name__}` | {_yes(operator.incremental)} | {_yes(operator.on_driver)} | {_cell(summary)} |"
         )
-    out += ["", "## WITH options of a view", "", "| option | meaning |", "|---|---|"]
-    out += [f"| `{k}` | {_cell(v)} |" for k, v in VIEW_OPTIONS.items()]
-    out += ["", "## WITH options of a source", "", "| option | meaning |", "|---|---|"]
-    out += [f"| `{k}` | {_cell(v)} |" for k, v in SOURCE_OPTIONS.items()]
+    out += ["", "## WITH options of a view", "", *_table("option", VIEW_OPTIONS)]
+    out += ["", "## WITH options of a source", "", *_table("option", SOURCE_OPTIONS)]
     return "\n".join(out) + "\n"
 
 
@@ -373,28 +371,22 @@ def tables_page() -> str:
         "the input rows of window-function and session partitions (`n<i>_rows`), and the revision of every key "
         "(`emit`) |",
         "| `late/` | rows set aside as too late for a windowed view (allowed_lateness) |",
-        "| `_quarantine/` | rows a QUARANTINE expectation refused |",
+        "| `quarantine/` | the view's rows its QUARANTINE expectations refused |",
         "",
-        "`<warehouse>/_pipeline/` holds the record of the pipeline batch under way (`cut.json`), the checkpoint "
-        "of `--continuous`'s streaming query (`query/`) and the refresh lock (`lock`).",
+        "A source's rows that its QUARANTINE expectations refused are kept in `<warehouse>/_quarantine/<source>` "
+        "(the source's own table stays as written). `<warehouse>/_pipeline/` holds the record of the pipeline "
+        "batch under way (`cut.json`), the checkpoint of `--continuous`'s streaming query (`query/`) and the "
+        "refresh lock (`lock`).",
         "",
         "## Changelog columns",
         "",
-        "| column | meaning |",
-        "|---|---|",
-    ]
-    out += [f"| `{k}` | {_cell(v)} |" for k, v in CHANGELOG_COLUMN_MEANINGS.items()]
-    out += [
+        *_table("column", CHANGELOG_COLUMN_MEANINGS),
         "",
         "## Commit metadata of a snapshot version",
         "",
         "Each commit of a view's snapshot records, as Delta commit metadata (`commitInfo`):",
         "",
-        "| key | meaning |",
-        "|---|---|",
-    ]
-    out += [f"| `mvengine.{k}` | {_cell(v)} |" for k, v in COMMIT_METADATA.items()]
-    out += [
+        *_table("key", {f"mvengine.{k}": v for k, v in COMMIT_METADATA.items()}),
         "",
         "A state table's commits record `mvengine.batch_id`, and with a state_ttl or a temporal filter "
         f"`{CLOCK}` (the batch clock, µs since the epoch). The lock's commits record `{RECORD_KEY}` (who "
@@ -419,9 +411,13 @@ def json_page() -> str:
         ("mv describe SOURCE --json", "One document for a source.", DESCRIBE_SOURCE_FIELDS),
         ("mv status --json", "A list: one entry per source, then per view in DAG order.", STATUS_FIELDS),
     ):
-        out += ["", f"## `{title}`", "", intro, "", "| field | meaning |", "|---|---|"]
-        out += [f"| `{k}` | {_cell(v)} |" for k, v in fields.items()]
+        out += ["", f"## `{title}`", "", intro, "", *_table("field", fields)]
     return "\n".join(out) + "\n"
+
+
+def _table(name: str, meanings: dict[str, str]) -> list[str]:
+    """A Markdown table of names (as code) and their meanings."""
+    return [f"| {name} | meaning |", "|---|---|", *(f"| `{k}` | {_cell(v)} |" for k, v in meanings.items())]
 
 
 def _cell(text: str) -> str:
