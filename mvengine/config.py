@@ -134,7 +134,8 @@ SETTINGS: tuple[Setting, ...] = (
         "whole number of rows",
         str(DEFAULT_POLICY.driver_max_changes),
         "A batch whose inputs changed by at most this many rows is computed on the driver, without Spark, when "
-        "the view's expressions allow it (mv plan says whether they do); 0 sends every batch to Spark.",
+        "the view's expressions allow it (mv plan says whether they do), and so is a view's bootstrap over "
+        "inputs of at most this many rows in all; 0 sends every batch to Spark.",
     ),
     Setting(
         "plan",

@@ -1,11 +1,19 @@
 """Recomputing a view from its inputs: the bootstrap of an incremental view (a new generation, its state built
 by its delta rules over every input row as an insert), and every batch of a full-refresh view (its SQL run by
-Spark, diffed against its snapshot)."""
+Spark, diffed against its snapshot).
+
+A bootstrap over small inputs is computed on the driver, in Arrow, as a small incremental batch is: the same
+delta rules, from nothing, over every input row read by delta-rs, and no Spark job (a Spark bootstrap of a few
+rows costs a second or more of jobs, and Spark's start when it is the refresh's first). It writes the snapshot
+in the types the plan gives the view's columns (plan/types.py, which are Spark's), and goes to Spark when the
+driver computes another type, when an input or the view declares expectations (they are checked on whole
+tables by Spark) or when the inputs hold more than `[refresh] driver_max_changes` rows (0: always Spark)."""
 
 from __future__ import annotations
 
 import time
 
+import pyarrow as pa
 from deltalake.exceptions import DeltaError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -13,16 +21,19 @@ from pyspark.sql import functions as F
 from mvengine.config import join_uri
 from mvengine.errors import StorageError
 from mvengine.incremental.batch import Batch
-from mvengine.incremental.compiler import view_delta
+from mvengine.incremental.clock import Clock
+from mvengine.incremental.compiler import view_delta, view_delta_on_driver
+from mvengine.incremental.driver import DriverBatch, conform
+from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.plan.view_plan import ViewPlan
-from mvengine.project.layout import app_id, view_tables
+from mvengine.project.layout import ViewTables, app_id, view_tables
 from mvengine.runtime.batch_expectations import BatchExpectations
 from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.commit import commit_batch
 from mvengine.runtime.context import RefreshContext
-from mvengine.runtime.emit import EMIT_STATE, view_changes
+from mvengine.runtime.emit import EMIT_STATE, ViewChanges, view_changes
 from mvengine.runtime.event_time import (
     Watermarks,
     batch_clock,
@@ -36,9 +47,10 @@ from mvengine.runtime.expiry import clock_metadata, committed_clock
 from mvengine.runtime.profile import Profile
 from mvengine.runtime.steps import Step
 from mvengine.sql.expectations import kept_rows
-from mvengine.storage.api import read_table, remove_folder
+from mvengine.sql.types import arrow_type
+from mvengine.storage.api import read_arrow, read_table, remove_folder
 from mvengine.storage.objects import list_folders
-from mvengine.storage.tables import TableRef, commit_metadata, table_rows, version_before
+from mvengine.storage.tables import TableRef, commit_metadata, read_by_driver, table_rows, version_before
 
 
 def recompute(
@@ -60,36 +72,82 @@ def recompute(
     generation, batch_id, kind, note = step.generation, step.batch_id, step.kind, step.note
     incremental = kind == "bootstrap"
     versions = dict(step.targets)
-    ctx.start_spark()
     refs = ctx.input_refs(plan)
     application = app_id(plan.name, generation)
-    mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
     if kind == "bootstrap" and not resuming:
         # A new generation starts from no operator state (the emit revisions of the view's keys stay).
         for name in list_folders(tables.state, ctx.config.storage_options):
             if name != EMIT_STATE:
                 remove_folder(TableRef(join_uri(tables.state, name), ctx.config.storage_options))
-    state = StateStore(
-        ctx.spark,
-        tables.state,
-        ctx.config.storage_options,
-        application,
-        batch_id,
-        fresh=(kind == "bootstrap"),
-        persistent=frozenset({EMIT_STATE}),
-        on_driver=_rows_within(refs, versions, ctx.policy.write_from_driver),
-        policy=ctx.policy,
-    )
     options = ctx.config.storage_options
+
+    def state_store(on_driver: bool) -> StateStore:
+        return StateStore(
+            ctx.spark,
+            tables.state,
+            options,
+            application,
+            batch_id,
+            fresh=incremental,
+            persistent=frozenset({EMIT_STATE}),
+            on_driver=on_driver,
+            policy=ctx.policy,
+            metadata=clock_metadata(plan, None if clock is None else clock.now),
+        )
+
     committed = committed_clock(plan, tables.state, options, application, batch_id) if resuming else None
     clock = (
         batch_clock(plan, tables.snapshot, before=None, finishing=resuming, committed=committed)
         if incremental
         else None
     )
-    state.metadata = clock_metadata(plan, None if clock is None else clock.now)
-    batch = Batch(ctx.spark, {}, state, clock=clock)
     profile = Profile(ctx.spark)
+    if incremental and _bootstrap_on_driver(ctx, expectations, plan, refs, versions):
+        state = state_store(on_driver=True)
+        with profile.phase("plan inputs", spark=False):
+            snapshot_before = version_before_batch(tables.snapshot, application, batch_id)
+            marks = batch_watermarks(plan, ctx.catalog, refs, versions, tables.snapshot, snapshot_before)
+        out = _bootstrap_rows_on_driver(
+            plan, tables, refs, versions, state, clock, marks, snapshot_before, profile
+        )
+        if out is not None:
+            commit_batch(
+                ctx,
+                plan,
+                tables,
+                state,
+                out,
+                batch_id=batch_id,
+                generation=generation,
+                kind=kind,
+                inputs=versions,
+                profile=profile,
+                spark=False,
+                marks=marks,
+                started=started,
+                clock=clock,
+            )
+            millis = ctx.recorded_ms(plan, started)
+            ctx.report(
+                BatchReport(
+                    plan.name,
+                    batch_id,
+                    kind,
+                    versions,
+                    None,
+                    out.rows,
+                    millis,
+                    note,
+                    profile.phases,
+                    "driver",
+                )
+            )
+            return
+        note = "; ".join(n for n in (note, *profile.notes) if n)  # why Spark computes it after all
+    ctx.start_spark()
+    state = state_store(on_driver=_rows_within(refs, versions, ctx.policy.write_from_driver))
+    mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
+    batch = Batch(ctx.spark, {}, state, clock=clock)
     try:
         with profile.phase("plan inputs"):
             snapshot_before = version_before_batch(tables.snapshot, application, batch_id)
@@ -177,6 +235,87 @@ def recompute(
     )
 
 
+def _bootstrap_on_driver(
+    ctx: RefreshContext,
+    expectations: BatchExpectations,
+    plan: ViewPlan,
+    refs: dict[str, TableRef],
+    versions: dict[str, int],
+) -> bool:
+    """Whether the view's bootstrap is computed on the driver: the driver computes its plan, its inputs are
+    few rows that delta-rs reads, and nothing of it needs Spark (expectations, a column type without an Arrow
+    form)."""
+    most = ctx.policy.driver_max_changes
+    return (
+        most > 0
+        and ctx.driver_reason(plan) is None
+        and not expectations.expected(plan)
+        and _snapshot_schema(plan) is not None
+        and _rows_within(refs, versions, most)
+        and all(read_by_driver(ref, ref.open(version=versions[n])) for n, ref in refs.items())
+    )
+
+
+def _bootstrap_rows_on_driver(
+    plan: ViewPlan,
+    tables: ViewTables,
+    refs: dict[str, TableRef],
+    versions: dict[str, int],
+    state: StateStore,
+    clock: Clock | None,
+    marks: Watermarks | None,
+    snapshot_before: int | None,
+    profile: Profile,
+) -> ViewChanges | None:
+    """The bootstrap's changes computed on the driver: the view's delta rules from nothing over every input row
+    as an insert, less the snapshot's rows before (a rebuild); None (nothing staged) when the driver meets what it
+    does not compute as Spark does."""
+    schema = _snapshot_schema(plan)
+    assert schema is not None  # _bootstrap_on_driver checked it
+    mtime = pa.scalar(_latest_commit_ms(refs, versions) * 1000, pa.timestamp("us", tz="UTC"))
+    try:
+        with profile.phase("plan inputs", spark=False):
+            changes = {n: _weighted(read_arrow(r, version=versions[n]), 1, mtime) for n, r in refs.items()}
+        with profile.phase("delta rule", spark=False):
+            batch = DriverBatch(changes, state, clock=clock)
+            zset = conform(view_delta_on_driver(plan.root, batch), schema)
+            zset = hold_back(plan, zset, state, Watermarks(None, marks.after if marks else None))
+            if snapshot_before is not None:  # a rebuild: the rows it had go
+                old = read_arrow(tables.snapshot, version=snapshot_before).select(schema.names)
+                zset = pa.concat_tables([zset, conform(_weighted(old, -1, mtime), schema)])
+        with profile.phase("compute changes", spark=False):
+            return view_changes(
+                plan,
+                zset,
+                batch,
+                snapshot=tables.snapshot,
+                snapshot_before=snapshot_before,
+                batch_id=state.batch_id,
+            )
+    except NotOnDriver as e:
+        profile.notes.append(f"computed by Spark: {e}")
+        return None
+
+
+def _snapshot_schema(plan: ViewPlan) -> pa.Schema | None:
+    """The view's columns in the Arrow types of the Spark types its plan gives them (None: a type without one)."""
+    fields = []
+    for f in plan.columns:
+        t = arrow_type(f.type)
+        if t is None:
+            return None
+        fields.append(pa.field(f.name, t))
+    return pa.schema(fields)
+
+
+def _weighted(rows: pa.Table, weight: int, mtime: pa.Scalar) -> pa.Table:
+    """Every row with weight `weight`, at time `mtime`: a Z-set."""
+    n = rows.num_rows
+    return rows.append_column(WEIGHT, pa.repeat(pa.scalar(weight, pa.int64()), n)).append_column(
+        MTIME, pa.repeat(mtime, n)
+    )
+
+
 def _compute(
     ctx: RefreshContext, plan: ViewPlan, refs: dict[str, TableRef], versions: dict[str, int]
 ) -> DataFrame:
@@ -218,10 +357,12 @@ def version_before_batch(ref: TableRef, app_id: str, batch_id: int) -> int | Non
 
 
 def _latest_commit_time(refs: dict[str, TableRef], versions: dict[str, int]) -> str:
-    """The commit time of the newest input version a recomputation reads (its rows' _mtime)."""
-    times = []
-    for name, ref in refs.items():
-        info = commit_metadata(ref.open(), versions[name])
-        times.append(int(info["timestamp"]))
-    millis = max(times) if times else int(time.time() * 1000)
+    """The commit time of the newest input version a recomputation reads (its rows' _mtime), as Spark SQL text."""
+    millis = _latest_commit_ms(refs, versions)
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(millis / 1000)) + f".{millis % 1000:03d}"
+
+
+def _latest_commit_ms(refs: dict[str, TableRef], versions: dict[str, int]) -> int:
+    """The commit time of the newest input version a recomputation reads, ms since the epoch."""
+    times = [int(commit_metadata(ref.open(), versions[name])["timestamp"]) for name, ref in refs.items()]
+    return max(times) if times else int(time.time() * 1000)

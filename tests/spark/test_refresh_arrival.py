@@ -110,7 +110,7 @@ def run(spark, root: Path, steps) -> dict[str, set[str]]:
 @example(steps=EXAMPLE)
 def test_first_and_last_follow_arrival_on_the_driver(spark, tmp_path_factory, steps):
     engines = run(spark, project(tmp_path_factory.mktemp("arrival")), steps)
-    assert all(kinds <= {"bootstrap/spark", "stream/driver"} for kinds in engines.values()), engines
+    assert all(kinds <= {"bootstrap/driver", "stream/driver"} for kinds in engines.values()), engines
 
 
 def test_first_and_last_are_never_recomputed_by_cost(spark, tmp_path):
@@ -123,7 +123,7 @@ def test_first_and_last_are_never_recomputed_by_cost(spark, tmp_path):
     assert [n for n, p in plans.items() if p.by_arrival] == ["arrived", "arrived_all"]
     assert any("never recomputed by cost" in note for note in plans["arrived"].notes)
     engines = run(spark, root, EXAMPLE)
-    assert all(engines[n] <= {"bootstrap/spark", "stream/driver"} for n in ORACLE), engines
+    assert all(engines[n] <= {"bootstrap/driver", "stream/driver"} for n in ORACLE), engines
     assert "recomputed by cost" in engines["counted"], engines
 
 

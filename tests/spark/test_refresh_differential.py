@@ -307,16 +307,29 @@ def test_every_view_is_maintained_incrementally(tmp_path, name):
     assert catalog.plans[name].strategy == "incremental", catalog.plans[name].reason
 
 
-def test_a_bootstrap_above_the_driver_bound_writes_through_spark(spark, tmp_path):
-    """Inputs above the policy's write_from_driver (here 0) are bootstrapped with Spark's writes and checkpoints,
-    not the driver's (a small bootstrap collects its results and writes them with delta-rs): both give the same
-    views."""
+@pytest.mark.parametrize(
+    "policy, bootstrap",
+    [
+        ({}, "bootstrap/driver"),
+        ({"driver_max_changes": 0}, "bootstrap/spark"),
+        ({"driver_max_changes": 0, "write_from_driver": 0}, "bootstrap/spark"),
+    ],
+    ids=["driver", "spark", "spark-writes"],
+)
+def test_a_bootstrap_over_rows_gives_the_views_on_either_engine(spark, tmp_path, policy, bootstrap):
+    """A bootstrap over rows already there: on the driver (the inputs are few: runtime/recompute.py), in Spark
+    (driver_max_changes 0), and in Spark with Spark's writes and checkpoints (inputs above the policy's
+    write_from_driver, here 0; a small Spark bootstrap collects its results and writes them with delta-rs). Each
+    view equals its SQL, and so do the batches that go on from that state."""
     root = make_project(tmp_path)
     config = load_config(root)
     catalog = load_catalog(config)
     Refresher(spark, config, catalog).prepare_sources()
-    apply_commit(spark, catalog, ("upsert_t", [(1, "a", 3), (2, "b", -1), (3, None, None)]))
-    apply_commit(spark, catalog, ("insert_b", [("a", 1), ("a", 1), (None, None)]))
-    refresh_steps(
-        spark, root, [[]], policy={"write_from_driver": 0}
-    )  # the bootstrap, then every view checked
+    apply_commit(spark, catalog, ("upsert_t", [(1, "a", 3), (2, "b", -1), (3, None, None), (4, "a", 3)]))
+    apply_commit(spark, catalog, ("insert_b", [("a", 1), ("a", 1), (None, None), ("b", -2)]))
+    steps = [
+        [("delete_b", ("a", 1)), ("upsert_t", [(2, "a", 5)])],
+        [("delete_t", [1]), ("insert_b", [("b", 7)])],
+    ]
+    engines = refresh_steps(spark, root, steps, policy=policy)  # the bootstrap, then a batch on each engine
+    assert all(bootstrap in kinds for kinds in engines.values()), engines

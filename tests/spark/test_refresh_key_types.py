@@ -208,7 +208,7 @@ def test_issue_44_a_decimal_group_gets_its_new_row_on_the_driver(spark, tmp_path
     Refresher(spark, config, catalog, report=lambda r: engines.append(r.engine)).refresh()
     append([(16, False, Decimal("2.50"), 1)])
     Refresher(spark, config, catalog, report=lambda r: engines.append(r.engine)).refresh()
-    assert engines == ["spark", "driver"]
+    assert engines == ["driver", "driver"]  # the bootstrap of three rows too
     from mvengine.runtime.refresh import view_tables
     from mvengine.storage.api import read_table
 

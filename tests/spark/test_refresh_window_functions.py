@@ -125,7 +125,7 @@ def test_a_partition_drained_by_deletes_is_read_again_on_both_engines(spark, tmp
     engines = refresh_steps(spark, root, DRAIN)
     for name in catalog.plans:
         check_changelog_kind(spark, catalog, name)
-    assert engines["bag_rn"] == {"bootstrap/spark", "stream/driver", "stream/spark"}, engines
+    assert engines["bag_rn"] == {"bootstrap/driver", "stream/driver", "stream/spark"}, engines
 
 
 def test_a_drained_partition_is_read_again_on_the_driver(spark, tmp_path):
@@ -134,7 +134,7 @@ def test_a_drained_partition_is_read_again_on_the_driver(spark, tmp_path):
     root = make_project(tmp_path, BAG_VIEWS)
     engines = refresh_steps(spark, root, DRAIN, engines=("driver",))
     for name in ("bag_rn", "bag_rank", "bag_dense"):
-        assert engines[name] == {"bootstrap/spark", "stream/driver"}, engines
+        assert engines[name] == {"bootstrap/driver", "stream/driver"}, engines
 
 
 def test_keep_first_deduplication_over_an_append_only_source_only_inserts(spark, tmp_path):
