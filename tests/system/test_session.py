@@ -151,7 +151,8 @@ def test_a_spark_connect_master_is_refused_with_what_to_set_instead(tmp_path: Pa
         tmp_path,
         "CREATE TABLE t (a INT);",
         "CREATE MATERIALIZED VIEW v AS SELECT a FROM t;",
-        '[spark]\nmaster = "sc://spark.example.com:15002"\n',
+        # (driver_max_changes = 0: the bootstrap needs Spark; a small one on the driver would start none)
+        '[spark]\nmaster = "sc://spark.example.com:15002"\n[refresh]\ndriver_max_changes = 0\n',
     )
     done = subprocess.run(
         [str(Path(sys.executable).parent / "mv"), "--project", str(root), "refresh", "--full"],
