@@ -95,6 +95,45 @@ def recompute(
             metadata=clock_metadata(plan, None if clock is None else clock.now),
         )
 
+    def finish(
+        out: ViewChanges, state: StateStore, marks: Watermarks | None, outcomes: list[Outcome], *, spark: bool
+    ) -> None:
+        """Commit the batch's changes, and report its line."""
+        commit_batch(
+            ctx,
+            plan,
+            tables,
+            state,
+            out,
+            batch_id=batch_id,
+            generation=generation,
+            kind=kind,
+            inputs=versions,
+            profile=profile,
+            spark=spark,
+            marks=marks,
+            outcomes=outcomes,
+            started=started,
+            clock=clock,
+        )
+        millis = ctx.recorded_ms(plan, started)
+        engine = "spark" if spark else "driver"
+        ctx.report(
+            BatchReport(
+                plan.name,
+                batch_id,
+                kind,
+                versions,
+                None,
+                out.rows,
+                millis,
+                note,
+                profile.phases,
+                engine,
+                outcomes,
+            )
+        )
+
     committed = committed_clock(plan, tables.state, options, application, batch_id) if resuming else None
     clock = (
         batch_clock(plan, tables.snapshot, before=None, finishing=resuming, committed=committed)
@@ -111,37 +150,8 @@ def recompute(
             plan, tables, refs, versions, state, clock, marks, snapshot_before, profile
         )
         if out is not None:
-            commit_batch(
-                ctx,
-                plan,
-                tables,
-                state,
-                out,
-                batch_id=batch_id,
-                generation=generation,
-                kind=kind,
-                inputs=versions,
-                profile=profile,
-                spark=False,
-                marks=marks,
-                started=started,
-                clock=clock,
-            )
-            millis = ctx.recorded_ms(plan, started)
-            ctx.report(
-                BatchReport(
-                    plan.name,
-                    batch_id,
-                    kind,
-                    versions,
-                    None,
-                    out.rows,
-                    millis,
-                    note,
-                    profile.phases,
-                    "driver",
-                )
-            )
+            out.changelog = with_emit_timing(out.changelog, plan, marks)
+            finish(out, state, marks, [], spark=False)
             return
         note = "; ".join(n for n in (note, *profile.notes) if n)  # why Spark computes it after all
     ctx.start_spark()
@@ -200,39 +210,9 @@ def recompute(
                 batch_id=batch_id,
             )
             out.changelog = with_emit_timing(out.changelog, plan, marks)
-        commit_batch(
-            ctx,
-            plan,
-            tables,
-            state,
-            out,
-            batch_id=batch_id,
-            generation=generation,
-            kind=kind,
-            inputs=versions,
-            profile=profile,
-            marks=marks,
-            outcomes=outcomes,
-            started=started,
-            clock=clock,
-        )
-        rows_out = out.rows
+        finish(out, state, marks, outcomes, spark=True)
     finally:
         batch.release()
-    ctx.report(
-        BatchReport(
-            plan.name,
-            batch_id,
-            kind,
-            versions,
-            None,
-            rows_out,
-            ctx.recorded_ms(plan, started),
-            note,
-            profile.phases,
-            expectations=outcomes,
-        )
-    )
 
 
 def _bootstrap_on_driver(

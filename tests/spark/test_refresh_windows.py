@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
-from mvengine.runtime.refresh import view_tables
+from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import merge_into, read_table
 from mvengine.storage.tables import TableRef, commit_metadata
 from tests.conftest import bag, examples, phases_of_costly
@@ -211,3 +211,28 @@ def test_windows_equal_sparks_after_random_changes_on_both_engines(spark, tmp_pa
     )
     if steps == EXAMPLE:  # three steps that commit: driver, Spark, driver
         assert all(engines[n] == every for n in ON_DRIVER), engines
+
+
+def test_a_bootstrap_over_rows_writes_the_same_changelog_on_the_driver_and_in_spark(spark, tmp_path):
+    """A windowed view built over rows already there: on the driver (its inputs are few) and in Spark
+    (driver_max_changes 0), the same snapshot and the same changelog rows, `_emit_timing` included."""
+    changelogs = {}
+    for engine, conf in (("driver", ""), ("spark", "driver_max_changes = 0\n")):
+        root = make_project(tmp_path / engine, conf)
+        catalog = load_catalog(load_config(root))
+        Refresher(spark, load_config(root), catalog).prepare_sources()
+        for commit in EXAMPLE[0]:
+            apply(spark, catalog, commit)
+        ran: list[tuple[str, str]] = []
+        Refresher(
+            spark, load_config(root), catalog, report=lambda r, ran=ran: ran.append((r.view, r.engine))
+        ).refresh()
+        assert {e for v, e in ran if v in ON_DRIVER} == {engine}, ran
+        for name in catalog.plans:
+            check(spark, catalog, name)
+        changelogs[engine] = {
+            n: bag(read_table(spark, view_tables(p, {}).changelog).drop("_mtime"))
+            for n, p in catalog.plans.items()
+        }
+    assert changelogs["driver"] == changelogs["spark"]
+    assert any(r[-1] is not None for rows in changelogs["driver"].values() for r in rows)  # _emit_timing set
