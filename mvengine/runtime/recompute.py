@@ -74,12 +74,12 @@ def recompute(
     versions = dict(step.targets)
     refs = ctx.input_refs(plan)
     application = app_id(plan.name, generation)
+    options = ctx.config.storage_options
     if kind == "bootstrap" and not resuming:
         # A new generation starts from no operator state (the emit revisions of the view's keys stay).
-        for name in list_folders(tables.state, ctx.config.storage_options):
+        for name in list_folders(tables.state, options):
             if name != EMIT_STATE:
-                remove_folder(TableRef(join_uri(tables.state, name), ctx.config.storage_options))
-    options = ctx.config.storage_options
+                remove_folder(TableRef(join_uri(tables.state, name), options))
 
     def state_store(on_driver: bool) -> StateStore:
         return StateStore(
