@@ -23,7 +23,7 @@ from mvengine.plan.types import type_name
 from mvengine.project.catalog import Catalog
 from mvengine.project.layout import source_table
 from mvengine.sql.sources import SourceDef
-from mvengine.storage.sources import ensure_source_table
+from mvengine.storage.sources import ensure_source_table, require_declared_columns
 
 FORMATS = ("csv", "json", "parquet")
 EXTENSIONS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json", ".parquet": "parquet"}
@@ -109,6 +109,7 @@ def load(
         declared_at=f"{declared.file}:{declared.line}",
         path_declared=declared.path_declared,
     )
+    require_declared_columns(ref, declared.schema, declared_at=f"{declared.file}:{declared.line}")
     if _needs_spark(ref.open()):
         return _load_with_spark(config, ref, declared, table, upsert=upsert, delete_where=delete_where)
     if table is not None and declared.key and not upsert:

@@ -9,6 +9,7 @@ from mvengine.config import Config
 from mvengine.errors import ConfigError
 from mvengine.project.catalog import load_catalog
 from mvengine.reading.explain import describe, plan_document
+from mvengine.runtime.refresh_plan import source_drifts
 
 
 def print_plan(config: Config, console: Console, names: list[str], *, as_json: bool) -> int:
@@ -17,8 +18,9 @@ def print_plan(config: Config, console: Console, names: list[str], *, as_json: b
     for name in views:
         if name not in catalog.plans:
             raise ConfigError(f"{name} is a source, not a view", hint="`mv sources` lists the sources")
+    drifts = source_drifts(catalog, catalog.sources, config.storage_options)
     if as_json:
-        console.out(json.dumps(plan_document(catalog, views), indent=2))
+        console.out(json.dumps(plan_document(catalog, views, drifts), indent=2))
         return 0
     console.out("order: " + " -> ".join(catalog.order))
     if not names and catalog.sources:
@@ -29,6 +31,14 @@ def print_plan(config: Config, console: Console, names: list[str], *, as_json: b
             mode = "append-only" if s.append_only else (f"key {', '.join(s.key)}" if s.key else "bag")
             watermark = f", watermark {s.watermark_shown()}" if s.watermark else ""
             console.out(f"  {s.name:<{width}}  {mode}{watermark}  ({s.file}:{s.line})")
+            drift = drifts.get(s.name)
+            if drift is not None and drift.added:
+                added = ", ".join(drift.added)
+                console.out(
+                    f"  {'':<{width}}  ignores column(s) {added}: added by another writer, not declared"
+                )
+            if drift is not None and drift.breaks:
+                console.out(f"  {'':<{width}}  {drift.problem()}: the views over it stop")
     for name in views:
         console.out("")
         for line in describe(catalog.plans[name], catalog):

@@ -104,7 +104,10 @@ def _cells(s: Status) -> list[str]:
         show(s.batch_ms),
         show(s.rows),
         _size(s.state_bytes),
-        s.problem or "",
+        "; ".join(
+            ([s.problem] if s.problem else [])
+            + ([f"ignores added column(s) {', '.join(s.ignored_columns)}"] if s.ignored_columns else [])
+        ),
     ]
 
 

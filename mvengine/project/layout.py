@@ -57,7 +57,8 @@ def view_tables(plan: ViewPlan, storage_options: dict[str, str]) -> ViewTables:
 
 
 def source_table(source: SourceDef, storage_options: dict[str, str]) -> TableRef:
-    return TableRef(source.path, storage_options, source.name)
+    """The source's table, read as its declared columns (a column another writer added is ignored)."""
+    return TableRef(source.path, storage_options, source.name, columns=tuple(source.schema.names))
 
 
 def app_id(view: str, generation: int) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from mvengine.incremental.driver_support import not_on_driver
 from mvengine.plan.nodes import Node, show_name
 from mvengine.plan.types import type_name
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
+from mvengine.storage.sources import SchemaDrift
 
 # The fields of `mv plan --json`, with their meaning (docs/reference/json.md is made from it; tests check that
 # the document has exactly these).
@@ -17,6 +20,10 @@ PLAN_FIELDS = {
     "sources[].key": "its PRIMARY KEY columns, or null",
     "sources[].append_only": "whether it was declared 'append_only'",
     "sources[].watermark": "its WATERMARK, as declared (`ts AS ts - INTERVAL '5' SECOND`), or null",
+    "sources[].ignored_columns": "columns its table has that another writer added and the CREATE TABLE does "
+    "not declare: no view reads them (null: none, or no table yet)",
+    "sources[].problem": "a declared column its table no longer has, or has with another type: the views over "
+    "it stop until the CREATE TABLE matches (null: none)",
     "views[].name": "the view's name",
     "views[].file": "the file that declares it, relative to the project",
     "views[].line": "the line of its CREATE statement",
@@ -40,8 +47,12 @@ PLAN_FIELDS = {
 }
 
 
-def plan_document(catalog: Catalog, views: list[str]) -> dict:
-    """The stable JSON form of `mv plan --json`."""
+def plan_document(
+    catalog: Catalog, views: list[str], drifts: Mapping[str, SchemaDrift] | None = None
+) -> dict:
+    """The stable JSON form of `mv plan --json`; `drifts`: how the sources' tables differ from their CREATE
+    TABLE (runtime/refresh_plan.source_drifts)."""
+    drifts = drifts or {}
     return {
         "order": catalog.order,
         "sources": [
@@ -51,6 +62,10 @@ def plan_document(catalog: Catalog, views: list[str]) -> dict:
                 "key": list(s.key) if s.key else None,
                 "append_only": s.append_only,
                 "watermark": s.watermark_sql(),
+                "ignored_columns": list(drifts[s.name].added)
+                if s.name in drifts and drifts[s.name].added
+                else None,
+                "problem": drifts[s.name].problem() if s.name in drifts and drifts[s.name].breaks else None,
             }
             for s in catalog.sources.values()
         ],

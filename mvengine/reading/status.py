@@ -17,6 +17,7 @@ from mvengine.reading.describe import folder_bytes, stale_since, table_size
 from mvengine.reading.versions import Versions, show_time
 from mvengine.runtime.lock import lock_holder
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
+from mvengine.storage.sources import schema_drift
 
 # The fields of one entry of `mv status --json` (a list, one per source and view), with their meaning
 # (docs/reference/json.md is made from it; Status has exactly these).
@@ -36,7 +37,10 @@ STATUS_FIELDS = {
     "engine": "driver or spark: where it was computed",
     "rows": "rows in the table (the snapshot, for a view)",
     "state_bytes": "bytes of the view's state tables on disk (null on an object store)",
-    "problem": "what stops it: failing, left unfinished, being refreshed (the lock holder), never refreshed",
+    "problem": "what stops it: failing, left unfinished, being refreshed (the lock holder), never refreshed; for a "
+    "source, a declared column another writer dropped or retyped (the views over it stop)",
+    "ignored_columns": "a source's columns that another writer added and its CREATE TABLE does not declare: no "
+    "view reads them (null: none)",
     "reason": "why a view is refreshed in full",
 }
 
@@ -59,6 +63,7 @@ class Status:
     state_bytes: int | None = None
     problem: str | None = None
     reason: str | None = None
+    ignored_columns: list[str] | None = None
 
     @property
     def stale(self) -> bool:
@@ -85,6 +90,7 @@ def _source(versions: Versions, name: str) -> Status:
             problem="the table does not exist yet (mv sources --create, or mv refresh, creates it)",
         )
     last = versions.commits(name)[-1]
+    drift = schema_drift(ref, versions.catalog.sources[name].schema)
     return Status(
         name,
         "source",
@@ -92,6 +98,8 @@ def _source(versions: Versions, name: str) -> Status:
         last_time=show_time(last.timestamp_ms),
         age_s=_age(last.timestamp_ms),
         rows=table_size(ref)[0],
+        problem=f"{drift.problem()}: the views over it stop" if drift.breaks else None,
+        ignored_columns=list(drift.added) or None,
     )
 
 

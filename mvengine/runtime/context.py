@@ -17,6 +17,7 @@ from mvengine.project.catalog import Catalog
 from mvengine.project.layout import source_table, view_tables
 from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.session import SparkOnDemand
+from mvengine.storage.sources import SchemaDrift
 from mvengine.storage.tables import TableRef
 
 
@@ -29,6 +30,10 @@ class RefreshContext:
     notice: Callable[[str], None] = lambda line: None  # what is not a view's batch (the query's start)
     writing: set[str] = field(default_factory=set)  # views whose writes began in this pipeline batch
     batch_ms: dict[str, int] = field(default_factory=dict)  # as the snapshot commit records it
+    # sources whose columns another writer changed (refresh_plan.prepare_sources), and the views that a dropped
+    # or retyped column stops, each with its located error (the others are refreshed)
+    drifts: dict[str, SchemaDrift] = field(default_factory=dict)
+    blocked: dict[str, str] = field(default_factory=dict)
     _driver_reasons: dict[str, str | None] = field(default_factory=dict)  # see engine()
 
     @property

@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import hashlib
 
+from mvengine.plan.nodes import Scan
 from mvengine.plan.view_plan import ViewPlan
 
 
 def sql_hash(plan: ViewPlan) -> str:
     """Identifies what a view computes: its query (as sqlglot prints it, so comments and layout do not count),
     its column names, its strategy and the state it keeps (which changes when an input's append-only claim
-    does: a MIN/MAX then needs its multiset), and the rows expectations drop from its inputs and from it."""
+    does: a MIN/MAX then needs its multiset), the rows expectations drop from its inputs and from it, and the
+    columns it reads of each source (a column added to a CREATE TABLE changes the rows its state keeps)."""
+    scans = sorted(
+        {
+            f"{n.input}({','.join(f'{f.name} {f.type.sql()}' for f in n.fields)})"
+            for n in plan.root.walk()
+            if isinstance(n, Scan) and n.input_kind == "source"
+        }
+    )
     text = "|".join(
         [
             plan.strategy,
@@ -19,6 +28,7 @@ def sql_hash(plan: ViewPlan) -> str:
             plan.view.query.sql("spark"),
             plan.state,
             *plan.drops,
+            *scans,
         ]
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from mvengine.errors import MvError
 from mvengine.incremental.clock import reads_clock
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import last_commit, view_tables
@@ -34,7 +35,13 @@ from mvengine.runtime.diagnose import cause_of
 from mvengine.runtime.event_time import has_timers, now_micros
 from mvengine.runtime.expectations import ExpectationFailed
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_checkpoint, pipeline_folder
-from mvengine.runtime.refresh_plan import decide_view, next_wakeup
+from mvengine.runtime.refresh_plan import (
+    DRIFT_HINT,
+    blocked_by_drift,
+    decide_view,
+    next_wakeup,
+    source_drifts,
+)
 from mvengine.runtime.steps import SKIP, WAIT, waiting_for
 from mvengine.runtime.view_runner import ViewRunner
 from mvengine.storage.api import batch_ranges, stream_version_ranges
@@ -87,12 +94,18 @@ class Pipeline:
     def batch(self, cut: dict[str, int]) -> None:
         """One pipeline batch, recorded: every view brought to `cut`."""
         self.cuts.begin(cut)
-        self.ctx.writing.clear()
+        ctx = self.ctx
+        ctx.writing.clear()
+        ctx.blocked.clear()
         with logs_read_once():
+            # (each batch: another writer may change a source's columns while --continuous runs)
+            ctx.drifts = source_drifts(ctx.catalog, self.sources, ctx.config.storage_options)
             self.advance(cut)
         self.cuts.done(cut)
         self.last_cut = dict(cut)
         self.next_timer = self._next_timer()
+        if ctx.blocked:  # the other views reflect the cut; these could not
+            raise MvError("\n".join(ctx.blocked.values()), hint=DRIFT_HINT)
 
     def _next_timer(self) -> int | None:
         """The earliest time (µs) a view has rows due with no source moved: rows its EMIT policy holds, rows
@@ -222,6 +235,10 @@ class Pipeline:
                 facts = views.facts(plan)
                 if waiting_for(facts, cut, at_cut):
                     continue  # an input is not at this cut (yet)
+                problem = blocked_by_drift(plan, ctx.catalog, ctx.drifts)
+                if problem is not None:
+                    ctx.blocked[plan.name] = problem  # (reported when the batch ends: the others go on)
+                    continue
                 tables = view_tables(plan, options)
                 last = last_commit(tables.snapshot)
                 targets = {n: cut[n] if n in cut else at_cut[n] for n in plan.inputs}

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 
 from mvengine.config import Config
@@ -13,8 +13,17 @@ from mvengine.project.layout import CommitRecord, ViewTables, app_id, last_commi
 from mvengine.runtime.clock_flips import next_flip
 from mvengine.runtime.expiry import next_expiry
 from mvengine.runtime.pipeline_files import CutRecord, pipeline_folder
-from mvengine.runtime.steps import SKIP, WAIT, Step, ViewFacts, decide, decide_interrupted, view_facts
-from mvengine.storage.sources import ensure_source_table
+from mvengine.runtime.steps import (
+    BLOCKED,
+    SKIP,
+    WAIT,
+    Step,
+    ViewFacts,
+    decide,
+    decide_interrupted,
+    view_facts,
+)
+from mvengine.storage.sources import SchemaDrift, ensure_source_table, schema_drift
 from mvengine.storage.tables import is_committed
 
 
@@ -28,6 +37,43 @@ def prepare_sources(config: Config, catalog: Catalog, *, create: bool) -> None:
             create=create,
             path_declared=source.path_declared,
         )
+
+
+def source_drifts(
+    catalog: Catalog, names: Iterable[str], storage_options: dict[str, str]
+) -> dict[str, SchemaDrift]:
+    """How the columns of the named sources that another writer changed differ from their CREATE TABLE."""
+    drifts = {}
+    for name in names:
+        source = catalog.sources[name]
+        ref = source_table(source, storage_options)
+        if ref.exists():
+            drift = schema_drift(ref, source.schema)
+            if drift.added or drift.breaks:
+                drifts[name] = drift
+    return drifts
+
+
+def blocked_by_drift(plan: ViewPlan, catalog: Catalog, drifts: Mapping[str, SchemaDrift]) -> str | None:
+    """Why the view cannot be refreshed, located, when a source it reads no longer has a declared column, or
+    has it with another type (None: it can; a column another writer only added is ignored)."""
+    for name in plan.inputs:
+        drift = drifts.get(name)
+        if drift is not None and drift.breaks:
+            source = catalog.sources[name]
+            return (
+                f"{plan.view.file}:{plan.view.line}: view {plan.name} reads source {name} "
+                f"({source.file}:{source.line}), whose table at version {drift.version} no longer has its "
+                f"declared columns: {drift.problem()}; nothing was written for {plan.name}"
+            )
+    return None
+
+
+DRIFT_HINT = (
+    "another writer dropped or retyped a column: make the CREATE TABLE match the table (a view that "
+    "reads the column must stop reading it; the views over the source are rebuilt), or restore the "
+    "column; views that do not read the source were refreshed"
+)
 
 
 def columns_changed(plan: ViewPlan, storage_options: dict[str, str]) -> bool:
@@ -141,9 +187,14 @@ def planned_steps(
         if any(name in p.inputs for p in plans)
         for ref in [source_table(source, options)]
     }
+    drifts = source_drifts(catalog, cut, options)
     at_cut: dict[str, int] = {}
     steps: list[Step] = []
     for plan in plans:
+        problem = blocked_by_drift(plan, catalog, drifts)
+        if problem is not None:
+            steps.append(Step(plan.name, BLOCKED, problem.split(": ", 1)[1]))
+            continue
         tables = view_tables(plan, options)
         last = last_commit(tables.snapshot)
         finish = _interrupted(plan.name, tables, last)

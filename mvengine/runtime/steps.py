@@ -25,6 +25,7 @@ RECOMPUTE = "recompute"  # a full-refresh view whose inputs moved: run its SQL a
 FIRE_TIMERS = "fire timers"  # no input moved, but rows its EMIT policy held (or its temporal filter) are due
 SKIP = "skip"  # the view reflects the cut already
 WAIT = "wait"  # the view cannot reach this cut: an input is not there, or the view was rebuilt past it
+BLOCKED = "blocked"  # a source it reads no longer has a declared column (refresh_plan.blocked_by_drift)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Step:
 
     def line(self) -> str:
         """The step as `mv refresh --dry-run` prints it."""
-        if self.action in (SKIP, WAIT):
+        if self.action in (SKIP, WAIT, BLOCKED):
             return f"{self.view}: {self.action} ({self.reason})"
         moved = ", ".join(
             f"{n}@{self.versions_before[n]}→{v}" if n in self.versions_before else f"{n}@{v}"

@@ -88,8 +88,10 @@ def read_table(
     timestamp: str | datetime | None = None,
     columns: Sequence[str] | None = None,
 ) -> DataFrame:
-    """The table at its latest version, at `version` or as of `timestamp`; only `columns` are read if given."""
+    """The table at its latest version, at `version` or as of `timestamp`; only `columns` are read if given
+    (by default the ref's own `columns`)."""
     dt = ref.open(version=version, timestamp=timestamp)
+    columns = ref.columns if columns is None else columns
     if _local(ref) and in_plain_files(dt):
         df = _read_files(spark, dt)
     elif _spark_reads(spark, ref):
@@ -139,7 +141,7 @@ def read_arrow(
     dt = ref.open(version=version)
     if not read_by_driver(ref, dt):
         raise StorageError(f"{ref.label} cannot be read on the driver (column mapping, not on a local path)")
-    target = arrow_schema(dt)
+    target = _read_schema(ref, arrow_schema(dt))
     if not dt.file_uris():
         return target.empty_table()
     read = _read_files_on_driver if in_plain_files(dt) else _scan
@@ -168,6 +170,14 @@ def read_arrow(
 
     batches = read(ref, dt, target, target.names, ([(column, low, high)] if bounded else []) + ranges)
     return _gathered((kept(b) for b in batches), target, most)
+
+
+def _read_schema(ref: TableRef, schema: pa.Schema) -> pa.Schema:
+    """The table's columns as a read of `ref` takes them: its `columns`, when it names them."""
+    if ref.columns is None:
+        return schema
+    require_columns(ref, schema.names, list(ref.columns))
+    return pa.schema([schema.field(n) for n in ref.columns])
 
 
 def _gathered(batches: Iterator[pa.RecordBatch], schema: pa.Schema, most: int | None) -> pa.Table:
@@ -301,7 +311,11 @@ def read_change_feed(
     dt = ref.open()
     require_cdf(ref, dt)
     last = dt.version() if last is None else last
-    schema = StructType(list(delta_to_spark_schema(dt.schema().to_json()).fields) + change_fields())
+    table_schema = delta_to_spark_schema(dt.schema().to_json())
+    if ref.columns is not None:
+        require_columns(ref, table_schema.names, list(ref.columns))
+        table_schema = StructType([table_schema[c] for c in ref.columns])
+    schema = StructType(list(table_schema.fields) + change_fields())
     if first == last + 1:
         return ChangeFeed(spark, schema, arrow=spark_to_arrow_schema(schema).empty_table())
     require_version_range(ref, dt, first, last)
@@ -309,8 +323,15 @@ def read_change_feed(
         rows = _changes_on_driver(ref, first, last, schema, driver_rows)
         if rows is not None:
             return ChangeFeed(spark, schema, arrow=rows)
-        return ChangeFeed(spark, schema, rows=_mvdelta_changes(spark, ref, first, last))
-    return ChangeFeed(spark, schema, rows=_spark_changes(spark, ref, dt, first, last))
+        return ChangeFeed(spark, schema, rows=_in_columns(_mvdelta_changes(spark, ref, first, last), schema))
+    return ChangeFeed(spark, schema, rows=_in_columns(_spark_changes(spark, ref, dt, first, last), schema))
+
+
+def _in_columns(rows: DataFrame, schema: StructType) -> DataFrame:
+    """The feed's rows as `schema`'s columns (a source's declared ones, and the change columns)."""
+    if rows.columns == schema.names:
+        return rows
+    return rows.select(*[quote_identifier(c) for c in schema.names])
 
 
 def _mvdelta_changes(spark: SparkSession, ref: TableRef, first: int, last: int) -> DataFrame:

@@ -1,8 +1,10 @@
-"""Source tables: created on first use with the change data feed on, checked on every later use."""
+"""Source tables: created on first use with the change data feed on, checked on every later use, and compared with
+their CREATE TABLE when another writer changed their columns."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -23,7 +25,8 @@ def ensure_source_table(
     but an empty folder at its path); otherwise check its CDF and columns (returns False). A table at a path
     the user declared (`path_declared`) is never created here: a missing one is an error that names the
     nearest folder there is (`mv sources --create` creates it on purpose). `declared_at` (file:line of its
-    CREATE TABLE) locates the errors."""
+    CREATE TABLE) locates the errors. Its columns are compared by `schema_drift`, not here: a column another
+    writer added or dropped stops no view but those that read the source (runtime/refresh_plan.py)."""
     if not ref.exists():
         if path_declared:
             raise StorageError(
@@ -45,25 +48,61 @@ def ensure_source_table(
         return create
     dt = ref.open()
     require_cdf(ref, dt)
+    return False
+
+
+@dataclass(frozen=True)
+class SchemaDrift:
+    """How a source table's columns differ from its CREATE TABLE, after another writer changed them: columns
+    it added are ignored (every read takes the declared columns); a declared column it dropped or retyped
+    stops the views over the source, located (`problem`)."""
+
+    source: str
+    version: int
+    added: tuple[str, ...] = ()  # columns the table has and the CREATE TABLE does not declare
+    missing: tuple[str, ...] = ()  # declared columns the table no longer has
+    retyped: tuple[tuple[str, str, str], ...] = ()  # (column, its type in the table, its declared type)
+
+    @property
+    def breaks(self) -> bool:
+        return bool(self.missing or self.retyped)
+
+    def problem(self) -> str:
+        """What stops the views over the source, in words."""
+        return "; ".join(
+            [f"declared column {n} is missing" for n in self.missing]
+            + [f"column {n} is {have}, declared {want}" for n, have, want in self.retyped]
+        )
+
+
+def schema_drift(ref: TableRef, schema: pa.Schema) -> SchemaDrift:
+    """How the table's columns at its latest version differ from the declared `schema` (by Spark's types)."""
+    dt = ref.open()
     have = {f.name: f.type for f in spark_compatible_schema(pa.schema(dt.schema().to_arrow()))}
     declared = {f.name: f.type for f in spark_compatible_schema(schema)}
-    if list(have.items()) != list(declared.items()):
-        differences = [f"column {n} {t} is not declared" for n, t in have.items() if n not in declared]
-        differences += [f"declared column {n} is missing" for n in declared if n not in have]
-        differences += [
-            f"column {n} is {have[n]}, declared {t}"
-            for n, t in declared.items()
-            if n in have and have[n] != t
-        ]
-        what = "; ".join(differences) or "its columns are in another order than declared"
+    return SchemaDrift(
+        ref.name or ref.uri,
+        dt.version(),
+        added=tuple(n for n in have if n not in declared),
+        missing=tuple(n for n in declared if n not in have),
+        retyped=tuple((n, str(have[n]), str(t)) for n, t in declared.items() if n in have and have[n] != t),
+    )
+
+
+def require_declared_columns(ref: TableRef, schema: pa.Schema, *, declared_at: str = "") -> None:
+    """Refuse a table whose columns are not exactly the declared ones, for what writes the declared columns
+    into it (`mv load`)."""
+    drift = schema_drift(ref, schema)
+    differences = [f"column {n} is not declared" for n in drift.added]
+    if drift.breaks:
+        differences.append(drift.problem())
+    if differences:
         raise StorageError(
-            f"{declared_at + ': ' if declared_at else ''}{ref.label} (version {dt.version()}) no longer has the "
-            f"declared columns: {what}; nothing was written",
-            hint="another writer changed the table's columns: make the CREATE TABLE statement match them (and, "
-            "for a retyped or dropped column, recompute the views over it with mv refresh --full), or "
+            f"{declared_at + ': ' if declared_at else ''}{ref.label} (version {drift.version}) no longer has the "
+            f"declared columns: {'; '.join(differences)}; nothing was written",
+            hint="another writer changed the table's columns: make the CREATE TABLE statement match them, or "
             "restore the table's columns",
         )
-    return False
 
 
 def _nearest_folder(uri: str) -> str:

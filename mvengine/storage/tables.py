@@ -36,6 +36,9 @@ class TableRef:
     uri: str
     storage_options: dict[str, str] = field(default_factory=dict)
     name: str | None = None
+    # The columns every read of the table takes (a source's declared columns): a column another writer added
+    # since is not read, so no view sees it (None: all the table's columns).
+    columns: tuple[str, ...] | None = None
 
     @property
     def label(self) -> str:

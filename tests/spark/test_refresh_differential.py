@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from mvengine.config import load_config
 from mvengine.plan.time_bounds import at_clock
 from mvengine.project.catalog import load_catalog
+from mvengine.project.layout import source_table
 from mvengine.runtime.refresh import Refresher, view_tables
 from mvengine.storage.api import merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, commit_metadata
@@ -180,8 +181,8 @@ def check_snapshot(spark, catalog, name: str, options: dict[str, str] | None = N
     dt = tables.snapshot.open()
     inputs = json.loads(commit_metadata(dt, dt.version())["mvengine.inputs"])
     for input_name, version in inputs.items():
-        ref = (
-            TableRef(catalog.sources[input_name].path, options)
+        ref = (  # (a source is its declared columns: one another writer added is not the view's)
+            source_table(catalog.sources[input_name], options)
             if input_name in catalog.sources
             else view_tables(catalog.plans[input_name], options).snapshot
         )
@@ -196,7 +197,7 @@ def check_snapshot(spark, catalog, name: str, options: dict[str, str] | None = N
         # The project rewrote its query (scalar subqueries made joins, project/scalar_subqueries.py): the snapshot
         # must also equal the SQL as the user wrote it, over the sources it reflects.
         for source, version in _source_versions(catalog, name, dt.version(), options).items():
-            ref = TableRef(catalog.sources[source].path, options)
+            ref = source_table(catalog.sources[source], options)
             read_table(spark, ref, version=version).createOrReplaceTempView(source)
         written = sqlglot.parse_one(view.text, read="spark").expression.sql("spark")
         _assert_equal(name, "its SQL as written", snapshot, spark.sql(written).toArrow())

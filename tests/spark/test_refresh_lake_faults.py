@@ -15,7 +15,11 @@ from deltalake import DeltaTable, write_deltalake
 from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.project.catalog import load_catalog
+from mvengine.reading.explain import plan_document
+from mvengine.reading.status import status
+from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher, view_tables
+from mvengine.runtime.refresh_plan import planned_steps, source_drifts
 from tests.spark import test_refresh_differential as differential
 from tests.system.test_refresh_failures import CUSTOMERS, ORDER_ROWS, _append, _orders_project
 
@@ -69,32 +73,73 @@ def test_a_join_side_whose_version_vacuum_removed_names_the_version_and_retentio
     _check(spark, catalog)
 
 
-@pytest.mark.parametrize("change", ["added", "dropped", "retyped"])
-def test_a_source_whose_columns_another_writer_changed_is_a_located_error(spark, tmp_path, change):
-    config, catalog, _, orders = _setup(spark, tmp_path)
-    if change == "added":
-        rows = pa.table(
-            {
-                "order_id": pa.array([3], pa.int32()),
-                "customer": ["dan"],
-                "amount": pa.array([1], pa.int32()),
-                "note": ["new"],
-            }
-        )
-        write_deltalake(orders, rows, mode="append", schema_mode="merge")
-        expected = "column note string is not declared"
-    elif change == "dropped":
-        rows = pa.table({"order_id": pa.array([3], pa.int32()), "customer": ["dan"]})
-        write_deltalake(orders, rows, mode="overwrite", schema_mode="overwrite")
-        expected = "declared column amount is missing"
+@pytest.mark.parametrize("engine", ["driver", "spark"])
+def test_a_column_another_writer_added_to_a_source_is_ignored_and_the_refresh_goes_on(
+    spark, tmp_path, engine
+):
+    config, catalog, customers, orders = _setup(spark, tmp_path, engine)
+    (tmp_path / "views" / "star.sql").write_text(
+        "CREATE MATERIALIZED VIEW big_orders AS SELECT * FROM orders WHERE amount > 2;\n"
+    )
+    catalog = load_catalog(config)
+    Refresher(spark, config, catalog).refresh()
+    # Another writer adds a column, by Spark's ALTER TABLE and by a delta-rs write that merges its schema.
+    spark.sql(f"ALTER TABLE delta.`{customers}` ADD COLUMNS (tier STRING)")
+    spark.sql(f"INSERT INTO delta.`{customers}` VALUES ('erin', 'NL', 'gold')")
+    rows = pa.table(
+        {
+            "order_id": pa.array([3, 4], pa.int32()),
+            "customer": ["dan", "erin"],
+            "amount": pa.array([1, 4], pa.int32()),
+            "note": ["new", None],
+        }
+    )
+    write_deltalake(orders, rows, mode="append", schema_mode="merge")
+    DeltaTable(orders).delete("order_id = 1")
+    steps = [s.line() for s in planned_steps(config, catalog, list(catalog.plans.values()))]
+    assert any(s.startswith("order_country: apply") for s in steps), steps
+    Refresher(spark, config, catalog).refresh()
+    _check(spark, catalog)
+    ignored = {s.name: s.ignored_columns for s in status(Versions(config, catalog)) if s.kind == "source"}
+    assert ignored == {"customers": ["tier"], "orders": ["note"]}
+    drifts = source_drifts(catalog, catalog.sources, {})
+    planned = {s["name"]: s["ignored_columns"] for s in plan_document(catalog, [], drifts)["sources"]}
+    assert planned == ignored
+    # SELECT * keeps the declared columns (declaring the new one rebuilds the views over the source).
+    big_orders = view_tables(catalog.plans["big_orders"], {}).snapshot.open()
+    assert big_orders.schema().to_arrow().names == ["order_id", "customer", "amount"]
+    assert sorted(r["order_id"] for r in big_orders.to_pyarrow_table().to_pylist()) == [4]
+
+
+@pytest.mark.parametrize("change", ["dropped", "retyped"])
+def test_a_declared_column_another_writer_dropped_stops_the_views_over_it_and_only_those(
+    spark, tmp_path, change
+):
+    config, catalog, customers, orders = _setup(spark, tmp_path)
+    if change == "dropped":
+        rows = pa.table({"customer": ["erin"]})
+        expected = "declared column country is missing"
     else:
-        rows = pa.table(
-            {"order_id": pa.array([3], pa.int32()), "customer": ["dan"], "amount": pa.array([1], pa.int64())}
-        )
-        write_deltalake(orders, rows, mode="overwrite", schema_mode="overwrite")
-        expected = "column amount is int64, declared int32"
-    message = str(_fails_writing_nothing(spark, config, catalog))
-    assert message.startswith("views/orders.sql:3: table 'orders' at ") and expected in message, message
+        rows = pa.table({"customer": ["erin"], "country": pa.array([7], pa.int64())})
+        expected = "column country is int64, declared string"
+    write_deltalake(customers, rows, mode="overwrite", schema_mode="overwrite")
+    _append(orders, [{"order_id": 2, "customer": "carol", "amount": 4}], ORDER_ROWS)
+    ratios = view_tables(catalog.plans["ratios"], {}).snapshot
+    before = ratios.open().version()
+    steps = [s.line() for s in planned_steps(config, catalog, list(catalog.plans.values()))]
+    assert any(
+        s.startswith("order_country: blocked (view order_country reads source customers") for s in steps
+    )
+    with pytest.raises(MvError) as failed:
+        Refresher(spark, config, catalog).refresh()
+    message = str(failed.value)
+    assert message.startswith("views/orders.sql:4: view order_country reads source customers "), message
+    assert expected in message and "nothing was written for order_country" in message, message
+    assert "make the CREATE TABLE match the table" in failed.value.hint
+    assert ratios.open().version() == before + 1  # the view over orders alone went on
+    (customers_status,) = [s for s in status(Versions(config, catalog)) if s.name == "customers"]
+    assert customers_status.problem == f"{expected}: the views over it stop"
+    differential.check_view(spark, catalog, "ratios")
 
 
 def test_a_source_deleted_and_created_again_is_detected_not_diffed(spark, tmp_path):
