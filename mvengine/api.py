@@ -41,6 +41,7 @@ class Project:
         self.config = config
         self._spark = spark
         self._registered = False
+        self._warm: tuple[SparkSession, int] | None | bool = None  # see _reading (False: none serves)
 
     @classmethod
     def open(cls, path: str | PathLike[str] = ".", *, spark: SparkSession | None = None) -> Project:
@@ -64,6 +65,27 @@ class Project:
             register_data_sources(self._spark)
         self._registered = True
         return self._spark
+
+    def _reading(self) -> SparkSession:
+        """The session reads run on: this process's Spark when it has one; else the running Spark of the
+        process that serves the warehouse (`mv refresh --continuous`, `mv ui`: runtime/connect.py), which starts
+        nothing; else a new one."""
+        if self._spark is None and self._warm is None:
+            from mvengine.runtime.connect import warm_session
+
+            self._warm = warm_session(self.config) or False
+            if isinstance(self._warm, tuple):
+                from mvengine.runtime.session import register_data_sources
+
+                register_data_sources(self._warm[0])
+        if self._spark is None and isinstance(self._warm, tuple):
+            return self._warm[0]
+        return self.spark
+
+    @property
+    def served_by(self) -> int | None:
+        """The id of the process whose Spark ran this project's reads (None: this process's own Spark)."""
+        return self._warm[1] if self._spark is None and isinstance(self._warm, tuple) else None
 
     def versions(self) -> Versions:
         """The tables' versions as of now (a new snapshot of their logs per call)."""
@@ -241,7 +263,7 @@ class Project:
     def _read(self, versions: Versions, name: str, version: int) -> DataFrame:
         from mvengine.storage.api import read_table
 
-        return read_table(self.spark, versions.table(name), version=version)
+        return read_table(self._reading(), versions.table(name), version=version)
 
     def _changes(self, view: str, first: int, last: int, upsert: bool) -> DataFrame:
         from pyspark.sql import functions as F
@@ -251,7 +273,7 @@ class Project:
         from mvengine.storage.api import read_table
 
         plan = self.catalog.plans[view]
-        rows = read_table(self.spark, view_tables(plan, self.config.storage_options).changelog)
+        rows = read_table(self._reading(), view_tables(plan, self.config.storage_options).changelog)
         rows = rows.where(F.col("_version").between(first, last))
         return upsert_form(rows, plan) if upsert else retract(rows, plan)
 
@@ -293,7 +315,7 @@ class Project:
         from pyspark.errors import AnalysisException, ParseException
 
         try:
-            return self.spark.sql(sql)
+            return self._reading().sql(sql)
         except (AnalysisException, ParseException) as e:
             # Positions ("line 1 pos 7") are in the rewritten query, not the one given: left out.
             message = TEMP_VIEW.sub(r"\1", str(e).split("\n")[0].split("; line ")[0]).strip()

@@ -144,6 +144,15 @@ SETTINGS: tuple[Setting, ...] = (
         "false",
         "true: a view whose state grows without bound is an error (see `mv plan`).",
     ),
+    Setting(
+        "serve",
+        "queries",
+        "true or false",
+        "true",
+        "Whether `mv refresh --continuous` and `mv ui` serve their running Spark to `mv query` and `mv changes` "
+        "(Spark Connect on loopback, behind a token in a file only the warehouse's owner reads), so a query "
+        "starts no Spark of its own while they run. false: every query starts its own.",
+    ),
 )
 _KNOWN: dict[str, set[str]] = {
     section: {s.key for s in SETTINGS if s.section == section}
@@ -166,6 +175,9 @@ class Config:
     refresh_interval_s: float = 1.0
     policy: ExecutionPolicy = DEFAULT_POLICY  # [refresh]'s thresholds: where batches run (policy.py)
     require_bounded_state: bool = False  # [plan]: views whose state grows without bound are errors
+    serve_queries: bool = (
+        True  # [serve] queries: long-running commands serve their Spark (runtime/connect.py)
+    )
 
     @property
     def views_dir(self) -> Path:
@@ -225,13 +237,8 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
     storage = data.get("storage", {})
     refresh = data.get("refresh", {})
     plan = data.get("plan", {})
-    require_bounded = plan.get("require_bounded_state", False)
-    if not isinstance(require_bounded, bool):
-        raise ConfigError(
-            "require_bounded_state must be true or false",
-            file=str(path),
-            line=_line_of(text, "require_bounded_state"),
-        )
+    require_bounded = _flag(plan, "require_bounded_state", False, str(path), text)
+    serve_queries = _flag(data.get("serve", {}), "queries", True, str(path), text)
     conf = dict(DEFAULT_SPARK_CONF)
     conf.update(
         {str(k): _scalar(v, f"spark.conf.{k}", text, str(path)) for k, v in spark.get("conf", {}).items()}
@@ -259,6 +266,7 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
             str(refresh.get("interval", "1s")), file=str(path), line=_line_of(text, "interval")
         ),
         require_bounded_state=require_bounded,
+        serve_queries=serve_queries,
         policy=ExecutionPolicy(
             recompute_above=_share(
                 refresh, "recompute_above", DEFAULT_POLICY.recompute_above, str(path), text
@@ -274,6 +282,13 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
             ),
         ),
     )
+
+
+def _flag(section: dict, key: str, default: bool, file: str, text: str) -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false", file=file, line=_line_of(text, key))
+    return value
 
 
 # What Spark takes as a master URL (sc:// too: session.py refuses it with what to set instead).

@@ -26,8 +26,15 @@ def run_query(
     writer = RowWriter(console, fmt, out, limit=limit)
     df, reads = project.query_reads(sql, as_of_source=_cut(as_of_source))
     writer.write(df)
-    writer.finish("read " + ", ".join(f"{name}@v{version}" for name, version in reads) if reads else "")
+    footer = "read " + ", ".join(f"{name}@v{version}" for name, version in reads) if reads else ""
+    writer.finish("; ".join(f for f in (footer, _served(project)) if f))
     return 0
+
+
+def _served(project: Project) -> str:
+    """Whose Spark ran the reads, when it was another process's (runtime/connect.py)."""
+    pid = project.served_by
+    return "" if pid is None else f"by the Spark of mv process {pid}"
 
 
 def run_changes(
@@ -52,7 +59,7 @@ def run_changes(
                 "--interval only applies with --follow", hint=f"mv changes {view} --follow --interval 5s"
             )
         writer.write(project.changes(view, from_version, to_version, since=since, upsert=upsert))
-        writer.finish()
+        writer.finish(_served(project))
         return 0
     if to_version is not None:
         raise MvError("--follow keeps printing new versions, so it takes no --to-version")
@@ -87,7 +94,7 @@ def run_history(project: Project, console: Console, name: str, *, as_json: bool)
                     str(e["version"]),
                     e["committed"],
                     str(e["batch_id"]),
-                    e["kind"],
+                    e["kind"] + (" (redefined)" if e["redefined"] else ""),
                     "-" if e["changes"] is None else str(e["changes"]),
                     ", ".join(f"{n}@v{v}" for n, v in e["inputs"].items()),
                 ]

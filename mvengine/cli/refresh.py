@@ -15,6 +15,7 @@ from mvengine.cli.stop import stop_on_signal
 from mvengine.config import Config, join_uri, parse_duration
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
+from mvengine.runtime.connect import serve, stop_serving
 from mvengine.storage.objects import list_folders
 
 
@@ -52,10 +53,14 @@ def run_refresh(
     if not continuous and not full and not project.stale(views or None):  # answered without Spark
         console.out("every view is up to date")
         return 0
+    endpoint = None
     if continuous:  # the query needs Spark: start it now, before Ctrl-C is taken over
         started = time.monotonic()
         project.spark  # noqa: B018
         console.out(f"Spark started in {time.monotonic() - started:.1f} s")
+        endpoint = serve(project.spark, config)
+        if endpoint is not None:
+            console.out(f"serving this Spark to mv query and mv changes at {endpoint.url} (loopback only)")
     # (Otherwise Spark starts when a batch first needs it, if one does: batches on the driver need none.)
     status = _Status(console, profile)
     stops = (
@@ -83,6 +88,7 @@ def run_refresh(
                 config, full = project.config, False
         finally:
             status.close()
+            stop_serving(config, endpoint)
     if status.batches == 0 and not continuous:
         console.out("every view is up to date")
     return 0

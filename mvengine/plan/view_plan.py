@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import pyarrow as pa
 from sqlglot import exp
 
 from mvengine.errors import SqlError
@@ -40,6 +41,7 @@ from mvengine.plan.types import type_name
 from mvengine.plan.windows import duration, spark_sql
 from mvengine.sql.expectations import check_columns, kept_rows
 from mvengine.sql.time_syntax import Emit
+from mvengine.sql.types import arrow_type
 from mvengine.sql.views import ViewDef
 
 
@@ -68,6 +70,16 @@ class ViewPlan:
     def drops_own(self) -> bool:
         """Whether its own expectations drop rows: its root is then the Filter that drops them."""
         return kept_rows(self.view.expectations) is not None
+
+    def arrow_schema(self) -> pa.Schema | None:
+        """Its columns in the Arrow types of the Spark types its plan gives them (None: a type without one)."""
+        fields = []
+        for f in self.columns:
+            t = arrow_type(f.type)
+            if t is None:
+                return None
+            fields.append(pa.field(f.name, t))
+        return pa.schema(fields)
 
     def relation(self) -> Relation:
         """How views reading this one see it."""

@@ -114,6 +114,7 @@ def history(versions: Versions, name: str) -> list[dict[str, Any]]:
             }
             for h in entries
         ]
+    commits = list(versions.snapshot_commits(name).values())
     return [
         {
             "version": c.version,
@@ -122,10 +123,12 @@ def history(versions: Versions, name: str) -> list[dict[str, Any]]:
             "kind": c.kind,
             "changes": c.changes,
             "inputs": c.inputs,
+            # the first version of a new definition (its SQL, or what it reads, changed)
+            "redefined": i > 0 and c.sql_hash != commits[i - 1].sql_hash,
             **lineage(versions.source_versions(name, c.version)),
             **({"expectations": c.expectations} if c.expectations else {}),
         }
-        for c in versions.snapshot_commits(name).values()
+        for i, c in enumerate(commits)
     ]
 
 

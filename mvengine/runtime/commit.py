@@ -7,6 +7,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
 from mvengine.incremental.clock import Clock
 from mvengine.incremental.state import StateStore
 from mvengine.plan.view_plan import ViewPlan
@@ -72,7 +75,18 @@ def commit_batch(
     txn = (app_id(plan.name, generation), batch_id)
     on_driver = state.on_driver and changes.rows <= ctx.policy.write_from_driver
     with _commit_phase(plan, "snapshot", profile, spark):
-        if changes.upserts is not None and tables.snapshot.exists():
+        if changes.history is not None:  # the view's columns changed: a new version with the new ones
+            write_table(
+                changes.inserts,
+                tables.snapshot,
+                mode="overwrite",
+                new_schema=True,
+                metadata=record.metadata(),
+                txn=txn,
+                on_driver=on_driver,
+                cluster_by=changes.keys,
+            )
+        elif changes.upserts is not None and tables.snapshot.exists():
             merge_into(
                 changes.upserts,
                 tables.snapshot,
@@ -95,9 +109,14 @@ def commit_batch(
     with _commit_phase(plan, "key revisions", profile, spark):
         state.commit()
     with _commit_phase(plan, "changelog", profile, spark):
+        renewed = changes.history is not None
         write_table(
-            changes.changelog,
+            changes.history.unionByName(_in_spark(ctx, changes.changelog))
+            if changes.history is not None
+            else changes.changelog,
             tables.changelog,
+            mode="overwrite" if renewed else "append",
+            new_schema=renewed,
             metadata={"mvengine.batch_id": str(batch_id)},
             txn=txn,
             on_driver=on_driver,
@@ -108,6 +127,10 @@ def commit_batch(
             late = late_rows(changes.late, inputs, marks, batch_id)
             if late is not None:
                 write_table(late, tables.late, txn=txn, on_driver=on_driver)
+
+
+def _in_spark(ctx: RefreshContext, rows: DataFrame | pa.Table) -> DataFrame:
+    return rows if isinstance(rows, DataFrame) else ctx.spark.createDataFrame(rows)
 
 
 @contextlib.contextmanager

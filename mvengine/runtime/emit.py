@@ -58,6 +58,9 @@ class ViewChanges:
     # facts a temporal filter or join re-reads): what the batch had to touch beyond its changes. None in Spark.
     rows_read: int | None = None
     expired: int = 0  # the keys the view's state_ttl expired in the batch
+    # A redefinition that changed the view's columns: the changelog's earlier rows in the new columns. The
+    # snapshot is then written anew with `inserts` (all its rows), the changelog with these and `changelog`.
+    history: DataFrame | None = None
 
 
 def view_changes(
@@ -69,11 +72,13 @@ def view_changes(
     snapshot_before: int | None,
     batch_id: int,
     inserts_only: bool = False,
+    version: int | None = None,
 ) -> ViewChanges:
     """The changes of a batch: on the driver when it was computed there (`zset` in Arrow), or when Spark
     computed it but its Z-set is small (collected once); else by Spark. `inserts_only`: `zset` holds no
-    retraction (an append-only view's incremental batch)."""
-    emit = _Emit(plan, snapshot, snapshot_before, batch_id, inserts_only)
+    retraction (an append-only view's incremental batch). `version`: the snapshot version the changes make
+    (default: the one after `snapshot_before`, or 0)."""
+    emit = _Emit(plan, snapshot, snapshot_before, batch_id, inserts_only, version)
     if isinstance(batch, DriverBatch):
         assert isinstance(zset, pa.Table)  # the driver's rules give Arrow
         return emit.changes(ArrowEngine(batch, _no_child), zset)
@@ -99,6 +104,7 @@ class _Emit:
     snapshot_before: int | None
     batch_id: int
     inserts_only: bool
+    version: int | None
     columns: list[str] = field(init=False)  # the view's
     values: list[str] = field(init=False)  # the same inside the rule: the engine's SQL names them
 
@@ -277,7 +283,13 @@ class _Emit:
 
     def _changelog(self, engine: Engine[Any], logged: Any, op: str, index: str) -> Any:
         """Change rows (the view's columns, `_w`, `_mtime`, `index`) as the changelog's rows: `op` gives `_op`."""
-        version = (self.snapshot_before + 1) if self.snapshot_before is not None else 0
+        version = (
+            self.version
+            if self.version is not None
+            else (self.snapshot_before + 1)
+            if self.snapshot_before is not None
+            else 0
+        )
         logged = engine.compute(
             logged,
             {

@@ -13,12 +13,13 @@ def sql_hash(plan: ViewPlan) -> str:
     """Identifies what a view computes: its query (as sqlglot prints it, so comments and layout do not count),
     its column names, its strategy and the state it keeps (which changes when an input's append-only claim
     does: a MIN/MAX then needs its multiset), the rows expectations drop from its inputs and from it, and the
-    columns it reads of each source (a column added to a CREATE TABLE changes the rows its state keeps)."""
+    columns of each input it reads (a column added to a CREATE TABLE changes the rows its state keeps; a view
+    whose upstream view's columns changed is rebuilt)."""
     scans = sorted(
         {
             f"{n.input}({','.join(f'{f.name} {f.type.sql()}' for f in n.fields)})"
             for n in plan.root.walk()
-            if isinstance(n, Scan) and n.input_kind == "source"
+            if isinstance(n, Scan)
         }
     )
     text = "|".join(

@@ -15,7 +15,7 @@ import time
 
 import pyarrow as pa
 from deltalake.exceptions import DeltaError
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mvengine.config import join_uri
@@ -27,6 +27,7 @@ from mvengine.incremental.driver import DriverBatch, conform
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
+from mvengine.names import CHANGELOG_COLUMNS, quote_identifier
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.layout import ViewTables, app_id, view_tables
 from mvengine.runtime.batch_expectations import BatchExpectations
@@ -45,9 +46,9 @@ from mvengine.runtime.event_time import (
 from mvengine.runtime.expectations import Outcome, inserted
 from mvengine.runtime.expiry import clock_metadata, committed_clock
 from mvengine.runtime.profile import Profile
+from mvengine.runtime.refresh_plan import snapshot_columns_differ
 from mvengine.runtime.steps import Step
 from mvengine.sql.expectations import kept_rows
-from mvengine.sql.types import arrow_type
 from mvengine.storage.api import read_arrow, read_table, remove_folder
 from mvengine.storage.objects import list_folders
 from mvengine.storage.tables import TableRef, commit_metadata, read_by_driver, table_rows, version_before
@@ -141,10 +142,14 @@ def recompute(
         else None
     )
     profile = Profile(ctx.spark)
-    if incremental and _bootstrap_on_driver(ctx, expectations, plan, refs, versions):
+    snapshot_before = version_before_batch(tables.snapshot, application, batch_id)
+    # A redefinition that changed the view's columns: its tables take the new ones in a new version (Spark's).
+    renewed = snapshot_before is not None and snapshot_columns_differ(
+        plan, tables.snapshot.open(version=snapshot_before)
+    )
+    if incremental and not renewed and _bootstrap_on_driver(ctx, expectations, plan, refs, versions):
         state = state_store(on_driver=True)
         with profile.phase("plan inputs", spark=False):
-            snapshot_before = version_before_batch(tables.snapshot, application, batch_id)
             marks = batch_watermarks(plan, ctx.catalog, refs, versions, tables.snapshot, snapshot_before)
         out = _bootstrap_rows_on_driver(
             plan, tables, refs, versions, state, clock, marks, snapshot_before, profile
@@ -160,7 +165,6 @@ def recompute(
     batch = Batch(ctx.spark, {}, state, clock=clock)
     try:
         with profile.phase("plan inputs"):
-            snapshot_before = version_before_batch(tables.snapshot, application, batch_id)
             marks = batch_watermarks(plan, ctx.catalog, refs, versions, tables.snapshot, snapshot_before)
             outcomes = (
                 list(checked)
@@ -195,7 +199,7 @@ def recompute(
             elif plan.view.emit is not None:
                 new_rows = new_rows.where(watermark_passed(plan, marks))
             changes = new_rows
-            if snapshot_before is not None:
+            if snapshot_before is not None and not renewed:
                 old = read_table(ctx.spark, tables.snapshot, version=snapshot_before)
                 changes = changes.unionByName(
                     old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME))
@@ -206,13 +210,63 @@ def recompute(
                 changes,
                 batch,
                 snapshot=tables.snapshot,
-                snapshot_before=snapshot_before,
+                snapshot_before=None if renewed else snapshot_before,
                 batch_id=batch_id,
+                version=None if snapshot_before is None else snapshot_before + 1,
             )
             out.changelog = with_emit_timing(out.changelog, plan, marks)
+            if renewed:
+                assert snapshot_before is not None
+                _renew(ctx.spark, plan, tables, out, snapshot_before, batch_id, mtime)
         finish(out, state, marks, outcomes, spark=True)
     finally:
         batch.release()
+
+
+def _renew(
+    spark: SparkSession,
+    plan: ViewPlan,
+    tables: ViewTables,
+    out: ViewChanges,
+    snapshot_before: int,
+    batch_id: int,
+    mtime: Column,
+) -> None:
+    """The changes of a redefinition that changed the view's columns (`out`: its new rows, all `+I`), made the
+    difference from its old result: a `-D` for every old row, in the new columns (a column the view no longer
+    has is left out, a new one is NULL, one of another type is cast, NULL where it does not fit), before them;
+    and the changelog's earlier rows in the same columns (`out.history`): the changelog and the snapshot are
+    written anew with them, as new versions of the same tables, so their earlier versions stay readable."""
+    old = in_columns(read_table(spark, tables.snapshot, version=snapshot_before), plan)
+    retracted = old.select(
+        "*",
+        F.lit("-D").alias("_op"),
+        F.lit(True).alias("_undo"),
+        mtime.alias(MTIME),
+        F.lit(snapshot_before + 1).cast("long").alias("_version"),
+        F.lit(batch_id).cast("long").alias("_batch_id"),
+        F.lit(None).cast("long").alias("_emit_index"),
+        F.lit(None).cast("string").alias("_emit_timing"),
+    )
+    new = out.changelog if isinstance(out.changelog, DataFrame) else spark.createDataFrame(out.changelog)
+    retractions = retracted.count()
+    out.changelog = retracted.unionByName(new)
+    out.rows += retractions
+    out.retractions += retractions
+    out.history = in_columns(read_table(spark, tables.changelog), plan, keep=list(CHANGELOG_COLUMNS))
+
+
+def in_columns(rows: DataFrame, plan: ViewPlan, *, keep: list[str] | None = None) -> DataFrame:
+    """`rows` of the view's earlier definition in its columns now (see _renew), then the `keep` columns."""
+    have = dict(zip(rows.columns, [f.dataType.simpleString() for f in rows.schema.fields]))
+    columns = []
+    for c in plan.columns:
+        name, wanted = quote_identifier(c.name), c.type.sql("spark")
+        if c.name not in have:
+            columns.append(F.expr(f"CAST(NULL AS {wanted})").alias(c.name))
+        else:
+            columns.append(F.expr(f"try_cast({name} AS {wanted})").alias(c.name))
+    return rows.select(*columns, *[F.col(quote_identifier(k)) for k in keep or []])
 
 
 def _bootstrap_on_driver(
@@ -230,7 +284,7 @@ def _bootstrap_on_driver(
         most > 0
         and ctx.driver_reason(plan) is None
         and not expectations.expected(plan)
-        and _snapshot_schema(plan) is not None
+        and plan.arrow_schema() is not None
         and _rows_within(refs, versions, most)
         and all(read_by_driver(ref, ref.open(version=versions[n])) for n, ref in refs.items())
     )
@@ -250,7 +304,7 @@ def _bootstrap_rows_on_driver(
     """The bootstrap's changes computed on the driver: the view's delta rules from nothing over every input row
     as an insert, less the snapshot's rows before (a rebuild); None (nothing staged) when the driver meets what it
     does not compute as Spark does."""
-    schema = _snapshot_schema(plan)
+    schema = plan.arrow_schema()
     assert schema is not None  # _bootstrap_on_driver checked it
     mtime = pa.scalar(_latest_commit_ms(refs, versions) * 1000, pa.timestamp("us", tz="UTC"))
     try:
@@ -275,17 +329,6 @@ def _bootstrap_rows_on_driver(
     except NotOnDriver as e:
         profile.notes.append(f"computed by Spark: {e}")
         return None
-
-
-def _snapshot_schema(plan: ViewPlan) -> pa.Schema | None:
-    """The view's columns in the Arrow types of the Spark types its plan gives them (None: a type without one)."""
-    fields = []
-    for f in plan.columns:
-        t = arrow_type(f.type)
-        if t is None:
-            return None
-        fields.append(pa.field(f.name, t))
-    return pa.schema(fields)
 
 
 def _weighted(rows: pa.Table, weight: int, mtime: pa.Scalar) -> pa.Table:

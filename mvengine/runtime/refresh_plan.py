@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from functools import partial
 
+import pyarrow as pa
+from deltalake import DeltaTable
+
 from mvengine.config import Config
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
@@ -25,6 +28,7 @@ from mvengine.runtime.steps import (
 )
 from mvengine.storage.sources import SchemaDrift, ensure_source_table, schema_drift
 from mvengine.storage.tables import is_committed
+from mvengine.storage.types import spark_compatible_schema, spark_compatible_type
 
 
 def prepare_sources(config: Config, catalog: Catalog, *, create: bool) -> None:
@@ -77,9 +81,18 @@ DRIFT_HINT = (
 
 
 def columns_changed(plan: ViewPlan, storage_options: dict[str, str]) -> bool:
-    """Whether the view's snapshot has other columns than its plan (a rebuild then starts its tables over)."""
-    fields = view_tables(plan, storage_options).snapshot.open().schema().fields
-    return [f.name for f in fields] != [c.name for c in plan.columns]
+    """Whether the view's snapshot has other columns than its plan (a rebuild then gives its tables the new
+    columns)."""
+    return snapshot_columns_differ(plan, view_tables(plan, storage_options).snapshot.open())
+
+
+def snapshot_columns_differ(plan: ViewPlan, snapshot: DeltaTable) -> bool:
+    """Whether the snapshot (at the version opened) has other column names or types than the view's plan."""
+    have = spark_compatible_schema(pa.schema(snapshot.schema().to_arrow()))
+    if have.names != [c.name for c in plan.columns]:
+        return True
+    want = plan.arrow_schema()
+    return want is not None and [spark_compatible_type(f.type) for f in want] != have.types
 
 
 def timers_due(
@@ -210,7 +223,7 @@ def planned_steps(
             assert last is not None  # a view never refreshed is rebuilt
             at_cut[plan.name] = last.version
         else:
-            at_cut[plan.name] = 0 if last is None or step.start_over else last.version + 1
+            at_cut[plan.name] = 0 if last is None else last.version + 1
     return steps
 
 

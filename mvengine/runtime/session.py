@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from mvengine.config import DEFAULT_SPARK_CONF, Config
 from mvengine.errors import MvError
+from mvengine.runtime.connect import server_settings
 from mvengine.runtime.crash_points import boundary
 
 if TYPE_CHECKING:
@@ -171,6 +172,8 @@ def spark_session(
     settings = dict(config.spark_conf if config else DEFAULT_SPARK_CONF)
     settings.update(conf or {})
     settings.setdefault("spark.driver.extraJavaOptions", driver_java_options())
+    for key, value in server_settings().items():  # (so that a long-running command can serve it: connect.py)
+        settings.setdefault(key, value)
     _with_delta(settings)
     if chosen_master.startswith("local"):
         settings.setdefault("spark.driver.memory", local_driver_memory())

@@ -63,7 +63,9 @@ class Step:
     kind: str = ""  # what the snapshot commit will record: bootstrap, stream or full
     versions_before: Mapping[str, int] = field(default_factory=dict)  # the inputs' versions the view reflects
     targets: Mapping[str, int] = field(default_factory=dict)  # ...and those it will reflect after the step
-    start_over: bool = False  # a rebuild whose columns changed: the snapshot and changelog start at version 0
+    # a rebuild whose columns changed: its state starts empty; its snapshot and changelog take the new columns in
+    # a new version, their history kept (runtime/recompute.py)
+    new_columns: bool = False
 
     @property
     def note(self) -> str:
@@ -115,18 +117,18 @@ def decide(
             if rebuild
             else "an upstream view started over: rebuilt from the inputs"
         )
-        start_over = last is not None and columns_changed()
-        if start_over:
-            reason += "; its columns changed, so its snapshot and changelog start over"
+        new_columns = last is not None and columns_changed()
+        if new_columns:
+            reason += "; its columns changed: its snapshot and changelog take them in a new version"
         return Step(
             view.name,
             REBUILD,
             reason,
-            generation=0 if last is None or start_over else last.generation + 1,
-            batch_id=0 if last is None or start_over else last.batch_id + 1,
+            generation=0 if last is None else last.generation + 1,
+            batch_id=0 if last is None else last.batch_id + 1,
             kind="bootstrap" if view.incremental else "full",
             targets=targets,
-            start_over=start_over,
+            new_columns=new_columns,
         )
 
     def after_last(action: str, reason: str, kind: str) -> Step:

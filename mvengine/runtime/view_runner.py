@@ -77,10 +77,7 @@ class ViewRunner:
             before = recorded_at(tables.snapshot, tables.snapshot.open().version() - 1)
             apply_changes(ctx, self.expectations, plan, replace(step, versions_before=before.inputs), changes)
         elif step.action == REBUILD:
-            if step.start_over:
-                for ref in (tables.snapshot, tables.changelog):
-                    if ref.exists():
-                        remove_folder(ref)
+            if step.new_columns:  # (the key revisions too: the key's columns may be others now)
                 remove_folder(TableRef(tables.state, ctx.config.storage_options))
             recompute(ctx, self.expectations, plan, step)
         elif step.action in (APPLY, FIRE_TIMERS):

@@ -99,7 +99,8 @@ def read_table(
     else:
         require_readable(ref, dt)
         df = _storage(spark.read.format(FORMAT), ref).option("versionAsOf", dt.version())
-        df = df.option("minPartitions", spark.sparkContext.defaultParallelism)
+        if not is_connect(spark):  # (a Spark Connect session has no SparkContext: the server decides)
+            df = df.option("minPartitions", spark.sparkContext.defaultParallelism)
         if columns is not None:
             from pyspark.sql.types import StructType
 
@@ -391,8 +392,15 @@ def _spark_reads(spark: SparkSession, ref: TableRef) -> bool:
 DELTA_SOURCE = "org.apache.spark.sql.delta.sources.DeltaDataSource"
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """Whether the session is a Spark Connect client's (runtime/connect.py): no JVM in this process."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def has_native_delta(spark: SparkSession) -> bool:
     """Whether the session can read and write the `delta` format with Delta's own connector."""
+    if is_connect(spark):  # a server mvengine started: its session has Delta's extension when it has the jars
+        return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
     jvm = spark._jvm
     assert jvm is not None  # a classic session (Spark Connect has no JVM here)
     return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(DELTA_SOURCE))
@@ -435,8 +443,10 @@ def write_table(
     target_file_rows: int | None = None,
     on_driver: bool = False,
     cluster_by: Sequence[str] = (),
+    new_schema: bool = False,
 ) -> bool:
-    """Append to or overwrite a table (created with the change data feed on when missing) in one commit.
+    """Append to or overwrite a table (created with the change data feed on when missing) in one commit;
+    `new_schema`: the overwrite gives the table the rows' columns (its earlier versions keep theirs).
 
     With `on_driver` (for few rows: a caller that knows), the rows are collected as Arrow and written by the
     driver, which costs far less than a Spark write job; rows already on the driver (an Arrow table, with the
@@ -452,12 +462,15 @@ def write_table(
         target_file_rows = CLUSTERED_FILE_ROWS
     if txn is not None and is_committed(ref, *txn):
         return False
+    if new_schema and mode != "overwrite":
+        raise StorageError("new_schema needs mode 'overwrite'")
     schema = _arrow_schema(df)
-    if ref.exists():
+    if ref.exists() and not new_schema:
         check_compatible(ref, schema, list(partition_by))
     if on_driver or isinstance(df, pa.Table):  # the data source's own file writer and commit, on the driver
         options = WriteOptions(
             overwrite=mode == "overwrite",
+            new_schema=new_schema,
             partition_by=tuple(partition_by),
             metadata=tuple(sorted((metadata or {}).items())),
             txn=txn,
@@ -486,6 +499,8 @@ def write_table(
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
     if target_file_rows:
         writer = writer.option("targetFileRows", target_file_rows)
+    if new_schema:
+        writer = writer.option("overwriteSchema", "true")
     writer.save(ref.uri)
     ref.committed()  # (by a Python worker of Spark's: this process has not seen the commit)
     return True

@@ -158,6 +158,7 @@ class DeltaDataSource(DataSource):
         )
         options = WriteOptions(
             overwrite=overwrite,
+            new_schema=str(self.options.get("overwriteSchema", "false")).lower() == "true",
             partition_by=partition_by,
             metadata=tuple(sorted(metadata.items())),
             txn=(app_id, txn_version) if app_id is not None and txn_version is not None else None,

@@ -28,6 +28,7 @@ from mvengine.storage.types import spark_compatible_type, spark_to_arrow_schema
 @dataclass(frozen=True)
 class WriteOptions:
     overwrite: bool = False
+    new_schema: bool = False  # an overwrite that changes the table's columns (a view redefined)
     partition_by: tuple[str, ...] = ()
     metadata: tuple[tuple[str, Any], ...] = ()
     txn: tuple[str, int] | None = None
@@ -53,7 +54,8 @@ class DeltaWriter(DataSourceArrowWriter):
         self.partition_by = list(options.partition_by)
         self.prefix = f"{uuid.uuid4().hex[:8]}-"
         if ref.exists():
-            check_compatible(ref, self.arrow_schema, self.partition_by)
+            if not (options.overwrite and options.new_schema):
+                check_compatible(ref, self.arrow_schema, self.partition_by)
             self.partition_by = ref.open().metadata().partition_columns
         self.skip = options.txn is not None and is_committed(ref, *options.txn)
 

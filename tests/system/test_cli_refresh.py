@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -83,14 +82,14 @@ def test_refresh_builds_then_reports_up_to_date_then_rebuilds_on_sql_change(tmp_
     )
     planned = run("--project", str(root), "refresh", "--dry-run", "totals")
     assert planned.stdout.splitlines()[0] == (
-        "totals: rebuild, batch 0 [bootstrap] inputs scores@1 (SQL changed: rebuilt from the inputs; its columns "
-        "changed, so its snapshot and changelog start over)"
+        "totals: rebuild, batch 2 [bootstrap] inputs scores@1 (SQL changed: rebuilt from the inputs; its columns "
+        "changed: its snapshot and changelog take them in a new version)"
     )
     changed = run("--project", str(root), "refresh", "totals")
     assert changed.returncode == 0, changed.stderr
     assert (
-        "SQL changed: rebuilt from the inputs; its columns changed, so its snapshot and changelog start over"
-        in changed.stdout
+        "SQL changed: rebuilt from the inputs; its columns changed: its snapshot and changelog take them in a "
+        "new version" in changed.stdout
     )
 
 
@@ -105,8 +104,9 @@ def test_refresh_mistakes_are_one_line(tmp_path):
     assert "did you mean totals?" in result.stderr
 
 
-def test_continuous_refresh_stops_cleanly_on_sigterm(tmp_path):
+def test_continuous_refresh_serves_its_spark_to_queries_and_stops_cleanly_on_sigterm(tmp_path):
     root = project(tmp_path)
+    endpoint = root / "warehouse" / "_pipeline" / "connect.json"
     child = subprocess.Popen(
         [str(BIN / "mv"), "--project", str(root), "refresh", "--continuous", "--interval", "300ms"],
         stdout=subprocess.PIPE,
@@ -115,9 +115,19 @@ def test_continuous_refresh_stops_cleanly_on_sigterm(tmp_path):
     )
     try:
         assert child.stdout.readline().startswith("Spark started in "), child.stderr.read()
+        serving = child.stdout.readline()
+        assert serving.startswith("serving this Spark to mv query and mv changes at sc://localhost:"), serving
         line = child.stdout.readline()  # the first batch line: the loop is running
         assert line.startswith("totals: batch 0 [bootstrap]"), line + child.stderr.read()
-        time.sleep(1)
+        assert endpoint.stat().st_mode & 0o777 == 0o600  # (its token: the warehouse owner's only)
+        # A query while it runs takes its Spark (Spark Connect on loopback): it starts none of its own.
+        queried = run("--project", str(root), "query", "SELECT COUNT(*) AS n FROM totals")
+        assert queried.returncode == 0, queried.stderr
+        assert queried.stdout.splitlines() == [
+            "n",
+            "0",
+            f"(1 row)  read totals@v0; by the Spark of mv process {child.pid}",
+        ], queried.stdout
         child.send_signal(signal.SIGTERM)
         out, err = child.communicate(timeout=120)
     finally:
@@ -125,3 +135,4 @@ def test_continuous_refresh_stops_cleanly_on_sigterm(tmp_path):
             child.kill()
     assert child.returncode == 0, err
     assert "stopping after the current batch" in out
+    assert not endpoint.exists()  # the next query starts its own Spark

@@ -56,10 +56,11 @@ CASES = [
         {"columns_changed": lambda: True},
         (
             REBUILD,
-            0,
-            0,
+            3,
+            8,
             "bootstrap",
-            "SQL changed: rebuilt from the inputs; its columns changed, so its snapshot and changelog start over",
+            "SQL changed: rebuilt from the inputs; its columns changed: its snapshot and changelog take them in "
+            "a new version",
         ),
     ),
     (
