@@ -55,8 +55,12 @@ def main() -> None:
             serving.wait(timeout=120)
     cold_s, warm_s = statistics.median(cold), statistics.median(warm)
     print(f"mv query, median of {args.repeat} (wall seconds, one process each):")
-    print(f"  starting its own Spark          {cold_s:6.2f} s   (runs: {', '.join(f'{s:.2f}' for s in cold)})")
-    print(f"  through a running pipeline's    {warm_s:6.2f} s   (runs: {', '.join(f'{s:.2f}' for s in warm)})")
+    print(
+        f"  starting its own Spark          {cold_s:6.2f} s   (runs: {', '.join(f'{s:.2f}' for s in cold)})"
+    )
+    print(
+        f"  through a running pipeline's    {warm_s:6.2f} s   (runs: {', '.join(f'{s:.2f}' for s in warm)})"
+    )
     print(f"  ratio                           {cold_s / warm_s:6.1f}x")
 
 

@@ -108,6 +108,9 @@ class ViewPlan:
             "strategy": self.strategy,
             "reason": self.reason,
             "refresh_policy": self.view.refresh_policy,
+            "target_lag": self.view.target_lag / 1_000_000
+            if isinstance(self.view.target_lag, int)
+            else self.view.target_lag,
             "state": self.state,
             "bounded_state": self.bounded_state,
         }

@@ -21,7 +21,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from mvengine.config import join_uri
-from mvengine.sql.views import ViewDef
+from mvengine.sql.views import DOWNSTREAM, ViewDef
 
 
 def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: str) -> dict[str, ViewDef]:
@@ -48,6 +48,8 @@ def extract_join_inputs(views: dict[str, ViewDef], taken: set[str], warehouse: s
                     join_uri(warehouse, name),
                     body.sql("spark"),
                     view.refresh_policy,
+                    # (refreshed when its view is, under that view's target_lag)
+                    target_lag=DOWNSTREAM if view.target_lag is not None else None,
                     origin=f"{alias} of view {view.name}",
                 )
             )

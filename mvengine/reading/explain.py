@@ -8,6 +8,7 @@ from mvengine.incremental.driver_support import not_on_driver
 from mvengine.plan.nodes import Node, show_name
 from mvengine.plan.types import type_name
 from mvengine.plan.view_plan import ViewPlan
+from mvengine.plan.windows import duration
 from mvengine.project.catalog import Catalog
 from mvengine.storage.sources import SchemaDrift
 
@@ -30,6 +31,7 @@ PLAN_FIELDS = {
     "views[].inputs": "the sources and views it reads",
     "views[].columns": "its columns: [{name, type (a Spark SQL type name), nullable}]",
     "views[].key": "its unique key: a list of columns, [] for one row, null for a bag",
+    "views[].target_lag": "its target_lag: seconds, 'downstream', or null (refreshed in every batch)",
     "views[].event_time": "the columns that carry a source's event time unchanged",
     "views[].window": "its event-time window (`TUMBLE(ts, 1 hour)`, ...), or null",
     "views[].emit": "its EMIT clause, or null",
@@ -120,6 +122,17 @@ def watermarks(catalog: Catalog, plan: ViewPlan) -> list[str]:
 EMIT_DEFAULT = "every batch's changes (per record); a windowed row is early, on_time or late in _emit_timing"
 
 
+def target_lag_meaning(plan: ViewPlan) -> str:
+    """What the view's target_lag makes `mv refresh --continuous` do, in words."""
+    target = plan.view.target_lag
+    if isinstance(target, int):
+        return (
+            f"{duration(target)}: --continuous refreshes it when its oldest unreflected input commit is about "
+            "that old, or when a view that reads it is refreshed"
+        )
+    return "downstream: --continuous refreshes it only when a view that reads it is refreshed"
+
+
 def describe(plan: ViewPlan, catalog: Catalog | None = None) -> list[str]:
     """The text form of one view's plan."""
     columns = ", ".join(
@@ -143,6 +156,7 @@ def describe(plan: ViewPlan, catalog: Catalog | None = None) -> list[str]:
         ("changelog", plan.changelog),
         ("strategy", strategy),
         ("policy", policy_meaning(plan)),
+        *([("target_lag", target_lag_meaning(plan))] if plan.view.target_lag is not None else []),
         (
             "driver",
             "small batches ([refresh] driver_max_changes) are computed on the driver, without Spark"

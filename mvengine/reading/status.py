@@ -39,6 +39,8 @@ STATUS_FIELDS = {
     "state_bytes": "bytes of the view's state tables on disk (null on an object store)",
     "problem": "what stops it: failing, left unfinished, being refreshed (the lock holder), never refreshed; for a "
     "source, a declared column another writer dropped or retyped (the views over it stop)",
+    "target_lag": "its target_lag (views): seconds, or 'downstream'; null without one",
+    "behind_target": "whether its lag passed its target_lag (a duration; null without one)",
     "ignored_columns": "a source's columns that another writer added and its CREATE TABLE does not declare: no "
     "view reads them (null: none)",
     "reason": "why a view is refreshed in full",
@@ -64,6 +66,8 @@ class Status:
     problem: str | None = None
     reason: str | None = None
     ignored_columns: list[str] | None = None
+    target_lag: float | str | None = None
+    behind_target: bool | None = None
 
     @property
     def stale(self) -> bool:
@@ -115,13 +119,19 @@ def _view(versions: Versions, name: str, problem: str | None) -> Status:
         sum(1 for c in versions.commits(source) if c.version > min(seen)) for source, seen in reflects.items()
     )
     since = stale_since(versions, reflects)
+    lag = 0.0 if since is None else _age(since)
+    target = plan.view.target_lag
+    target_s = target / 1_000_000 if isinstance(target, int) else target
+    behind_target = lag > target_s if isinstance(target_s, float) else None
+    if behind_target:
+        problem = problem or f"behind its target_lag ({lag:g} s, target {target_s:g} s)"
     return Status(
         name,
         "view",
         plan.strategy,
         latest.version,
         behind,
-        0.0 if since is None else _age(since),
+        lag,
         show_time(latest.timestamp_ms),
         _age(latest.timestamp_ms),
         latest.rows_in,
@@ -132,6 +142,8 @@ def _view(versions: Versions, name: str, problem: str | None) -> Status:
         folder_bytes(tables.state),
         problem,
         reason,
+        target_lag=target_s,
+        behind_target=behind_target,
     )
 
 

@@ -42,7 +42,8 @@ from mvengine.runtime.refresh_plan import (
     next_wakeup,
     source_drifts,
 )
-from mvengine.runtime.steps import SKIP, WAIT, waiting_for
+from mvengine.runtime.steps import APPLY, FIRE_TIMERS, RECOMPUTE, SKIP, WAIT, waiting_for
+from mvengine.runtime.target_lag import becomes_due, due_views
 from mvengine.runtime.view_runner import ViewRunner
 from mvengine.storage.api import batch_ranges, stream_version_ranges
 from mvengine.storage.tables import logs_read_once
@@ -122,6 +123,13 @@ class Pipeline:
                     plan, self.ctx.catalog, last_commit(view_tables(plan, options).snapshot), options
                 )
             )
+            is not None
+        ]
+        dues += [  # a view a target_lag held back: when it must be refreshed, with no source moving again
+            d * 1000
+            for plan in self.plans
+            if isinstance(plan.view.target_lag, int)
+            if (d := becomes_due(plan, self.ctx.catalog, options, interval_ms=self.interval_us // 1000))
             is not None
         ]
         return max(min(dues), now_micros() + self.interval_us) if dues else None
@@ -225,6 +233,19 @@ class Pipeline:
         options = ctx.config.storage_options
         changes = BatchChanges(ctx.spark, ctx.policy)
         at_cut: dict[str, int] = {}  # view -> its snapshot version, once it reflects the cut
+        # Under --continuous (not its first batch, which brings every view to the cut), the views their
+        # target_lag lets wait (runtime/target_lag.py).
+        due = (
+            due_views(
+                self.plans,
+                ctx.catalog,
+                options,
+                now_ms=now_micros() // 1000,
+                interval_ms=self.interval_us // 1000,
+            )
+            if self.interval_us and any(p.view.target_lag is not None for p in self.plans)
+            else {}
+        )
         try:
             try:
                 views.expectations.before_batch(self.plans, cut, changes)
@@ -256,6 +277,8 @@ class Pipeline:
                     )
                     if step.action == WAIT:
                         continue  # rebuilt at a later cut: the query has not reached it yet
+                    if step.action in (APPLY, RECOMPUTE, FIRE_TIMERS) and not due.get(plan.name, True):
+                        continue  # within its target_lag: a later batch takes these changes with more
                     if step.action != SKIP:
                         views.guarded(plan, views.run, plan, step, changes, during=during)
                 except Exception as e:

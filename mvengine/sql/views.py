@@ -30,7 +30,11 @@ VIEW_OPTIONS = {
     "watermark leave the view's state (bounded)",
     "state_ttl": "a group, distinct row or partition untouched by the input for this long (batch clock, an "
     "interval such as '7 days') leaves the view with its state",
+    "target_lag": "how fresh `mv refresh --continuous` keeps the view: an interval such as '5 minutes' (its "
+    "batch waits until the oldest input commit it does not reflect is about that old), or 'downstream' (it is "
+    "refreshed only when a view that reads it is); default: in every batch",
 }
+DOWNSTREAM = "downstream"  # WITH ('target_lag' = 'downstream')
 # How a view is refreshed (as Databricks' materialized views offer): `auto` chooses per batch, by cost, between
 # its delta rule and a recomputation; `incremental` always applies the delta rule when the view has one;
 # `incremental_strict` makes a view without one an error at plan time; `full` always recomputes.
@@ -50,6 +54,8 @@ class ViewDef:
     emit: Emit | None = None  # the EMIT clause after the SELECT (seed 002); None: every batch's changes
     allowed_lateness: int | None = None  # µs: rows later than this behind the watermark are not applied
     state_ttl: int | None = None  # µs of batch clock: a key untouched that long leaves the view and its state
+    # µs: how stale --continuous lets the view get (runtime/target_lag.py); DOWNSTREAM: as its readers need it
+    target_lag: int | str | None = None
     origin: str | None = None  # a join input made a view of its own (project/join_inputs.py): whose, in words
     rewrites: tuple[str, ...] = ()  # what the project's rewrites did to its query, in words (for mv plan)
     expectations: tuple[
@@ -139,8 +145,24 @@ def parse_view(statement: Statement, config: Config) -> ViewDef:
         statement.emit,
         lateness,
         ttl,
+        _target_lag(options, where),
         expectations=statement.expectations,
     )
+
+
+def _target_lag(options: dict[str, str], where: dict[str, Any]) -> int | str | None:
+    if "target_lag" not in options:
+        return None
+    if options["target_lag"].strip().lower() == DOWNSTREAM:
+        return DOWNSTREAM
+    lag = option_micros("target_lag", options["target_lag"], where)
+    if lag == 0:
+        raise SqlError(
+            "target_lag must be longer than nothing (a view without one is refreshed in every batch)",
+            **where,
+            hint="write WITH ('target_lag' = '5 minutes'), or 'downstream'",
+        )
+    return lag
 
 
 def _properties(tree: exp.Create) -> list[exp.Expression]:
