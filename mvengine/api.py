@@ -116,14 +116,20 @@ class Project:
         if not full and interval_s is None and self._spark is None and not self.stale(views):
             return []  # nothing to do: answered from the Delta logs, without starting Spark
 
+        from mvengine.runtime.lineage import Lineage
+
         reports: list[BatchReport] = []
+        notice = on_notice or (lambda line: None)
+        lineage = Lineage(self.config, self.catalog)  # ([lineage] transport: an event per committed batch)
 
         def report(r: BatchReport) -> None:
             reports.append(r)
             if on_batch is not None:
                 on_batch(r)
+            problem = lineage.batch(r)
+            if problem is not None:
+                notice(problem)
 
-        notice = on_notice or (lambda line: None)
         spark = (
             self._spark
             if self._spark is not None

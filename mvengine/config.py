@@ -153,6 +153,23 @@ SETTINGS: tuple[Setting, ...] = (
         "(Spark Connect on loopback, behind a token in a file only the warehouse's owner reads), so a query "
         "starts no Spark of its own while they run. false: every query starts its own.",
     ),
+    Setting(
+        "lineage",
+        "transport",
+        "table: an OpenLineage transport",
+        "none (no events)",
+        "Where every committed batch's OpenLineage run event goes (openlineage-python's transports, as its "
+        'own config names them): type = "file" with log_file_path (relative to the project) and append = true, '
+        'or type = "http" with url (and endpoint, timeout, auth ...).',
+        ('type = "file"', 'log_file_path = "lineage/events.jsonl"', "append = true"),
+    ),
+    Setting(
+        "lineage",
+        "namespace",
+        "string",
+        '"mvengine"',
+        "The OpenLineage namespace of the jobs (one per view).",
+    ),
 )
 _KNOWN: dict[str, set[str]] = {
     section: {s.key for s in SETTINGS if s.section == section}
@@ -175,9 +192,9 @@ class Config:
     refresh_interval_s: float = 1.0
     policy: ExecutionPolicy = DEFAULT_POLICY  # [refresh]'s thresholds: where batches run (policy.py)
     require_bounded_state: bool = False  # [plan]: views whose state grows without bound are errors
-    serve_queries: bool = (
-        True  # [serve] queries: long-running commands serve their Spark (runtime/connect.py)
-    )
+    serve_queries: bool = True  # [serve] queries: long-running commands serve their Spark (connect.py)
+    lineage_transport: dict[str, Any] | None = None  # [lineage] transport: OpenLineage events (lineage.py)
+    lineage_namespace: str = "mvengine"
 
     @property
     def views_dir(self) -> Path:
@@ -239,6 +256,17 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
     plan = data.get("plan", {})
     require_bounded = _flag(plan, "require_bounded_state", False, str(path), text)
     serve_queries = _flag(data.get("serve", {}), "queries", True, str(path), text)
+    lineage = data.get("lineage", {})
+    transport = lineage.get("transport") or None  # (an empty [lineage.transport]: none)
+    if transport is not None and not (isinstance(transport, dict) and isinstance(transport.get("type"), str)):
+        raise ConfigError(
+            "[lineage] transport must be a table with a type",
+            file=str(path),
+            line=_line_of(text, "transport"),
+            hint='transport = { type = "file", log_file_path = "lineage.jsonl", append = true }',
+        )
+    if transport is not None and transport["type"] == "file" and "log_file_path" in transport:
+        transport = dict(transport, log_file_path=resolve_path(root, str(transport["log_file_path"])))
     conf = dict(DEFAULT_SPARK_CONF)
     conf.update(
         {str(k): _scalar(v, f"spark.conf.{k}", text, str(path)) for k, v in spark.get("conf", {}).items()}
@@ -267,6 +295,8 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         ),
         require_bounded_state=require_bounded,
         serve_queries=serve_queries,
+        lineage_transport=transport,
+        lineage_namespace=str(lineage.get("namespace", "mvengine")),
         policy=ExecutionPolicy(
             recompute_above=_share(
                 refresh, "recompute_above", DEFAULT_POLICY.recompute_above, str(path), text

@@ -144,6 +144,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="with --continuous: how often to look for new input commits (default: [refresh] interval, 1s)",
     )
     refresh.add_argument(
+        "--metrics-port",
+        metavar="PORT",
+        type=int,
+        help="with --continuous: serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: a free port, "
+        "printed): per view its batches, rows in and out, batch time, lag, rows, state and whether its last "
+        "batch failed; quarantined rows; and this process's batch counts and times. mv ui serves the "
+        "warehouse's at /metrics too",
+    )
+    refresh.add_argument(
         "--wait",
         action="store_true",
         help="when another process is refreshing this project's warehouse, wait for it to end "
@@ -512,6 +521,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             full=args.full,
             continuous=args.continuous,
             interval=args.interval,
+            metrics_port=args.metrics_port,
             profile=args.profile,
             wait=args.wait,
             dry_run=args.dry_run,

@@ -17,6 +17,7 @@ from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog
 from mvengine.runtime.connect import serve, stop_serving
 from mvengine.storage.objects import list_folders
+from mvengine.ui.metrics import BatchMetrics, registry_for, serve_metrics
 
 
 def run_refresh(
@@ -27,11 +28,19 @@ def run_refresh(
     full: bool,
     continuous: bool,
     interval: str | None,
+    metrics_port: int | None = None,
     profile: bool = False,
     wait: bool = False,
     dry_run: bool = False,
 ) -> int:
     config = project.config
+    if metrics_port is not None and not continuous:
+        raise MvError(
+            "--metrics-port only applies with --continuous (a one-shot refresh ends before a scrape)",
+            hint="mv refresh --continuous --metrics-port 9464, or read mv ui's /metrics",
+        )
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise MvError(f"--metrics-port must be a port number from 0 to 65535, not {metrics_port}")
     if interval is not None and not continuous:
         raise MvError(
             "--interval only applies with --continuous", hint="mv refresh --continuous --interval 5s"
@@ -63,6 +72,8 @@ def run_refresh(
             console.out(f"serving this Spark to mv query and mv changes at {endpoint.url} (loopback only)")
     # (Otherwise Spark starts when a batch first needs it, if one does: batches on the driver need none.)
     status = _Status(console, profile)
+    if metrics_port is not None:
+        status.metrics = _metrics(project, console, metrics_port)
     stops = (
         stop_on_signal(lambda: console.out("stopping after the current batch (Ctrl-C again to stop at once)"))
         if continuous
@@ -152,6 +163,7 @@ class _Status:
         self.console = console
         self.profile = profile
         self.batches = 0
+        self.metrics: BatchMetrics | None = None  # --metrics-port: this process's counts
         self._live = None
         self._rich = None
         if sys.stdout.isatty() and os.environ.get("CI") != "true":
@@ -164,6 +176,8 @@ class _Status:
 
     def batch(self, report) -> None:
         self.batches += 1
+        if self.metrics is not None:
+            self.metrics.batch(report)
         for line in [report.line()] + ([report.profile()] if self.profile else []):
             self.notice(line)
 
@@ -176,6 +190,21 @@ class _Status:
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()
+
+
+def _metrics(project: Project, console: Console, port: int) -> BatchMetrics:
+    """Serve /metrics on loopback: the warehouse's and this process's (ui/metrics.py)."""
+    registry = registry_for(project)
+    counts = BatchMetrics(registry)
+    try:
+        served = serve_metrics(registry, port)
+    except OSError as e:
+        raise MvError(
+            f"cannot serve metrics on 127.0.0.1:{port}: {e.strerror}",
+            hint="another program uses that port: give another with --metrics-port (0 picks a free one)",
+        ) from None
+    console.out(f"serving Prometheus metrics at http://127.0.0.1:{served}/metrics")
+    return counts
 
 
 def _dry_run(project: Project, console: Console, views: list[str], *, full: bool) -> int:

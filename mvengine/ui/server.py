@@ -17,10 +17,18 @@ from mvengine.ui.panel import graph, statuses, view_panel
 def app(project: Project):
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import HTMLResponse, JSONResponse
+    from starlette.responses import HTMLResponse, JSONResponse, Response
     from starlette.routing import Route
 
+    from mvengine.ui.metrics import registry_for
+
     page = resources.files("mvengine.ui").joinpath("page.html").read_text(encoding="utf-8")
+    registry = registry_for(project)
+
+    def metrics(request: Request) -> Response:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     def index(request: Request) -> HTMLResponse:
         return HTMLResponse(page.replace("{{project}}", html.escape(project.config.project_dir.name)))
@@ -43,6 +51,7 @@ def app(project: Project):
             Route("/api/graph", dag),
             Route("/api/status", status),
             Route("/api/view/{name}", view),
+            Route("/metrics", metrics),
         ]
     )
 

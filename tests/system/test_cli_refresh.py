@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pyarrow as pa
@@ -108,7 +109,17 @@ def test_continuous_refresh_serves_its_spark_to_queries_and_stops_cleanly_on_sig
     root = project(tmp_path)
     endpoint = root / "warehouse" / "_pipeline" / "connect.json"
     child = subprocess.Popen(
-        [str(BIN / "mv"), "--project", str(root), "refresh", "--continuous", "--interval", "300ms"],
+        [
+            str(BIN / "mv"),
+            "--project",
+            str(root),
+            "refresh",
+            "--continuous",
+            "--interval",
+            "300ms",
+            "--metrics-port",
+            "0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -117,8 +128,19 @@ def test_continuous_refresh_serves_its_spark_to_queries_and_stops_cleanly_on_sig
         assert child.stdout.readline().startswith("Spark started in "), child.stderr.read()
         serving = child.stdout.readline()
         assert serving.startswith("serving this Spark to mv query and mv changes at sc://localhost:"), serving
+        metrics = child.stdout.readline()
+        assert metrics.startswith("serving Prometheus metrics at http://127.0.0.1:"), metrics
         line = child.stdout.readline()  # the first batch line: the loop is running
         assert line.startswith("totals: batch 0 [bootstrap]"), line + child.stderr.read()
+        # A scrape: the warehouse's metrics (from the logs) and this process's own (from its batches).
+        with urllib.request.urlopen(metrics.split(" at ")[1].strip(), timeout=30) as response:
+            scraped = response.read().decode()
+        assert 'mvengine_view_batches_total{view="totals"} 1.0' in scraped, scraped
+        assert 'mvengine_view_lag_seconds{view="totals"} 0.0' in scraped, scraped
+        assert re.search(
+            r'mvengine_batches_total\{engine="\w+",kind="bootstrap",view="totals"\} 1.0', scraped
+        )
+        assert 'mvengine_batch_seconds_count{view="totals"} 1.0' in scraped, scraped
         assert endpoint.stat().st_mode & 0o777 == 0o600  # (its token: the warehouse owner's only)
         # A query while it runs takes its Spark (Spark Connect on loopback): it starts none of its own.
         queried = run("--project", str(root), "query", "SELECT COUNT(*) AS n FROM totals")

@@ -11,6 +11,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pyarrow as pa
@@ -95,7 +98,23 @@ def served(tmp_path, spark):
     assert server.returncode == 0 and "mv ui stopped" in said and "Error" not in said, said
 
 
+def _scrape(url: str) -> str:
+    """The page at `url`, once the server listens (it prints its address just before)."""
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return response.read().decode()
+        except urllib.error.URLError:
+            time.sleep(0.1)
+    raise AssertionError(f"nothing answers at {url}")
+
+
 def test_the_page_shows_the_dag_and_follows_a_refresh_without_a_reload(served, tmp_path):
+    project, url = served
+    # Its Prometheus metrics, read from the warehouse's logs at the scrape (ui/metrics.py).
+    scraped = _scrape(url + "metrics")
+    assert 'mvengine_view_batches_total{view="totals"} 2.0' in scraped, scraped
+    assert 'mvengine_source_version{source="scores"}' in scraped and "mvengine_view_failing" in scraped
     browser_path = chromium()
     if browser_path is None:
         pytest.skip(

@@ -46,9 +46,10 @@ def test_init_writes_a_project_that_plans_with_default_settings(tmp_path, capsys
         defaults.spark_conf,
     )
     assert config.warehouse == str(folder.resolve() / "warehouse")
-    for section, keys in _KNOWN.items():  # every setting is written out (commented)
-        for key in keys - {"conf", "options"}:
+    for section, keys in _KNOWN.items():  # every setting is written out (commented; a table as its header)
+        for key in keys - {"conf", "options", "transport"}:
             assert f"# {key} = " in CONFIG, (section, key)
+    assert "[lineage.transport]\n" in CONFIG
     catalog = load_catalog(config)
     assert catalog.plans["customer_totals"].strategy == "incremental"
     assert "/warehouse/" in (folder / ".gitignore").read_text()
