@@ -8,8 +8,8 @@ from mvengine.cli.console import Console
 from mvengine.config import Config
 from mvengine.errors import ConfigError
 from mvengine.project.catalog import load_catalog
+from mvengine.project.drift import source_drifts
 from mvengine.reading.explain import describe, plan_document
-from mvengine.runtime.refresh_plan import source_drifts
 
 
 def print_plan(config: Config, console: Console, names: list[str], *, as_json: bool) -> int:

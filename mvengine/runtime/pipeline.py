@@ -28,6 +28,7 @@ from collections.abc import Callable
 from mvengine.errors import MvError
 from mvengine.incremental.clock import reads_clock
 from mvengine.plan.view_plan import ViewPlan
+from mvengine.project.drift import source_drifts
 from mvengine.project.layout import last_commit, view_tables
 from mvengine.runtime.changes import BatchChanges
 from mvengine.runtime.crash_points import boundary
@@ -40,7 +41,6 @@ from mvengine.runtime.refresh_plan import (
     blocked_by_drift,
     decide_view,
     next_wakeup,
-    source_drifts,
 )
 from mvengine.runtime.steps import APPLY, FIRE_TIMERS, RECOMPUTE, SKIP, WAIT, waiting_for
 from mvengine.runtime.target_lag import becomes_due, due_views

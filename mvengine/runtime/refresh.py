@@ -24,6 +24,7 @@ from mvengine.config import Config
 from mvengine.errors import MvError
 from mvengine.incremental.driver_expressions import set_session_time_zone
 from mvengine.project.catalog import Catalog
+from mvengine.project.drift import source_drifts
 from mvengine.project.layout import view_tables
 from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.changes import BatchChanges
@@ -31,7 +32,7 @@ from mvengine.runtime.context import RefreshContext
 from mvengine.runtime.lock import refresh_lock
 from mvengine.runtime.pipeline import Pipeline
 from mvengine.runtime.pipeline_files import pipeline_folder
-from mvengine.runtime.refresh_plan import interrupted, prepare_sources
+from mvengine.runtime.refresh_plan import DRIFT_HINT, blocked_by_drift, interrupted, prepare_sources
 from mvengine.runtime.view_runner import ViewRunner
 
 __all__ = ["BatchReport", "Refresher", "view_tables"]
@@ -64,6 +65,7 @@ class Refresher:
         `stopping()`; a stop always lets the batch under way finish, so every view is left at one cut."""
         plans = self.catalog.views_to_refresh(names)
         self.prepare_sources(create=False)  # a source's mistake is reported before anything is written
+        self._refuse_all_blocked(plans)
         lost: list[str] = []  # why the lock was taken over while held (lock.Lease): stop after the batch
         with refresh_lock(
             pipeline_folder(self.config.warehouse),
@@ -95,6 +97,23 @@ class Refresher:
                 hint="this refresh stopped after its last batch; a refresh whose lease runs "
                 "out was cut off from the object store, or paused, for over a minute",
             )
+
+    def _refuse_all_blocked(self, plans) -> None:
+        """When a source's dropped or retyped column stops every view asked for (directly, or through the views
+        it reads), say so before anything is written; when some can go on, the pipeline refreshes those and
+        reports the others after its batch."""
+        ctx = self.views.ctx
+        drifts = source_drifts(self.catalog, ctx.sources_of(plans), self.config.storage_options)
+        problems: dict[str, str] = {}
+        stopped: set[str] = set()
+        for plan in plans:
+            problem = blocked_by_drift(plan, self.catalog, drifts)
+            if problem is not None:
+                problems[plan.name] = problem
+            if problem is not None or stopped & set(plan.inputs):
+                stopped.add(plan.name)
+        if plans and stopped == {p.name for p in plans}:
+            raise MvError("\n".join(problems.values()), hint=DRIFT_HINT)
 
     def source_cut(self, plans) -> dict[str, int]:
         """The current version of every source the views read."""

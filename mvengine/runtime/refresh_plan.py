@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import partial
 
 import pyarrow as pa
@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 from mvengine.config import Config
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.catalog import Catalog
+from mvengine.project.drift import source_drifts
 from mvengine.project.layout import CommitRecord, ViewTables, app_id, last_commit, source_table, view_tables
 from mvengine.runtime.clock_flips import next_flip
 from mvengine.runtime.expiry import next_expiry
@@ -26,7 +27,7 @@ from mvengine.runtime.steps import (
     decide_interrupted,
     view_facts,
 )
-from mvengine.storage.sources import SchemaDrift, ensure_source_table, schema_drift
+from mvengine.storage.sources import SchemaDrift, ensure_source_table
 from mvengine.storage.tables import is_committed
 from mvengine.storage.types import spark_compatible_schema, spark_compatible_type
 
@@ -41,21 +42,6 @@ def prepare_sources(config: Config, catalog: Catalog, *, create: bool) -> None:
             create=create,
             path_declared=source.path_declared,
         )
-
-
-def source_drifts(
-    catalog: Catalog, names: Iterable[str], storage_options: dict[str, str]
-) -> dict[str, SchemaDrift]:
-    """How the columns of the named sources that another writer changed differ from their CREATE TABLE."""
-    drifts = {}
-    for name in names:
-        source = catalog.sources[name]
-        ref = source_table(source, storage_options)
-        if ref.exists():
-            drift = schema_drift(ref, source.schema)
-            if drift.added or drift.breaks:
-                drifts[name] = drift
-    return drifts
 
 
 def blocked_by_drift(plan: ViewPlan, catalog: Catalog, drifts: Mapping[str, SchemaDrift]) -> str | None:

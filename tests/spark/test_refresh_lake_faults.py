@@ -15,11 +15,12 @@ from deltalake import DeltaTable, write_deltalake
 from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.project.catalog import load_catalog
+from mvengine.project.drift import source_drifts
 from mvengine.reading.explain import plan_document
 from mvengine.reading.status import status
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher, view_tables
-from mvengine.runtime.refresh_plan import planned_steps, source_drifts
+from mvengine.runtime.refresh_plan import planned_steps
 from tests.spark import test_refresh_differential as differential
 from tests.system.test_refresh_failures import CUSTOMERS, ORDER_ROWS, _append, _orders_project
 

@@ -44,7 +44,15 @@ def test_plan_json_is_the_documented_document(project):
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert set(doc) == {"order", "sources", "views"}
-    assert set(doc["sources"][0]) == {"name", "path", "key", "append_only", "watermark"}
+    assert set(doc["sources"][0]) == {
+        "name",
+        "path",
+        "key",
+        "append_only",
+        "watermark",
+        "ignored_columns",
+        "problem",
+    }
     (view,) = doc["views"]
     assert {
         "name",
