@@ -109,10 +109,11 @@ def commit_batch(
     with _commit_phase(plan, "key revisions", profile, spark):
         state.commit()
     with _commit_phase(plan, "changelog", profile, spark):
-        renewed = changes.history is not None
+        history = changes.history  # (a redefinition: written anew, its earlier rows and this batch's)
+        renewed = history is not None
         write_table(
-            changes.history.unionByName(_in_spark(ctx, changes.changelog))
-            if changes.history is not None
+            history.unionByName(_in_spark(ctx, changes.changelog))
+            if history is not None
             else changes.changelog,
             tables.changelog,
             mode="overwrite" if renewed else "append",

@@ -258,14 +258,13 @@ def _renew(
 
 def in_columns(rows: DataFrame, plan: ViewPlan, *, keep: list[str] | None = None) -> DataFrame:
     """`rows` of the view's earlier definition in its columns now (see _renew), then the `keep` columns."""
-    have = dict(zip(rows.columns, [f.dataType.simpleString() for f in rows.schema.fields]))
-    columns = []
-    for c in plan.columns:
-        name, wanted = quote_identifier(c.name), c.type.sql("spark")
-        if c.name not in have:
-            columns.append(F.expr(f"CAST(NULL AS {wanted})").alias(c.name))
-        else:
-            columns.append(F.expr(f"try_cast({name} AS {wanted})").alias(c.name))
+    have = set(rows.columns)
+    columns = [
+        F.expr(
+            f"try_cast({quote_identifier(c.name) if c.name in have else 'NULL'} AS {c.type.sql('spark')})"
+        ).alias(c.name)
+        for c in plan.columns
+    ]
     return rows.select(*columns, *[F.col(quote_identifier(k)) for k in keep or []])
 
 
