@@ -10,6 +10,19 @@ from mvengine.plan.view_plan import ViewPlan
 
 
 def sql_hash(plan: ViewPlan) -> str:
+    """`computation_hash` of the plan, once per plan object (asked twice in every batch of every view)."""
+    known = _HASHES.get(id(plan))
+    if known is None or known[0] is not plan:
+        known = _HASHES[id(plan)] = (plan, computation_hash(plan))
+    return known[1]
+
+
+_HASHES: dict[
+    int, tuple[ViewPlan, str]
+] = {}  # id(plan) -> (the plan, kept alive so its id is not reused; hash)
+
+
+def computation_hash(plan: ViewPlan) -> str:
     """Identifies what a view computes: its query (as sqlglot prints it, so comments and layout do not count),
     its column names, its strategy and the state it keeps (which changes when an input's append-only claim
     does: a MIN/MAX then needs its multiset), the rows expectations drop from its inputs and from it, and the
