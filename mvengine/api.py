@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from mvengine.config import Config, load_config
 from mvengine.errors import MvError
 from mvengine.project.catalog import Catalog, load_catalog
+from mvengine.project.catalog_tables import CatalogTables
 from mvengine.project.layout import app_id, last_commit, view_tables
 from mvengine.reading.versions import Versions
 
@@ -51,7 +52,35 @@ class Project:
     @cached_property
     def catalog(self) -> Catalog:
         """Every source and view in views/, parsed and planned (SQL mistakes raise SqlError here)."""
-        return load_catalog(self.config)
+        return load_catalog(self.config, self.tables)
+
+    @cached_property
+    def tables(self) -> CatalogTables:
+        """The tables of Spark's catalog the views read by name, located once (project/catalog_tables.py)."""
+        from mvengine.runtime.catalog import catalog_tables
+
+        return catalog_tables(self.config, lambda: self.spark)
+
+    def locate_anew(self) -> None:
+        """Locate the catalog tables the views read in the catalog itself, not from the record of earlier
+        refreshes (mv refresh --full and --continuous: a table moved in the catalog is seen). Before `catalog`."""
+        from mvengine.runtime.catalog import catalog_tables
+
+        self.__dict__.pop("catalog", None)
+        self.tables = catalog_tables(self.config, lambda: self.spark, fresh=True)
+
+    def register_views(self, spark: Callable[[], SparkSession] | None = None) -> list[str]:
+        """Register in Spark's catalog the views' tables that are not yet ([catalog] in conf/mvengine.toml), and
+        record what was located and registered; returns the warnings (a name taken by another table)."""
+        from mvengine.runtime.catalog import register_views
+
+        plans = list(self.catalog.plans.values())
+        try:
+            warnings = register_views(self.config, self.tables, plans, spark or (lambda: self.spark))
+        except Exception as e:  # the batches stand; the next refresh tries again
+            warnings = [f"the views were not registered in Spark's catalog: {str(e).splitlines()[0]}"]
+        self.tables.save()
+        return warnings
 
     @property
     def spark(self) -> SparkSession:
@@ -114,6 +143,8 @@ class Project:
         from mvengine.runtime.session import SparkOnDemand
 
         if not full and interval_s is None and self._spark is None and not self.stale(views):
+            for warning in self.register_views():  # (the record says what is; Spark starts only to register)
+                (on_notice or (lambda line: None))(f"warning: {warning}")
             return []  # nothing to do: answered from the Delta logs, without starting Spark
 
         from mvengine.runtime.lineage import Lineage
@@ -129,6 +160,10 @@ class Project:
             problem = lineage.batch(r)
             if problem is not None:
                 notice(problem)
+            if r.view not in registered:  # a view's first batch here: its tables go into the catalog
+                registered.add(r.view)
+                for warning in self.register_views(lambda: spark):
+                    notice(f"warning: {warning}")
 
         spark = (
             self._spark
@@ -149,6 +184,7 @@ class Project:
             notice=notice,
             wait=wait,
         )
+        registered: set[str] = set()
         refresher.refresh(views or None, full=full, interval_s=interval_s)
         return reports
 

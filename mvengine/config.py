@@ -154,6 +154,24 @@ SETTINGS: tuple[Setting, ...] = (
         "starts no Spark of its own while they run. false: every query starts its own.",
     ),
     Setting(
+        "catalog",
+        "register",
+        "true or false",
+        "true",
+        "Whether every view's snapshot and changelog are registered in Spark's catalog, as `<schema>.<view>` "
+        "and `<schema>.<view>_changelog`, so any Spark session on the same metastore reads them by name (time "
+        "travel included). Each is registered once, by the refresh that first commits it. The catalog is Spark's "
+        "session catalog on an embedded Derby metastore in `<warehouse>/_catalog` unless [spark.conf] names "
+        "another (a Hive metastore service, Unity Catalog, Glue); an in-memory catalog registers nothing.",
+    ),
+    Setting(
+        "catalog",
+        "schema",
+        "string: schema or catalog.schema",
+        '"mv"',
+        "The schema the views are registered in (created when missing).",
+    ),
+    Setting(
         "lineage",
         "transport",
         "table: an OpenLineage transport",
@@ -195,6 +213,10 @@ class Config:
     serve_queries: bool = True  # [serve] queries: long-running commands serve their Spark (connect.py)
     lineage_transport: dict[str, Any] | None = None  # [lineage] transport: OpenLineage events (lineage.py)
     lineage_namespace: str = "mvengine"
+    catalog_register: bool = (
+        True  # [catalog] register: the views' tables as catalog tables (runtime/catalog.py)
+    )
+    catalog_schema: str = "mv"
 
     @property
     def views_dir(self) -> Path:
@@ -257,6 +279,7 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
     require_bounded = _flag(plan, "require_bounded_state", False, str(path), text)
     serve_queries = _flag(data.get("serve", {}), "queries", True, str(path), text)
     lineage = data.get("lineage", {})
+    catalog = data.get("catalog", {})
     transport = lineage.get("transport") or None  # (an empty [lineage.transport]: none)
     if transport is not None and not (isinstance(transport, dict) and isinstance(transport.get("type"), str)):
         raise ConfigError(
@@ -267,7 +290,9 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         )
     if transport is not None and transport["type"] == "file" and "log_file_path" in transport:
         transport = dict(transport, log_file_path=resolve_path(root, str(transport["log_file_path"])))
+    warehouse = resolve_path(root, str(project.get("warehouse", "warehouse")))
     conf = dict(DEFAULT_SPARK_CONF)
+    conf.update(metastore_defaults(warehouse))
     conf.update(
         {str(k): _scalar(v, f"spark.conf.{k}", text, str(path)) for k, v in spark.get("conf", {}).items()}
     )
@@ -275,7 +300,6 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         str(k): _expand_env(_scalar(v, f"storage.options.{k}", text, str(path)), str(k), str(path), text)
         for k, v in storage.get("options", {}).items()
     }
-    warehouse = resolve_path(root, str(project.get("warehouse", "warehouse")))
     if os.path.exists(warehouse) and not os.path.isdir(warehouse):
         raise ConfigError(
             f"the warehouse {warehouse} is a file, not a folder",
@@ -297,6 +321,8 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
         serve_queries=serve_queries,
         lineage_transport=transport,
         lineage_namespace=str(lineage.get("namespace", "mvengine")),
+        catalog_register=_flag(catalog, "register", True, str(path), text),
+        catalog_schema=_catalog_schema(catalog, str(path), text),
         policy=ExecutionPolicy(
             recompute_above=_share(
                 refresh, "recompute_above", DEFAULT_POLICY.recompute_above, str(path), text
@@ -312,6 +338,37 @@ def load_config(project_dir: str | os.PathLike[str] = ".") -> Config:
             ),
         ),
     )
+
+
+def metastore_defaults(warehouse: str) -> dict[str, str]:
+    """Spark's session catalog on an embedded Derby metastore in `<warehouse>/_catalog`, with the warehouse as
+    the folder of its managed tables: what a local project's catalog is unless [spark.conf] says otherwise. An
+    object-store warehouse gets none (Derby keeps its files on a local disk): Spark's in-memory catalog, or the
+    one [spark.conf] sets."""
+    if "://" in warehouse.removeprefix("file:"):
+        return {}
+    folder = os.path.join(warehouse.removeprefix("file:"), "_catalog")
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={folder}/metastore_db;create=true",
+        # A new metastore makes its own tables; Hive's check of their version is for shared metastores.
+        "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+        "spark.hadoop.hive.metastore.schema.verification": "false",
+    }
+
+
+def _catalog_schema(section: dict, file: str, text: str) -> str:
+    value = section.get("schema", "mv")
+    parts = value.split(".") if isinstance(value, str) else []
+    if not 1 <= len(parts) <= 2 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
+        raise ConfigError(
+            f"[catalog] schema {value!r} is not a schema's name",
+            file=file,
+            line=_line_of(text, "schema"),
+            hint='write a schema (schema = "mv") or a catalog and schema (schema = "unity.mv")',
+        )
+    return value
 
 
 def _flag(section: dict, key: str, default: bool, file: str, text: str) -> bool:

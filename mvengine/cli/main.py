@@ -610,6 +610,7 @@ def _demo(config, console: Console, interval: str, duration: str, seed: int | No
     from mvengine.config import parse_duration
     from mvengine.demo import run_demo
     from mvengine.project.catalog import load_catalog
+    from mvengine.runtime.catalog import catalog_tables
 
     every, total = parse_duration(interval), parse_duration(duration)
     if every <= 0:
@@ -619,7 +620,7 @@ def _demo(config, console: Console, interval: str, duration: str, seed: int | No
     with stop_on_signal() as stopping:
         batches = run_demo(
             config,
-            load_catalog(config),
+            load_catalog(config, catalog_tables(config)),
             interval=every,
             duration=total,
             seed=seed,
@@ -636,13 +637,14 @@ def _graph(config, console: Console, fmt: str, out: str | None) -> int:
 
     from mvengine.cli.graph import render_image, to_dot, to_mermaid
     from mvengine.project.catalog import load_catalog
+    from mvengine.runtime.catalog import catalog_tables
 
     if fmt in ("svg", "png") and not out:
         raise MvError(
             f"--format {fmt} draws an image file: give it a name with --out FILE",
             hint=f"e.g. mv graph --format {fmt} --out dag.{fmt}",
         )
-    catalog = load_catalog(config)
+    catalog = load_catalog(config, catalog_tables(config))
     if fmt in ("svg", "png"):
         assert out is not None  # checked above
         render_image(to_dot(catalog), fmt, Path(out))
@@ -660,11 +662,12 @@ def _graph(config, console: Console, fmt: str, out: str | None) -> int:
 def _sources(config, console: Console, *, create: bool, as_json: bool) -> int:
     from mvengine.plan.types import type_name
     from mvengine.project.catalog import load_sources
+    from mvengine.runtime.catalog import catalog_tables
     from mvengine.storage.sources import ensure_source_table
     from mvengine.storage.tables import TableRef
 
     rows: list[dict[str, Any]] = []
-    for source in load_sources(config).values():
+    for source in load_sources(config, catalog_tables(config)).values():
         ref = TableRef(source.path, config.storage_options, source.name)
         created = (
             ensure_source_table(ref, source.schema, declared_at=f"{source.file}:{source.line}")

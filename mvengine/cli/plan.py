@@ -10,10 +10,11 @@ from mvengine.errors import ConfigError
 from mvengine.project.catalog import load_catalog
 from mvengine.project.drift import source_drifts
 from mvengine.reading.explain import describe, plan_document
+from mvengine.runtime.catalog import catalog_tables
 
 
 def print_plan(config: Config, console: Console, names: list[str], *, as_json: bool) -> int:
-    catalog = load_catalog(config)
+    catalog = load_catalog(config, catalog_tables(config))
     views = catalog.require(names) if names else [n for n in catalog.order if n in catalog.plans]
     for name in views:
         if name not in catalog.plans:
@@ -30,7 +31,8 @@ def print_plan(config: Config, console: Console, names: list[str], *, as_json: b
         for s in catalog.sources.values():
             mode = "append-only" if s.append_only else (f"key {', '.join(s.key)}" if s.key else "bag")
             watermark = f", watermark {s.watermark_shown()}" if s.watermark else ""
-            console.out(f"  {s.name:<{width}}  {mode}{watermark}  ({s.file}:{s.line})")
+            table = f", catalog table {s.catalog_table}" if s.catalog_table else ""
+            console.out(f"  {s.name:<{width}}  {mode}{watermark}{table}  ({s.file}:{s.line})")
             drift = drifts.get(s.name)
             if drift is not None and drift.added:
                 added = ", ".join(drift.added)

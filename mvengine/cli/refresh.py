@@ -53,6 +53,8 @@ def run_refresh(
             )
         return _dry_run(project, console, views, full=full)
     period = parse_duration(interval) if interval is not None else config.refresh_interval_s
+    if continuous or full:
+        project.locate_anew()  # (tables a view reads by name: where the catalog has them now)
     catalog = project.catalog  # SQL mistakes are reported before Spark starts
     for name in _orphans(config, catalog):
         console.out(

@@ -96,7 +96,7 @@ class Binder:
     # -- errors -----------------------------------------------------------------------------------------------
 
     def error(self, message: str, at: exp.Expr | None = None, hint: str | None = None) -> SqlError:
-        line, col = _position(at)
+        line, col = source_position(at)
         return SqlError(message, file=self.file, line=line, col=col, obj=self.obj, hint=hint)
 
     def full(self, reason: str) -> None:
@@ -1032,7 +1032,7 @@ def _field_name(e: exp.Expression) -> str:
     return e.name if isinstance(e, exp.Column) else next(e.find_all(exp.Column)).name
 
 
-def _position(at: exp.Expr | None) -> tuple[int | None, int | None]:
+def source_position(at: exp.Expr | None) -> tuple[int | None, int | None]:
     if at is None:
         return None, None
     for node in at.walk():

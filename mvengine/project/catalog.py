@@ -13,6 +13,7 @@ from mvengine.names import did_you_mean
 from mvengine.plan.nodes import Field
 from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, plan_view
+from mvengine.project.catalog_tables import CatalogTables, read_catalog_tables
 from mvengine.project.dag import build_dag, check_acyclic, topological_order
 from mvengine.project.eager_aggregates import SourceTypes, rewrite_eager_aggregates
 from mvengine.project.exists_keys import rewrite_exists_keys
@@ -65,15 +66,19 @@ class Catalog:
         return [self.plans[n] for n in self.order if n in wanted]
 
 
-def load_sources(config: Config) -> dict[str, SourceDef]:
-    """Sources by name, in declaration order (views are parsed and checked too, but not planned)."""
-    sources, _ = _declarations(config)
+def load_sources(config: Config, tables: CatalogTables | None = None) -> dict[str, SourceDef]:
+    """Sources by name, in declaration order (views are parsed and checked too, but not planned), with the
+    catalog tables the views read by name (`tables` locates them; None: only those located before)."""
+    tables = tables or CatalogTables(config, None)
+    sources, _ = read_catalog_tables(*_declarations(config, tables), tables)
     return sources
 
 
-def load_catalog(config: Config) -> Catalog:
-    """Parse, resolve and plan everything in views/; the first mistake found is raised as a SqlError."""
-    sources, views = _declarations(config)
+def load_catalog(config: Config, tables: CatalogTables | None = None) -> Catalog:
+    """Parse, resolve and plan everything in views/; the first mistake found is raised as a SqlError. Tables of
+    Spark's catalog that views read by name are located by `tables` (None: only those located before)."""
+    tables = tables or CatalogTables(config, None)
+    sources, views = read_catalog_tables(*_declarations(config, tables), tables)
     columns = _columns_known(sources, views)
     views = rewrite_exists_keys(rewrite_not_in(views, columns), columns)
     views = rewrite_scalar_subqueries(views, columns)
@@ -135,7 +140,7 @@ def source_relation(source: SourceDef) -> Relation:
     return Relation(source.name, "source", fields, key, source.append_only, kept_rows(source.expectations))
 
 
-def _declarations(config: Config) -> tuple[dict[str, SourceDef], dict[str, ViewDef]]:
+def _declarations(config: Config, tables: CatalogTables) -> tuple[dict[str, SourceDef], dict[str, ViewDef]]:
     if not config.views_dir.is_dir():
         raise ConfigError(
             f"no views/ folder in {config.project_dir}",
@@ -146,7 +151,7 @@ def _declarations(config: Config) -> tuple[dict[str, SourceDef], dict[str, ViewD
     places: dict[str, tuple[str, int]] = {}
     for statement in read_sql_files(config.views_dir, config.project_dir):
         if is_source(statement):
-            declared: SourceDef | ViewDef = parse_source(statement, config)
+            declared: SourceDef | ViewDef = parse_source(statement, config, tables.table)
             kind = "source"
         elif is_view(statement):
             declared = parse_view(statement, config)

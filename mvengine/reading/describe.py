@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from mvengine.config import join_uri
 from mvengine.plan.types import type_name
 from mvengine.plan.windows import duration
+from mvengine.project.catalog_tables import registered_names
 from mvengine.project.layout import source_quarantine, view_tables
 from mvengine.reading.versions import Versions, show_time
 from mvengine.storage.objects import is_local, list_folders, local_path
@@ -31,6 +32,8 @@ DESCRIBE_VIEW_FIELDS = {
     "line": "the line of its CREATE statement",
     "snapshot_path": "its snapshot table",
     "changelog_path": "its changelog table",
+    "catalog_tables": "the names of its snapshot and changelog in Spark's catalog ([catalog] schema), once a "
+    "refresh registered them; else []",
     "state_path": "the folder of its state tables",
     "key": "its unique key: a list of columns, [] for one row, null for a bag",
     "changelog": "append-only, upsert or retract",
@@ -71,6 +74,7 @@ DESCRIBE_SOURCE_FIELDS = {
     "snapshot_path": "its Delta table",
     "path": "the same (an alias)",
     "changelog_path": "null (a source's changes are its Delta change data feed)",
+    "table": "the table of Spark's catalog it reads (WITH ('table' = ...), or a view's FROM schema.table), or null",
     "key": "its PRIMARY KEY columns, or null",
     "append_only": "whether it was declared 'append_only'",
     "watermark": "its WATERMARK, as declared, or null",
@@ -151,6 +155,7 @@ def _describe_view(versions: Versions, name: str) -> dict[str, Any]:
         "line": plan.view.line,
         "snapshot_path": tables.snapshot.uri,
         "changelog_path": tables.changelog.uri,
+        "catalog_tables": registered_names(versions.config, tables),
         "state_path": tables.state,
         "key": None if plan.key is None else list(plan.key),
         "changelog": plan.changelog,
@@ -207,6 +212,7 @@ def _describe_source(versions: Versions, name: str) -> dict[str, Any]:
         "snapshot_path": ref.uri,
         "path": ref.uri,
         "changelog_path": None,
+        "table": source.catalog_table,
         "key": None if source.key is None else list(source.key),
         "append_only": source.append_only,
         "watermark": source.watermark_sql(),

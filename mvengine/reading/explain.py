@@ -18,6 +18,8 @@ PLAN_FIELDS = {
     "order": "every source and view, in the order a refresh takes them (dependencies first)",
     "sources[].name": "the source's name",
     "sources[].path": "its Delta table",
+    "sources[].table": "the table of Spark's catalog it reads (WITH ('table' = ...), or named in a view's FROM as "
+    "schema.table), or null",
     "sources[].key": "its PRIMARY KEY columns, or null",
     "sources[].append_only": "whether it was declared 'append_only'",
     "sources[].watermark": "its WATERMARK, as declared (`ts AS ts - INTERVAL '5' SECOND`), or null",
@@ -61,6 +63,7 @@ def plan_document(
             {
                 "name": s.name,
                 "path": s.path,
+                "table": s.catalog_table,
                 "key": list(s.key) if s.key else None,
                 "append_only": s.append_only,
                 "watermark": s.watermark_sql(),

@@ -20,6 +20,7 @@ from sqlglot.errors import ParseError
 
 from mvengine.errors import MvError
 from mvengine.names import did_you_mean
+from mvengine.project.catalog_tables import catalog_name
 from mvengine.reading.versions import Versions
 from mvengine.sql.files import parse_error_text, snippet
 
@@ -70,6 +71,8 @@ def pin_versions(
         ):
             continue
         name = _declared(table, versions)
+        if name is None:
+            continue  # a table of Spark's catalog, read as Spark's catalog has it
         clause = table.args.get("version")
         if clause is not None:
             version = _clause_version(clause, name, versions, evaluate)
@@ -80,7 +83,7 @@ def pin_versions(
         else:
             version = versions.latest(name)
         read = reads.setdefault((name, version), TableRead(name, version, f"__mv_{name}_v{version}"))
-        alias = table.alias or name
+        alias = table.alias or (table.name if table.args.get("db") else name)
         table.replace(
             exp.Table(
                 this=exp.to_identifier(read.temp_view), alias=exp.TableAlias(this=exp.to_identifier(alias))
@@ -128,13 +131,18 @@ def _syntax_error(sql: str, e: ParseError) -> MvError:
     )
 
 
-def _declared(table: exp.Table, versions: Versions) -> str:
-    full = ".".join(p.name for p in table.parts)
-    if table.args.get("db"):
-        raise MvError(
-            f"the query reads {full}, but mvengine's sources and views have one-part names",
-            hint=f"write {table.name}",
-        )
+def _declared(table: exp.Table, versions: Versions) -> str | None:
+    """The source or view `table` names: by its name, by the catalog table a source reads
+    (`sales.orders`), or by the name the view is registered under (`mv.totals`); None for another table of
+    Spark's catalog."""
+    wanted = catalog_name(table)
+    if wanted is not None:
+        catalog = versions.catalog
+        read = next((s.name for s in catalog.sources.values() if s.catalog_table == wanted), None)
+        schema, _, view = wanted.rpartition(".")
+        hit = catalog.find(view)
+        registered = hit in catalog.plans and schema == versions.config.catalog_schema.lower()
+        return read or (hit if registered else None)
     hit = versions.catalog.find(table.name)
     if hit is None:
         raise MvError(

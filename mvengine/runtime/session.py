@@ -102,13 +102,26 @@ def class_archive() -> str:
     return os.path.join(jars_folder(), f"spark-classes-{digest}.jsa")
 
 
-def driver_java_options() -> str:
+def _derby_folder(settings: dict[str, str]) -> str | None:
+    """The folder of the embedded Derby metastore the settings name (config.py metastore_defaults), if any."""
+    url = settings.get("spark.hadoop.javax.jdo.option.ConnectionURL", "")
+    m = re.match(r"jdbc:derby:;databaseName=([^;]+)", url)
+    if m is None:
+        return None
+    folder = os.path.dirname(m.group(1))
+    os.makedirs(folder, exist_ok=True)  # (for Derby's log, which it opens before it makes its database)
+    return folder
+
+
+def driver_java_options(derby_folder: str | None = None) -> str:
     """The driver JVM's options: Spark's logging quiet (without a log4j2 file it prints its default-profile
     banner and start-up warnings), and the class archive when there is one. A JVM that cannot use the archive
     (another Java, a changed class path) starts without it, silently: `-Xlog:cds=off` keeps it from saying so
     on standard output."""
     log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
     options = [f"-Dlog4j2.configurationFile=file:{log_config}"]
+    if derby_folder:  # (Derby writes its log in the working folder otherwise)
+        options.append(f"-Dderby.stream.error.file={os.path.join(derby_folder, 'derby.log')}")
     archive = class_archive()
     if os.path.exists(archive):
         options += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
@@ -171,7 +184,7 @@ def spark_session(
 
     settings = dict(config.spark_conf if config else DEFAULT_SPARK_CONF)
     settings.update(conf or {})
-    settings.setdefault("spark.driver.extraJavaOptions", driver_java_options())
+    settings.setdefault("spark.driver.extraJavaOptions", driver_java_options(_derby_folder(settings)))
     for key, value in server_settings().items():  # (so that a long-running command can serve it: connect.py)
         settings.setdefault(key, value)
     _with_delta(settings)

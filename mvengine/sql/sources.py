@@ -8,6 +8,7 @@ WITH ('path' = 'warehouse/sources/user_scores', 'append_only' = 'false', 'idle_t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,9 +29,17 @@ SOURCE_OPTIONS = {
     "<warehouse>/sources/<source>",
     "append_only": "'true': its commits only ever add rows, so views over it keep less state (a commit that "
     "deletes or updates stops the refresh with an error); default 'false'",
+    "table": "a Delta table of Spark's catalog, by name ('sales.orders'), instead of a 'path': the CREATE TABLE "
+    "adds what the catalog does not know (a key, a watermark, expectations), and may leave out the columns "
+    "(then the table's own, as they are when a command reads them)",
     "idle_timeout": "with a WATERMARK (an interval such as '1 minute'): a source whose newest commit is older "
     "than this when a batch runs is idle, and no longer holds back the watermark of the views that read it",
 }
+
+
+# `locate(name, where)`: where the catalog's table `name` is, and its columns now (a schema and the SQL type of
+# each column); a SqlError located at `where` when the catalog has no Delta table by that name.
+LocateTable = Callable[[str, dict[str, Any]], tuple[str, tuple[pa.Schema, tuple[exp.DataType, ...]]]]
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,9 @@ class SourceDef:
     # WITH ('path' = ...): the table is the user's, found there, never created by a refresh (a typo in the path
     # would otherwise give views over a new empty table); without it, the project's own under the warehouse.
     path_declared: bool = False
+    # WITH ('table' = 'sales.orders'): the catalog's table it reads (lower case; project/catalog_tables.py
+    # locates it, and `path` is its location); also set for a catalog table a view reads with no CREATE TABLE.
+    catalog_table: str | None = None
     # WITH ('idle_timeout' = '1 minute'), µs: with no commit for that long, the source stops holding back the
     # watermarks of the views that read it (runtime/event_time.py)
     idle_timeout: int | None = None
@@ -70,10 +82,14 @@ def is_source(statement: Statement) -> bool:
     return isinstance(tree, exp.Create) and tree.kind == "TABLE"
 
 
-def parse_source(statement: Statement, config: Config) -> SourceDef:
+def parse_source(statement: Statement, config: Config, locate: LocateTable | None = None) -> SourceDef:
+    """The source a CREATE TABLE declares. One WITH ('table' = 'schema.table') is located in Spark's catalog by
+    `locate` (project/catalog_tables.py), which gives the table's location and, when the statement lists no
+    columns, its columns."""
     tree = statement.tree
-    assert isinstance(tree, exp.Create) and isinstance(tree.this, exp.Schema)
-    name = tree.this.this.name
+    assert isinstance(tree, exp.Create)
+    elements = tree.this.expressions if isinstance(tree.this, exp.Schema) else []
+    name = tree.this.this.name if isinstance(tree.this, exp.Schema) else tree.this.name
     where: dict[str, Any] = {"file": statement.file, "line": statement.line, "obj": f"source {name}"}
     if statement.emit is not None:
         raise SqlError(
@@ -91,7 +107,16 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
     fields: list[pa.Field] = []
     sql_types: list[exp.DataType] = []
     key: tuple[str, ...] | None = None
-    for item in tree.this.expressions:
+    options = _options(tree, where)
+    unknown = options.keys() - SOURCE_OPTIONS.keys()
+    if unknown:
+        raise SqlError(
+            f"unknown WITH option(s) {sorted(unknown)}",
+            **where,
+            hint=f"known options: {', '.join(sorted(SOURCE_OPTIONS))}",
+        )
+    catalog_table = _catalog_table(options, where)
+    for item in elements:
         if isinstance(item, exp.ColumnDef):
             t = arrow_type(item.args["kind"]) if item.args.get("kind") else None
             if t is None:
@@ -113,6 +138,19 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
             key = tuple(e.name for e in item.expressions)
         else:
             raise SqlError(f"unsupported table element: {item.sql('spark')}", **where)
+    path = None
+    if catalog_table is not None:
+        assert locate is not None, "a project's sources are parsed with a catalog to locate tables in"
+        path, columns_now = locate(catalog_table, where)
+        if not fields:
+            fields, sql_types = list(columns_now[0]), list(columns_now[1])
+    elif not fields:
+        raise SqlError(
+            "the CREATE TABLE declares no columns",
+            **where,
+            hint="list the columns: CREATE TABLE name (id BIGINT, ...); only a table of the catalog, "
+            "WITH ('table' = 'schema.table'), may leave them out",
+        )
     columns = [f.name for f in fields]
     if key:
         key = tuple(_require_column(col, columns, where, "PRIMARY KEY") for col in key)
@@ -122,22 +160,15 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
         watermark = Watermark(
             column, watermark.expression, watermark.line, _watermark_delay(watermark, column, fields, where)
         )
-    options = _options(tree, where)
-    unknown = options.keys() - SOURCE_OPTIONS.keys()
-    if unknown:
-        raise SqlError(
-            f"unknown WITH option(s) {sorted(unknown)}",
-            **where,
-            hint=f"known options: {', '.join(sorted(SOURCE_OPTIONS))}",
-        )
     append_only = options.get("append_only", "false").lower()
     if append_only not in ("true", "false"):
         raise SqlError(f"'append_only' must be 'true' or 'false', not {append_only!r}", **where)
-    path = (
-        config.table_path(options["path"], where)
-        if "path" in options
-        else join_uri(config.sources_dir(), name)
-    )
+    if path is None:
+        path = (
+            config.table_path(options["path"], where)
+            if "path" in options
+            else join_uri(config.sources_dir(), name)
+        )
     idle_timeout = None
     if "idle_timeout" in options:
         if watermark is None:
@@ -159,9 +190,32 @@ def parse_source(statement: Statement, config: Config) -> SourceDef:
         append_only == "true",
         watermark,
         expectations,
-        path_declared="path" in options,
+        path_declared="path" in options or catalog_table is not None,
         idle_timeout=idle_timeout,
+        catalog_table=catalog_table,
     )
+
+
+def _catalog_table(options: dict[str, str], where: dict) -> str | None:
+    """The lower-case name of WITH ('table' = 'schema.table'), checked; None without the option."""
+    if "table" not in options:
+        return None
+    if "path" in options:
+        raise SqlError(
+            "'table' and 'path' both say where the table is",
+            **where,
+            hint="keep one: 'table' names a table of Spark's catalog, 'path' a Delta table's folder",
+        )
+    parts = options["table"].split(".")
+    if not 2 <= len(parts) <= 3 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
+        raise SqlError(
+            f"'table' = {options['table']!r} is not a catalog table's name",
+            **where,
+            hint="write schema.table (Spark's session catalog) or catalog.schema.table",
+        )
+    if parts[0].lower() == "spark_catalog" and len(parts) == 3:
+        parts = parts[1:]
+    return ".".join(parts).lower()
 
 
 def _watermark_delay(watermark: Watermark, column: str, fields: list[pa.Field], where: dict) -> int:

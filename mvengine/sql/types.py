@@ -48,3 +48,43 @@ def arrow_type(dtype: exp.DataType) -> pa.DataType | None:
             fields.append(pa.field(p.name, t))
         return pa.struct(fields)
     return None
+
+
+# Delta's names of primitive types (its log's schema, as Spark's StructType JSON) in Spark SQL's words.
+_DELTA_PRIMITIVES = {
+    "string": "STRING",
+    "long": "BIGINT",
+    "integer": "INT",
+    "short": "SMALLINT",
+    "byte": "TINYINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "binary": "BINARY",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+    "timestamp_ntz": "TIMESTAMP_NTZ",
+}
+
+
+def delta_type_sql(t: str | dict) -> str | None:
+    """A column type of a Delta table's log (Spark's StructType JSON) in Spark SQL's words, as a CREATE TABLE
+    would declare it; None for a type mvengine does not read (void, variant, intervals)."""
+    if isinstance(t, str):
+        if t.startswith("decimal("):
+            return t.upper()
+        return _DELTA_PRIMITIVES.get(t)
+    kind = t.get("type")
+    if kind == "array":
+        item = delta_type_sql(t["elementType"])
+        return None if item is None else f"ARRAY<{item}>"
+    if kind == "map":
+        key, value = delta_type_sql(t["keyType"]), delta_type_sql(t["valueType"])
+        return None if key is None or value is None else f"MAP<{key}, {value}>"
+    if kind == "struct":
+        fields = [(f["name"], delta_type_sql(f["type"])) for f in t["fields"]]
+        if any(sql is None for _, sql in fields):
+            return None
+        inner = ", ".join(f"`{name.replace('`', '``')}`: {sql}" for name, sql in fields)
+        return f"STRUCT<{inner}>"
+    return None

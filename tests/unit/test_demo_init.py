@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 
 from mvengine.cli.main import main
-from mvengine.config import _KNOWN, load_config
+from mvengine.config import _KNOWN, load_config, metastore_defaults
 from mvengine.demo import DemoFeed, run_demo
 from mvengine.errors import MvError
 from mvengine.load import load
@@ -18,6 +18,10 @@ from mvengine.project.catalog import load_catalog
 from mvengine.scaffold import CONFIG, init_project
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _without_metastore(config) -> dict[str, str]:
+    return {k: v for k, v in config.spark_conf.items() if k not in metastore_defaults(config.warehouse)}
 
 
 def test_init_writes_a_project_that_plans_with_default_settings(tmp_path, capsys):
@@ -36,14 +40,24 @@ def test_init_writes_a_project_that_plans_with_default_settings(tmp_path, capsys
         config.refresh_interval_s,
         config.storage_options,
         config.require_bounded_state,
-        config.spark_conf,
+        config.catalog_register,
+        config.catalog_schema,
+        _without_metastore(config),
     ) == (
         defaults.spark_master,
         defaults.spark_log_level,
         defaults.refresh_interval_s,
         defaults.storage_options,
         defaults.require_bounded_state,
-        defaults.spark_conf,
+        defaults.catalog_register,
+        defaults.catalog_schema,
+        _without_metastore(defaults),
+    )
+    # The metastore is the warehouse's own (each default names its folder).
+    assert metastore_defaults(config.warehouse).items() <= config.spark_conf.items()
+    assert (
+        str(folder.resolve() / "warehouse" / "_catalog")
+        in config.spark_conf["spark.hadoop.javax.jdo.option.ConnectionURL"]
     )
     assert config.warehouse == str(folder.resolve() / "warehouse")
     for section, keys in _KNOWN.items():  # every setting is written out (commented; a table as its header)

@@ -1,1 +1,0 @@
-CREATE MATERIALIZED VIEW v AS SELECT id FROM prod.customers;
