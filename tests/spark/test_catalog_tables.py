@@ -64,7 +64,9 @@ def _catalog_tables(spark, tmp_path: Path) -> str:
 
 def _project(spark, tmp_path: Path, schema: str, engine: str) -> Project:
     conf = "[refresh]\ndriver_max_changes = 0\n" if engine == "spark" else None
-    root = write_project(tmp_path / "project", SOURCES.format(schema=schema), VIEWS.format(schema=schema), conf)
+    root = write_project(
+        tmp_path / "project", SOURCES.format(schema=schema), VIEWS.format(schema=schema), conf
+    )
     return Project(load_config(root), spark=spark)
 
 
@@ -117,7 +119,9 @@ def test_views_over_catalog_tables_by_name_follow_spark_written_changes(spark, t
     assert describe(versions, "country_days")["catalog_tables"] == []
     assert describe(versions, f"{schema}_orders")["table"] == f"{schema}.orders"
     # mv query reads the catalog's name as the source, pinned to a version like any other.
-    df, reads = Project(project.config, spark=spark).query_reads(f"SELECT count(*) AS n FROM {schema}.orders o")
+    df, reads = Project(project.config, spark=spark).query_reads(
+        f"SELECT count(*) AS n FROM {schema}.orders o"
+    )
     assert df.collect()[0]["n"] == 3 and reads[0][0] == f"{schema}_orders"
 
 
@@ -133,9 +137,7 @@ def test_catalog_names_that_are_no_delta_table_are_located_errors(spark, tmp_pat
     }
     for case, (select, message) in cases.items():
         extra = f"\nCREATE MATERIALIZED VIEW {schema}_orders AS SELECT 1 AS one;" if case == "taken" else ""
-        root = write_project(
-            tmp_path / case, "", f"CREATE MATERIALIZED VIEW v AS\n{select};{extra}\n", None
-        )
+        root = write_project(tmp_path / case, "", f"CREATE MATERIALIZED VIEW v AS\n{select};{extra}\n", None)
         project = Project(load_config(root), spark=spark)
         with pytest.raises(SqlError) as raised:
             project.catalog  # noqa: B018
