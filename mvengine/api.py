@@ -59,15 +59,15 @@ class Project:
         """The tables of Spark's catalog the views read by name, located once (project/catalog_tables.py)."""
         from mvengine.runtime.catalog import catalog_tables
 
-        return catalog_tables(self.config, lambda: self.spark)
+        return catalog_tables(self.config, lambda: self.spark, own=self._spark is None)
 
     def locate_anew(self) -> None:
         """Locate the catalog tables the views read in the catalog itself, not from the record of earlier
-        refreshes (mv refresh --full and --continuous: a table moved in the catalog is seen). Before `catalog`."""
+        refreshes (mv refresh --full: a table moved in the catalog is seen). Before `catalog`."""
         from mvengine.runtime.catalog import catalog_tables
 
         self.__dict__.pop("catalog", None)
-        self.tables = catalog_tables(self.config, lambda: self.spark, fresh=True)
+        self.tables = catalog_tables(self.config, lambda: self.spark, fresh=True, own=self._spark is None)
 
     def register_views(self, spark: Callable[[], SparkSession] | None = None) -> list[str]:
         """Register in Spark's catalog the views' tables that are not yet ([catalog] in conf/mvengine.toml), and

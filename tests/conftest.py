@@ -209,6 +209,12 @@ def bag(df) -> list[str]:
 SCORES_DAY = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 
 
+# For a project of a test that runs `mv` in processes of its own and is not about Spark's catalog: registering
+# the views there starts the metastore's client (~7 s) in the first refresh of every project. The catalog's own
+# tests (tests/system/test_catalog.py, the README's commands and the first of test_cli_refresh.py) register.
+NO_REGISTRATION = "[catalog]\nregister = false\n"
+
+
 def write_project(root: Path, sources: str, views: str, conf: str | None = None) -> Path:
     """A project folder: views/sources.sql, views/views.sql and, with `conf`, conf/mvengine.toml."""
     (root / "views").mkdir(parents=True)

@@ -53,7 +53,7 @@ def run_refresh(
             )
         return _dry_run(project, console, views, full=full)
     period = parse_duration(interval) if interval is not None else config.refresh_interval_s
-    if continuous or full:
+    if full:
         project.locate_anew()  # (tables a view reads by name: where the catalog has them now)
     catalog = project.catalog  # SQL mistakes are reported before Spark starts
     for name in _orphans(config, catalog):
@@ -62,6 +62,8 @@ def run_refresh(
             "they are"
         )
     if not continuous and not full and not project.stale(views or None):  # answered without Spark
+        for warning in project.register_views():  # (Spark starts only for a view not registered yet)
+            console.out(f"warning: {warning}")
         console.out("every view is up to date")
         return 0
     endpoint = None

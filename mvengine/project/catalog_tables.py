@@ -5,7 +5,7 @@ A name is located once, by asking Spark's catalog (its metastore) where the Delt
 recorded in `<warehouse>/_pipeline/catalog.json` by the refresh that read it: later commands find it there and
 start no Spark for it (the metastore's client takes ~7 s to start). The record belongs to one metastore (the
 catalog settings of [spark.conf]); other settings ask again. A recorded location whose table is gone is asked
-again too; a table moved in the catalog is seen by `mv refresh --full` and at the start of `--continuous`.
+again too; a table moved in the catalog is seen by `mv refresh --full`.
 
 A view's `FROM sales.orders` reads the source a `CREATE TABLE orders (...) WITH ('table' = 'sales.orders')`
 declares, when there is one (it adds a key, a watermark or expectations); otherwise an undeclared source named
@@ -182,7 +182,7 @@ def _undeclared(
     taken: dict[str, str],
 ) -> str:
     """A source for a catalog table no CREATE TABLE declares, added to `sources`; its name."""
-    line, col = source_position(table)
+    line, col = source_position(table.args.get("catalog") or table.args.get("db"))
     where: dict[str, Any] = {
         "file": view.file,
         "line": line or view.line,

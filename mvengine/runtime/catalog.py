@@ -12,6 +12,7 @@ needs no new registration, and dropping the catalog's table leaves the view's da
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +35,16 @@ METASTORE_HINT = (
 
 
 def catalog_tables(
-    config: Config, spark: Callable[[], SparkSession] | None = None, *, fresh: bool = False
+    config: Config,
+    spark: Callable[[], SparkSession] | None = None,
+    *,
+    fresh: bool = False,
+    own: bool | None = None,
 ) -> CatalogTables:
     """The project's catalog names, located in the Spark `spark()` gives (default: this process's, started on
-    first need); `fresh`: located anew, not taken from the record (mv refresh --full, --continuous)."""
+    first need, on the project's settings: `own`); `fresh`: located anew, not taken from the record (mv refresh
+    --full)."""
+    own = spark is None if own is None else own
     if spark is None:
 
         def spark() -> SparkSession:
@@ -45,13 +52,20 @@ def catalog_tables(
 
             return spark_session(config)
 
-    return CatalogTables(config, locator(spark), fresh=fresh)
+    metastore = _embedded_metastore(config) if own else None
+    return CatalogTables(config, locator(spark, metastore), fresh=fresh)
 
 
-def locator(spark: Callable[[], SparkSession]) -> Locate:
-    """`locate(name)` in the catalog of the session `spark()` gives."""
+def locator(spark: Callable[[], SparkSession], metastore: str | None = None) -> Locate:
+    """`locate(name)` in the catalog of the session `spark()` gives. `metastore`: the folder of the embedded
+    Derby metastore that session uses: while there is none, the session catalog has no table, and a name in it
+    is answered without starting Spark (which would make the metastore: a mistyped name writes nothing)."""
 
     def locate(name: str) -> str | CatalogMiss:
+        if metastore is not None and name.count(".") == 1 and not os.path.exists(metastore):
+            return CatalogMiss(
+                f"there is no such table in Spark's catalog (it has no metastore yet: {metastore})"
+            )
         info = _describe(spark(), name)
         if info is None:
             return CatalogMiss("there is no such table in Spark's catalog")
@@ -106,6 +120,20 @@ def register_views(
             session.sql(f"CREATE TABLE {_quoted(name)} USING delta LOCATION '{location}'")
         tables.register(name, uri)
     return warnings
+
+
+def _embedded_metastore(config: Config) -> str | None:
+    """The folder of the embedded Derby metastore the project's settings give Spark (config.metastore_defaults),
+    or None for any other catalog."""
+    if config.spark_conf.get("spark.sql.catalogImplementation") != "hive":
+        return None
+    if "spark.hadoop.hive.metastore.uris" in config.spark_conf:
+        return None
+    m = re.match(
+        r"jdbc:derby:;databaseName=([^;]+)",
+        config.spark_conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", ""),
+    )
+    return m.group(1) if m else None
 
 
 def _outlives(settings: Any, schema: str) -> bool:

@@ -14,6 +14,7 @@ from deltalake import write_deltalake
 
 from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
+from tests.conftest import NO_REGISTRATION
 from tests.system.test_cli import BIN, run
 
 SOURCES = "CREATE TABLE scores (name STRING NOT NULL, team STRING, score INT);\n"
@@ -107,6 +108,8 @@ def test_refresh_mistakes_are_one_line(tmp_path):
 
 def test_continuous_refresh_serves_its_spark_to_queries_and_stops_cleanly_on_sigterm(tmp_path):
     root = project(tmp_path)
+    (root / "conf").mkdir()
+    (root / "conf" / "mvengine.toml").write_text(NO_REGISTRATION)
     endpoint = root / "warehouse" / "_pipeline" / "connect.json"
     child = subprocess.Popen(
         [

@@ -23,6 +23,7 @@ from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.runtime.crash_points import COMMITS, PROCESS_POINTS
 from mvengine.runtime.refresh import Refresher, view_tables
+from tests.conftest import NO_REGISTRATION
 from tests.spark.test_refresh_differential import apply_commit, check_snapshot, check_view, make_project
 
 # One kill at each of the 24 commit boundaries in the default run; `make test-long` (`pytest -m crash_long`)
@@ -160,7 +161,7 @@ def test_views_survive_sigkill_at_every_commit_boundary(spark, tmp_path: Path, k
     for i in range(kills):
         point = points[i % len(points)]
         in_spark = i // len(points) % 2 == 1  # the long run's odd rounds: every batch computed by Spark
-        conf.write_text(f"[refresh]\ndriver_max_changes = {0 if in_spark else 2_000_000}\n")
+        conf.write_text(f"[refresh]\ndriver_max_changes = {0 if in_spark else 2_000_000}\n{NO_REGISTRATION}")
         # Changes that move every view: a new group's row in t (v_agg, and v_chain through it), a row of b.
         apply_commit(spark, catalog, ("upsert_t", [(i % 9, f"g{i}", rng.randrange(-3, 6))]))
         apply_commit(spark, catalog, ("insert_b", [(rng.choice(["a", "b"]), i)]))
@@ -195,7 +196,7 @@ def test_views_survive_sigkill_at_spark_start_and_after_a_continuous_batch(spark
     Refresher(spark, config, catalog).refresh()
     conf = project / "conf" / "mvengine.toml"
     conf.parent.mkdir(exist_ok=True)
-    conf.write_text("[refresh]\ndriver_max_changes = 0\n")  # this batch needs Spark
+    conf.write_text(f"[refresh]\ndriver_max_changes = 0\n{NO_REGISTRATION}")  # this batch needs Spark
     mv = [str(Path(sys.executable).parent / "mv"), "--project", str(project), "refresh"]
     assert PROCESS_POINTS == ("spark:start:after", "continuous:batch:after")
 

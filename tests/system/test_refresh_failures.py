@@ -19,6 +19,7 @@ from mvengine.config import load_config
 from mvengine.errors import MvError
 from mvengine.project.catalog import load_catalog
 from mvengine.runtime.refresh import Refresher, view_tables
+from tests.conftest import NO_REGISTRATION
 from tests.spark import test_refresh_differential as differential
 from tests.system.test_cli import BIN, run
 
@@ -167,7 +168,9 @@ def _orders_project(root: Path, driver_max_changes: int) -> Path:
     (root / "views").mkdir(parents=True)
     (root / "views" / "orders.sql").write_text(ORDERS)
     (root / "conf").mkdir()
-    (root / "conf" / "mvengine.toml").write_text(f"[refresh]\ndriver_max_changes = {driver_max_changes}\n")
+    (root / "conf" / "mvengine.toml").write_text(
+        f"[refresh]\ndriver_max_changes = {driver_max_changes}\n{NO_REGISTRATION}"
+    )
     return root
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from mvengine.config import load_config, redact_options
 from mvengine.errors import ConfigError, InvalidNameError, SqlError
 from mvengine.names import quote_identifier, validate_name
 from mvengine.project.catalog import load_sources
+from mvengine.runtime.catalog import catalog_tables
 
 
 def project(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -56,6 +58,9 @@ interval = "500ms"
     assert config.storage_options["AWS_SECRET_ACCESS_KEY"] == "s3cr3t"
     assert config.redacted_storage_options() == {"AWS_REGION": "eu-west-1", "AWS_SECRET_ACCESS_KEY": "***"}
     assert config.refresh_interval_s == 0.5
+    assert (
+        "spark.sql.catalogImplementation" not in config.spark_conf
+    )  # no embedded metastore on an object store
 
 
 @pytest.mark.parametrize(
@@ -69,6 +74,11 @@ interval = "500ms"
             "[storage.options]\nKEY = '${NOPE_NOT_SET}'\n",
             r"mvengine.toml:2: storage option 'KEY' refers to \$\{NOPE_NOT_SET\}",
         ),
+        (
+            "[catalog]\nschema = 'a.b.c'\n",
+            r"mvengine.toml:2: \[catalog\] schema 'a.b.c' is not a schema's name",
+        ),
+        ("[catalog]\nregister = 'yes'\n", r"mvengine.toml:2: register must be true or false"),
     ],
 )
 def test_config_errors_name_file_and_line(tmp_path, text, message):
@@ -169,11 +179,33 @@ def test_sources_are_read_with_keys_watermarks_and_paths(tmp_path):
             },
             r"a.sql:1: source t: cannot read idle_timeout 'a while'",
         ),
+        (
+            {"views/a.sql": "CREATE TABLE t (a INT) WITH ('table' = 'sales.t', 'path' = 'x');"},
+            r"a.sql:1: source t: 'table' and 'path' both say where the table is",
+        ),
+        (
+            {"views/a.sql": "CREATE TABLE t (a INT) WITH ('table' = 'orders');"},
+            r"a.sql:1: source t: 'table' = 'orders' is not a catalog table's name",
+        ),
+        (
+            {"views/a.sql": "CREATE TABLE t WITH ('append_only' = 'true');"},
+            r"a.sql:1: source t: the CREATE TABLE declares no columns",
+        ),
+        (  # (the project's settings make an embedded metastore, which does not exist yet: no Spark is asked)
+            {"views/a.sql": "CREATE TABLE t (PRIMARY KEY (id) NOT ENFORCED) WITH ('table' = 'sales.t');"},
+            r"a.sql:1: source t: sales.t: there is no such table in Spark's catalog \(it has no metastore yet",
+        ),
+        (
+            {"views/a.sql": "CREATE MATERIALIZED VIEW v AS\nSELECT * FROM\n  spark_catalog.sales.orders;"},
+            r"a.sql:3:3: view v: sales.orders: there is no such table in Spark's catalog",
+        ),
     ],
 )
 def test_source_errors_name_file_line_and_object(tmp_path, files, message):
+    config = load_config(project(tmp_path, files))
     with pytest.raises(SqlError, match=message):
-        load_sources(load_config(project(tmp_path, files)))
+        load_sources(config, catalog_tables(config))
+    assert not os.path.exists(config.warehouse)  # bad input writes nothing
 
 
 def test_missing_views_folder(tmp_path):
