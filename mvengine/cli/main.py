@@ -680,6 +680,7 @@ def _sources(config, console: Console, *, create: bool, as_json: bool) -> int:
                 "name": source.name,
                 "kind": "source",
                 "path": source.path,
+                "table": source.catalog_table,
                 "file": source.file,
                 "line": source.line,
                 "key": list(source.key) if source.key else None,

@@ -28,7 +28,7 @@ from mvengine.incremental.zset import MTIME, WEIGHT, ReadOnDemand
 from mvengine.plan.nodes import Node, Scan
 from mvengine.policy import ExecutionPolicy
 from mvengine.storage.api import Bounds, TooManyRows, arrow_schema, read_arrow
-from mvengine.storage.tables import TableRef, read_by_driver, table_rows
+from mvengine.storage.tables import TableRef, read_by_driver, table_rows, why_not_read_by_driver
 
 # (column name of an input, its values): the rows of an input a rule needs, when not all of them.
 KeyFilter = tuple[str, pa.Array]
@@ -119,7 +119,7 @@ def read_before(
     facts are most of the fact table)."""
     dt = ref.open(version=version)
     if not read_by_driver(ref, dt):
-        raise NotOnDriver(f"{ref.label} has column mapping and is not on a local path")
+        raise NotOnDriver(why_not_read_by_driver(ref, dt))
     narrowed = within is not None or (
         where is not None and not pa.types.is_floating(arrow_schema(dt).field(where[0]).type)
     )

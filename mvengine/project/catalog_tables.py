@@ -37,7 +37,13 @@ Locate = Callable[[str], "str | CatalogMiss"]
 RECORD = "catalog.json"  # under <warehouse>/_pipeline (runtime/pipeline_files.py), beside the cut record
 _SESSION_CATALOG = "spark_catalog"
 # The [spark.conf] keys that say which catalog and metastore a name is looked up in.
-_CATALOG_KEYS = ("spark.sql.catalog", "spark.sql.defaultCatalog", "spark.sql.warehouse.dir", "spark.hadoop.")
+_CATALOG_KEYS = (
+    "spark.sql.catalog",  # (spark.sql.catalogImplementation too)
+    "spark.sql.defaultCatalog",
+    "spark.sql.warehouse.dir",
+    "spark.hadoop.javax.jdo.",
+    "spark.hadoop.hive.",
+)
 
 
 class CatalogMiss(str):
@@ -118,11 +124,11 @@ class CatalogTables:
         return pa.schema(fields), tuple(types)
 
     def table(
-        self, name: str, where: dict[str, Any]
-    ) -> tuple[str, tuple[pa.Schema, tuple[exp.DataType, ...]]]:
-        """Where the catalog's table is, and its columns now (sql/sources.py LocateTable)."""
+        self, name: str, where: dict[str, Any], *, columns: bool = True
+    ) -> tuple[str, tuple[pa.Schema, tuple[exp.DataType, ...]] | None]:
+        """Where the catalog's table is, and (`columns`) its columns now (sql/sources.py LocateTable)."""
         location = self.location(name, where)
-        return location, self.columns(name, location, where)
+        return location, self.columns(name, location, where) if columns else None
 
     def register(self, name: str, location: str) -> None:
         self.registered[name] = location
@@ -197,7 +203,8 @@ def _undeclared(
             **where,
             hint=f"declare it under a name of its own: CREATE TABLE <name> WITH ('table' = '{wanted}')",
         )
-    location, (schema, types) = tables.table(wanted, where)
+    location = tables.location(wanted, where)
+    schema, types = tables.columns(wanted, location, where)
     sources[name] = SourceDef(
         name,
         view.file,

@@ -8,9 +8,8 @@ WITH ('path' = 'warehouse/sources/user_scores', 'append_only' = 'false', 'idle_t
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 from sqlglot import exp
@@ -37,9 +36,13 @@ SOURCE_OPTIONS = {
 }
 
 
-# `locate(name, where)`: where the catalog's table `name` is, and its columns now (a schema and the SQL type of
-# each column); a SqlError located at `where` when the catalog has no Delta table by that name.
-LocateTable = Callable[[str, dict[str, Any]], tuple[str, tuple[pa.Schema, tuple[exp.DataType, ...]]]]
+# `locate(name, where, columns=...)`: where the catalog's table `name` is, and with `columns` its columns now (a
+# schema and the SQL type of each column); a SqlError located at `where` when the catalog has no Delta table by
+# that name.
+class LocateTable(Protocol):
+    def __call__(
+        self, name: str, where: dict[str, Any], *, columns: bool
+    ) -> tuple[str, tuple[pa.Schema, tuple[exp.DataType, ...]] | None]: ...
 
 
 @dataclass(frozen=True)
@@ -141,8 +144,8 @@ def parse_source(statement: Statement, config: Config, locate: LocateTable | Non
     path = None
     if catalog_table is not None:
         assert locate is not None, "a project's sources are parsed with a catalog to locate tables in"
-        path, columns_now = locate(catalog_table, where)
-        if not fields:
+        path, columns_now = locate(catalog_table, where, columns=not fields)
+        if columns_now is not None:
             fields, sql_types = list(columns_now[0]), list(columns_now[1])
     elif not fields:
         raise SqlError(

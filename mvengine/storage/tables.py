@@ -26,7 +26,15 @@ TABLE_PROPERTIES = {CDF_PROPERTY: "true", "delta.checkpointInterval": "10"}
 # Reader features that the pyarrow-dataset read path of delta-rs cannot apply.
 UNSUPPORTED_READER_FEATURES = {"deletionVectors", "columnMapping"}
 # Reader features that leave a table's rows exactly the rows of its data files, as a Parquet reader sees them.
-PLAIN_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+# (A VARIANT column is a struct of two binaries in the files: no source declares one, and reads take the declared
+# columns only, so a table Spark wrote with one is read like any other.)
+PLAIN_READER_FEATURES = {
+    "timestampNtz",
+    "v2Checkpoint",
+    "vacuumProtocolCheck",
+    "variantType",
+    "variantType-preview",
+}
 
 
 @dataclass(frozen=True)
@@ -288,6 +296,18 @@ def read_by_driver(ref: TableRef, dt: DeltaTable) -> bool:
         <= PLAIN_READER_FEATURES | {"deletionVectors", "columnMapping"}
         and (not has_column_mapping(dt) or is_local(ref.uri))
     )
+
+
+def why_not_read_by_driver(ref: TableRef, dt: DeltaTable) -> str:
+    """Why `read_by_driver` is false for the table, in words."""
+    protocol = dt.protocol()
+    unknown = (
+        set(protocol.reader_features or []) - PLAIN_READER_FEATURES - {"deletionVectors", "columnMapping"}
+    )
+    if protocol.min_reader_version not in (1, 2, 3) or unknown:
+        features = ", ".join(sorted(unknown)) or f"reader version {protocol.min_reader_version}"
+        return f"{ref.label} needs a Delta reader with {features}, which the driver's reader does not have"
+    return f"{ref.label} has column mapping and is not on a local path"
 
 
 def has_column_mapping(dt: DeltaTable) -> bool:
