@@ -1,8 +1,8 @@
-"""Views over tables of Spark's catalog, read by name (`FROM shop.orders`, the table's columns) or declared with
-`WITH ('table' = 'shop.customers')` (a key, an expectation and the columns read): Spark-written tables (DECIMAL money, dates, deletion vectors), changed by
-Spark's INSERT, UPDATE and DELETE, refreshed on both engines and held to Spark's own answer over the catalog's
-names. The tests' session keeps its catalog in memory; tests/system/test_catalog.py runs the embedded Derby
-metastore and a second, plain PySpark session."""
+"""Views over tables of Spark's catalog, read by name (`FROM shop.orders`: the table's columns) or declared
+with `WITH ('table' = 'shop.customers')` (a key, an expectation, the columns read): Spark-written tables (DECIMAL
+money, dates, deletion vectors, a VARIANT column), changed by Spark's INSERT, UPDATE and DELETE, refreshed on
+both engines and held to Spark's own answer over the catalog's names. The tests' session keeps its catalog in
+memory; tests/system/test_catalog.py runs the embedded Derby metastore and a second, plain PySpark session."""
 
 from __future__ import annotations
 

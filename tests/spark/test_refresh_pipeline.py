@@ -18,6 +18,7 @@ from mvengine.config import load_config
 from mvengine.project.catalog import load_catalog
 from mvengine.reading.versions import Versions
 from mvengine.runtime.refresh import Refresher
+from tests.conftest import NO_REGISTRATION
 from tests.spark import test_refresh_differential as differential
 
 CHAIN = """
@@ -186,6 +187,10 @@ def test_a_view_over_a_view_takes_its_upstreams_changes_from_memory(spark, tmp_p
 
 def test_refresh_with_nothing_to_do_starts_no_spark(spark, tmp_path: Path):
     root = differential.make_project(tmp_path, CHAIN)
+    # (The tests' Spark keeps its catalog in memory and registers nothing: with the project's own, the idle
+    # refresh would start Spark once, to register the views in the metastore.)
+    (root / "conf").mkdir(exist_ok=True)
+    (root / "conf" / "mvengine.toml").write_text(NO_REGISTRATION)
     assert Project.open(root).stale() == ["sums", "big"]  # never refreshed
     Project.open(root, spark=spark).refresh()
     idle = Project.open(root)

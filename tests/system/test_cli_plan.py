@@ -47,6 +47,7 @@ def test_plan_json_is_the_documented_document(project):
     assert set(doc["sources"][0]) == {
         "name",
         "path",
+        "table",
         "key",
         "append_only",
         "watermark",
