@@ -358,6 +358,13 @@ def metastore_defaults(warehouse: str) -> dict[str, str]:
     }
 
 
+def derby_database(spark_conf: dict[str, str]) -> str | None:
+    """The folder of the embedded Derby database the settings' metastore connection names, if it names one."""
+    url = spark_conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "")
+    m = re.match(r"jdbc:derby:;databaseName=([^;]+)", url)
+    return m.group(1) if m else None
+
+
 def _catalog_schema(section: dict, file: str, text: str) -> str:
     value = section.get("schema", "mv")
     parts = value.split(".") if isinstance(value, str) else []

@@ -12,11 +12,10 @@ needs no new registration, and dropping the catalog's table leaves the view's da
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mvengine.config import Config
+from mvengine.config import Config, derby_database
 from mvengine.errors import MvError
 from mvengine.project.catalog_tables import CatalogMiss, CatalogTables, Locate
 from mvengine.project.layout import view_tables
@@ -129,11 +128,7 @@ def _embedded_metastore(config: Config) -> str | None:
         return None
     if "spark.hadoop.hive.metastore.uris" in config.spark_conf:
         return None
-    m = re.match(
-        r"jdbc:derby:;databaseName=([^;]+)",
-        config.spark_conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", ""),
-    )
-    return m.group(1) if m else None
+    return derby_database(config.spark_conf)
 
 
 def _outlives(settings: Any, schema: str) -> bool:

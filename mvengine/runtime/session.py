@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from mvengine.config import DEFAULT_SPARK_CONF, Config
+from mvengine.config import DEFAULT_SPARK_CONF, Config, derby_database
 from mvengine.errors import MvError
 from mvengine.runtime.connect import server_settings
 from mvengine.runtime.crash_points import boundary
@@ -104,11 +104,10 @@ def class_archive() -> str:
 
 def _derby_folder(settings: dict[str, str]) -> str | None:
     """The folder of the embedded Derby metastore the settings name (config.py metastore_defaults), if any."""
-    url = settings.get("spark.hadoop.javax.jdo.option.ConnectionURL", "")
-    m = re.match(r"jdbc:derby:;databaseName=([^;]+)", url)
-    if m is None:
+    database = derby_database(settings)
+    if database is None:
         return None
-    folder = os.path.dirname(m.group(1))
+    folder = os.path.dirname(database)
     os.makedirs(folder, exist_ok=True)  # (for Derby's log, which it opens before it makes its database)
     return folder
 
