@@ -376,7 +376,11 @@ def tables_page() -> str:
         "A source's rows that its QUARANTINE expectations refused are kept in `<warehouse>/_quarantine/<source>` "
         "(the source's own table stays as written). `<warehouse>/_pipeline/` holds the record of the pipeline "
         "batch under way (`cut.json`), the checkpoint of `--continuous`'s streaming query (`query/`) and the "
-        "refresh lock (`lock`).",
+        "refresh lock (`lock`), and where the catalog tables the views read by name are and which views are "
+        "registered in Spark's catalog (`catalog.json`). On a local warehouse, `<warehouse>/_catalog/` holds "
+        "the default catalog's embedded Derby metastore and its log, and Spark puts the folders of its "
+        "schemas beside the views (`sales.db/` with its managed tables, an empty `mv.db/`): see "
+        "[Spark's catalog](../guides/catalog.md).",
         "",
         "## Changelog columns",
         "",
