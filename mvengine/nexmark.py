@@ -57,6 +57,11 @@ HOT = 100  # every 100th auction and person is hot
 IN_FLIGHT = 100  # bids go to one of the last 100 auctions, from one of the last 100 people
 
 
+def side_input_rows() -> list[dict]:
+    """q13's side input: a value for every 7th key below 10,000."""
+    return [{"key": k, "value": f"side-{k}"} for k in range(0, 10_000, 7)]
+
+
 def is_nexmark(catalog: Catalog) -> bool:
     return all(name in catalog.sources for name in SOURCES)
 
@@ -104,12 +109,23 @@ class NexmarkFeed:
         ensure_source_table(ref, self.side_input.schema)
         if ref.open().version() > 0:
             return None
-        rows = [{"key": k, "value": f"side-{k}"} for k in range(0, 10_000, 7)]
-        self._write("side_input", rows, self.side_input.schema)
+        rows = side_input_rows()
+        self._write("side_input", pa.Table.from_pylist(rows, schema=self.side_input.schema))
         return f"side_input: {len(rows)} rows"
 
     def next_batch(self) -> str:
         """One batch: the events of the next `interval` seconds of event time."""
+        tables = self.next_tables()
+        for name, table in tables.items():
+            if table.num_rows:
+                self._write(name, table)
+        return (
+            f"nexmark batch {self.batches}: {tables['person'].num_rows} people, "
+            f"{tables['auction'].num_rows} auctions, {tables['bid'].num_rows} bids"
+        )
+
+    def next_tables(self) -> dict[str, pa.Table]:
+        """The next batch's events of each stream, not written (benchmarks/peers/ writes them for Flink too)."""
         self.batches += 1
         count = max(1, round(self.rate * self.interval))
         rows: dict[str, list[dict]] = {name: [] for name in SOURCES}
@@ -117,13 +133,10 @@ class NexmarkFeed:
             kind, event = self._event(n)
             rows[kind].append(event)
         self.events += count
-        for name, batch in rows.items():
-            if batch:
-                self._write(name, batch, self.sources[name].schema)
-        return (
-            f"nexmark batch {self.batches}: {len(rows['person'])} people, {len(rows['auction'])} auctions, "
-            f"{len(rows['bid'])} bids"
-        )
+        return {
+            name: pa.Table.from_pylist(batch, schema=self.sources[name].schema)
+            for name, batch in rows.items()
+        }
 
     # -- events -------------------------------------------------------------------------------------------------
 
@@ -203,7 +216,7 @@ class NexmarkFeed:
     def _extra(self) -> str:
         return "".join(self.random.choice("abc ") for _ in range(self.random.randrange(4, 12)))
 
-    def _write(self, name: str, rows: list[dict], schema: pa.Schema) -> None:
+    def _write(self, name: str, table: pa.Table) -> None:
         from deltalake import write_deltalake
 
         source = self.sources.get(name) or self.side_input
@@ -211,7 +224,7 @@ class NexmarkFeed:
         ref = source_table(source, self.options)
         write_deltalake(
             ref.uri,
-            pa.Table.from_pylist(rows, schema=schema),
+            table,
             mode="append",
             storage_options=self.options or None,
         )
