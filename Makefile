@@ -81,7 +81,31 @@ docs-serve: $(STAMP)  ## Serve the docs site on http://127.0.0.1:8000, rebuilt a
 bench: $(STAMP) $(JARS)  ## Measure read/write throughput of the Delta data source (1M rows, local[2])
 	$(VENV)/bin/python benchmarks/storage_throughput.py --rows 1000000
 
+# Nexmark side by side with Apache Flink (benchmarks/peers/): Flink from PyPI in a virtual environment of its own,
+# Flink's Parquet format and Hadoop's client from Maven Central (benchmarks/peers/pom.xml).
+PEERS := benchmarks/peers
+PEERS_STAMP := $(PEERS)/.venv/.installed
+PEERS_JARS := $(PEERS)/jars/.fetched
+
+$(PEERS_STAMP): $(PEERS)/requirements.txt
+	@bash scripts/ensure-java.sh
+	@test -x $(PEERS)/.venv/bin/python || $(PYTHON) -m venv $(PEERS)/.venv
+	$(PEERS)/.venv/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/.venv/bin/python -m pip install --quiet -r $(PEERS)/requirements.txt
+	@touch $(PEERS_STAMP)
+
+$(PEERS_JARS): $(PEERS)/pom.xml
+	@bash scripts/ensure-java.sh
+	@cd $(PEERS) && rm -rf jars && mvn -q -B dependency:copy-dependencies
+	@touch $(PEERS_JARS)
+
+peers-setup: $(PEERS_STAMP) $(PEERS_JARS)  ## Make Flink's virtual environment and fetch its Parquet jars (benchmarks/peers/)
+
+# PEERS_ARGS, e.g. PEERS_ARGS="--events 2000000 --queries q0 q5": benchmarks/peers/run.py --help
+bench-peers: $(STAMP) $(JARS) class-archive peers-setup  ## Nexmark at saturation on Flink, mvengine and Spark's recomputation, side by side
+	$(VENV)/bin/python $(PEERS)/run.py $(PEERS_ARGS)
+
 clean:  ## Remove the example warehouse, the built docs and caches (keeps .venv)
 	rm -rf warehouse site .pytest_cache .hypothesis .mypy_cache .ruff_cache coverage.xml test-profile*.tsv
 
-.PHONY: help jars class-archive setup run test test-fast lint docs docs-reference docs-serve test-nightly test-long bench clean
+.PHONY: help jars class-archive setup run test test-fast lint docs docs-reference docs-serve test-nightly test-long bench peers-setup bench-peers clean

@@ -1,0 +1,4 @@
+-- Nexmark q2 for Flink SQL, as nexmark/nexmark writes it (nexmark-flink/src/main/resources/queries/q2.sql,
+-- Apache License 2.0) with mvengine's column names (date_time, item_name, ...); the INSERT's sink is the
+-- runner's blackhole table.
+SELECT auction, price FROM bid WHERE MOD(auction, 123) = 0;
