@@ -31,7 +31,9 @@ also keeps its row count n = Σw; a group is gone when n reaches 0.
   value is present while its count is positive): MIN and MAX over an input that deletes, COUNT(DISTINCT x),
   SUM(DISTINCT x), COLLECT_LIST/ARRAY_AGG(x) (every present non-NULL value as often as its count, in ascending
   order — Spark's own order is that of the rows it happened to read). Their v is computed again per affected
-  group from the present values (aggregate.py).
+  group from the present values (aggregate.py); but a multiset read by COUNT(DISTINCT x) alone needs only the
+  values of the batch: v' = v + (the values whose count turns positive) - (those whose count leaves it), so
+  that a batch reads its own values of the multiset, not every value of each group it touches.
 """
 
 from __future__ import annotations
@@ -363,7 +365,10 @@ def merged(
     )
     for j, v in enumerate(values):
         new = engine.lookup(new, [(g, g) for g in groups], v, "left", null_safe=True)
-        new = engine.compute(new, {a.value: _or_when_none(a) for a in aggs if a.how and a.multiset == j})
+        changed_by = counts_values_only(aggs, j)
+        new = engine.compute(
+            new, {a.value: _or_when_none(a, changed_by) for a in aggs if a.how and a.multiset == j}
+        )
     olds = {old_result(i): a.result_of(lambda c: OLD + c) for i, a in enumerate(aggs)}
     news = {new_result(i): a.result_of(lambda c: c) for i, a in enumerate(aggs)}
     # The results are columns of their own before they are compared: each use of an expression would otherwise
@@ -372,9 +377,17 @@ def merged(
     return engine.select(new, [*groups, *state_columns(aggs), OLD_EXISTS, MTIME, *olds, *news, SAME])
 
 
-def _or_when_none(a: Accumulator) -> str:
+def counts_values_only(aggs: Sequence[Accumulator], j: int) -> bool:
+    """Whether multiset j is read by COUNT(DISTINCT) alone: its aggregates then change by a count of the values
+    the batch brings in and takes away, and keep their counts in the accumulators."""
+    return all(a.how == "count" for a in aggs if a.multiset == j)
+
+
+def _or_when_none(a: Accumulator, changed_by: bool) -> str:
     """A multiset aggregate's value in its result type, or its value over no values: NULL, 0 for a count, []
-    for a list."""
+    for a list; `changed_by`: the value is a change of the count kept in its state."""
+    if changed_by:
+        return f"CAST(COALESCE({OLD}{a.value}, 0) + COALESCE({a.value}, 0) AS {a.result_type})"
     if a.how == "list":
         return f"COALESCE({a.value}, CAST(array() AS {a.result_type}))"
     if a.how == "count":

@@ -26,6 +26,7 @@ from mvengine.incremental.accumulators import (
     SAME,
     Accumulator,
     accumulator,
+    counts_values_only,
     merged,
     new_result,
     old_result,
@@ -187,19 +188,32 @@ def _multiset_values(
 ) -> R:
     """Apply the batch to multiset j (group, value, count), and compute per affected group that has values the
     aggregates that read it (MIN, MAX, COUNT DISTINCT, SUM DISTINCT, COLLECT_LIST) over the values whose count
-    is positive. The values of `expired` groups are deleted."""
+    is positive; for a multiset of COUNT(DISTINCT) alone, how much each count changes, from the batch's own
+    values (accumulators.counts_values_only). NULL is no value of any of them, and is not counted. The values of
+    `expired` groups are deleted."""
     keys = [*groups, VALUE]
-    counted = engine.aggregate(rows, {**{g: g for g in groups}, VALUE: x}, {COUNT: ("sum", WEIGHT)})
-    old = engine.read_state(table, engine.empty(counted), groups, partial)
+    by_group = {g: g for g in groups}
+    valued = engine.where(rows, f"{quote(x)} IS NOT NULL")
+    counted = engine.aggregate(valued, {**by_group, VALUE: x}, {COUNT: ("sum", WEIGHT)})
+    counts_only = counts_values_only(aggs, j)
+    if counts_only:
+        old = engine.read_state(table, engine.empty(counted), keys, counted)
+    else:
+        old = engine.read_state(table, engine.empty(counted), groups, partial)
     flagged = [
-        engine.compute(r, {"_touched": t, "_existed": e})
-        for r, t, e in ((counted, "1", "0"), (old, "0", "1"))
+        engine.compute(r, {"_touched": t, "_existed": e, "_before": b})
+        for r, t, e, b in ((counted, "1", "0", "CAST(0 AS BIGINT)"), (old, "0", "1", quote(COUNT)))
     ]
     merged = engine.keep(
         engine.aggregate(
             engine.concat(flagged),
             {k: k for k in keys},
-            {COUNT: ("sum", COUNT), "_touched": ("max", "_touched"), "_existed": ("max", "_existed")},
+            {
+                COUNT: ("sum", COUNT),
+                "_touched": ("max", "_touched"),
+                "_existed": ("max", "_existed"),
+                "_before": ("sum", "_before"),
+            },
         )
     )
     gone = f"{quote(COUNT)} <= 0"
@@ -216,9 +230,13 @@ def _multiset_values(
         )
     engine.stage(table, staged, keys, [COUNT], DELETE)
 
-    present = engine.where(merged, f"{quote(COUNT)} > 0")
     wanted = [a for a in aggs if a.how is not None and a.multiset == j]
-    by_group = {g: g for g in groups}
+    if counts_only:  # +1 for a value whose count turned positive, -1 for one whose count left it
+        n = quote(COUNT)
+        step = f"CASE WHEN _before <= 0 AND {n} > 0 THEN 1 WHEN _before > 0 AND {n} <= 0 THEN -1 ELSE 0 END"
+        steps = engine.compute(merged, {"_step": step})
+        return engine.aggregate(steps, by_group, {a.value: ("sum", "_step") for a in wanted})
+    present = engine.where(merged, f"{quote(COUNT)} > 0")
     plain = {a.value: (str(a.how), VALUE) for a in wanted if a.how != "list"}
     lists = {a.value: ("sorted_list", VALUE) for a in wanted if a.how == "list"}
     parts = [engine.aggregate(present, by_group, plain)] if plain else []

@@ -51,6 +51,9 @@ SIDE_BY_SIDE = {
     "distinct_rows": "SELECT DISTINCT _ex, g, v FROM a",
     "aggregate": "SELECT _ex, g, COUNT(*) AS n, COUNT(v) AS nv, SUM(v) AS s, AVG(v) AS av, MIN(v) AS lo, "
     "MAX(v) AS hi, COUNT(DISTINCT v) AS dv, SUM(DISTINCT v) AS sdv FROM a GROUP BY _ex, g",
+    # (multisets read by COUNT(DISTINCT) alone, one filtered: their counts change by the batch's values)
+    "count_distinct": "SELECT _ex, g, COUNT(DISTINCT v) AS dv, COUNT(DISTINCT k) FILTER (WHERE v > 0) AS dk "
+    "FROM a GROUP BY _ex, g",
     "aggregate_having": "SELECT _ex, g, COUNT(g) AS n FROM a GROUP BY _ex, g HAVING MAX(v) > 1 AND MIN(k) < 3",
     "aggregate_append_only": "SELECT _ex, g, MIN(v) AS lo, MAX(v) AS hi, COUNT(*) AS n FROM c GROUP BY _ex, g",
     "inner_join": "SELECT a._ex, a.k, a.v, b.v AS bv FROM a JOIN b ON a._ex = b._ex AND a.g = b.g AND a.v <= b.v",
@@ -66,6 +69,7 @@ SIDE_BY_SIDE = {
 }
 ONE_BY_ONE = {
     "aggregate_global": "SELECT COUNT(g) AS n, SUM(v) AS s, MIN(v) AS lo FROM a HAVING MAX(v) > 1 AND MIN(k) < 3",
+    "count_distinct_global": "SELECT COUNT(DISTINCT g) AS dg, COUNT(*) AS n FROM a",
     "exists_uncorrelated": "SELECT k, v FROM a WHERE EXISTS (SELECT 1 FROM b WHERE v > 2)",
 }
 MTIME_VALUE = datetime(2026, 1, 1, tzinfo=UTC)
