@@ -95,7 +95,7 @@ def run(folder: Path, query: str, state: str) -> dict:
     except Exception as error:  # Flink's refusal of a query is the result, reported in the table
         lines = [line.strip() for line in str(error).splitlines() if re.search(r"Exception: ", line)]
         causes = [line for line in lines if line.startswith("Caused by:")]
-        result["error"] = (causes or lines or [str(error)])[-1][:300]  # the innermost cause says why
+        result["error"] = "refused: " + (causes or lines or [str(error)])[-1][:300]  # the innermost cause
     return result
 
 

@@ -135,7 +135,7 @@ def main() -> None:
             (r["peak_rss_mib"]["python"] + r["peak_rss_mib"]["jvm"] for r in ours if "peak_rss_mib" in r),
             default=0,
         )
-        flink_cell = rate(flink) if "eps" in flink else f"refused: {flink.get('error', '?')[:80]}"
+        flink_cell = rate(flink) if "eps" in flink else flink.get("error", "?")[:80]
         print(
             f"| {query} | {flink_cell} | {cells} | {recompute} | {first.get('equal', '—')} | {memory:,.0f} |",
             flush=True,
