@@ -200,20 +200,19 @@ def _multiset_values(
         old = engine.read_state(table, engine.empty(counted), keys, counted)
     else:
         old = engine.read_state(table, engine.empty(counted), groups, partial)
+    flags = {"_touched": ("1", "0"), "_existed": ("0", "1")}
+    if counts_only:  # (the count before the batch tells which values enter and leave)
+        flags["_before"] = ("CAST(0 AS BIGINT)", quote(COUNT))
     flagged = [
-        engine.compute(r, {"_touched": t, "_existed": e, "_before": b})
-        for r, t, e, b in ((counted, "1", "0", "CAST(0 AS BIGINT)"), (old, "0", "1", quote(COUNT)))
+        engine.compute(r, {name: values[side] for name, values in flags.items()})
+        for side, r in enumerate((counted, old))
     ]
+    how = {"_touched": "max", "_existed": "max", "_before": "sum"}
     merged = engine.keep(
         engine.aggregate(
             engine.concat(flagged),
             {k: k for k in keys},
-            {
-                COUNT: ("sum", COUNT),
-                "_touched": ("max", "_touched"),
-                "_existed": ("max", "_existed"),
-                "_before": ("sum", "_before"),
-            },
+            {COUNT: ("sum", COUNT), **{name: (how[name], name) for name in flags}},
         )
     )
     gone = f"{quote(COUNT)} <= 0"
