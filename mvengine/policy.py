@@ -84,12 +84,14 @@ class ExecutionPolicy:
         choice: EngineChoice,
         refresh_policy: str,
         by_arrival: bool,
+        appends: bool = False,
     ) -> str:
         """Why an incremental batch recomputes its view instead ("" when it does not): under refresh_policy
         'auto', when its changes are a larger share of its inputs' rows (`input_rows()`) than the threshold of
         the engine it would run on, and at least recompute_min_changes. Never for a view whose rows depend on
-        when input rows arrived (PROCTIME(), FIRST/LAST): a recomputation cannot know."""
-        if refresh_policy != "auto" or by_arrival or changes < max(self.recompute_min_changes, 1):
+        when input rows arrived (PROCTIME(), FIRST/LAST): a recomputation cannot know; nor for a batch that
+        `appends` its own rows only (inserts into a row-by-row view), which costs less than any recomputation."""
+        if refresh_policy != "auto" or by_arrival or appends or changes < max(self.recompute_min_changes, 1):
             return ""
         total = input_rows()  # (a read of the inputs' logs: only past the checks above)
         share = changes / max(total, 1)

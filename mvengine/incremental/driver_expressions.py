@@ -31,6 +31,7 @@ from mvengine.incremental.driver_support import ARITHMETIC as _ARITHMETIC
 from mvengine.incremental.driver_support import COMPARISONS as _COMPARISONS
 from mvengine.incremental.driver_support import EVALUATED, strftime_pattern
 from mvengine.incremental.functions import function
+from mvengine.incremental.java_regex import LINE_TERMINATOR, Translated, translate
 from mvengine.incremental.zset import MTIME
 from mvengine.plan.nodes import Field
 from mvengine.plan.types import adjusted_decimal, decimal_result, integer_literal_digits
@@ -772,6 +773,71 @@ class _Evaluator:
         matched = pc.match_substring_regex(self._string(e.this), pattern="(?s)\\A" + "".join(regex) + "\\z")
         return pc.invert(matched) if e.args.get("negate") else matched  # (NOT LIKE)
 
+    def _regexpextract(self, e: exp.RegexpExtract) -> Value:
+        """regexp_extract(s, pattern, group): the group of the first match, "" where nothing matches or the
+        group took no part in the match (Spark's), NULL of NULL (driver_support checks the pattern and the
+        group)."""
+        v, found = self._searched(e)
+        group = f"g{e.args['group'].to_py()}"
+
+        def extract(strings: pa.Array | pa.ChunkedArray) -> Value:
+            matches = _checked(lambda x: pc.extract_regex(x, pattern=found.pattern), strings)
+            extracted = pc.fill_null(pc.struct_field(matches, group), "")
+            return pc.if_else(pc.is_null(strings), pa.scalar(None, pa.string()), extracted)
+
+        return _of_strings(extract, v)
+
+    def _regexplike(self, e: exp.RegexpLike) -> Value:
+        """`s RLIKE pattern`: whether the pattern matches anywhere in s."""
+        v, found = self._searched(e)
+        return _of_strings(lambda x: _checked(pc.match_substring_regex, x, found.pattern), v)
+
+    def _searched(self, e: exp.RegexpExtract | exp.RegexpLike) -> tuple[Value, Translated]:
+        """The strings a pattern searches, and the pattern in RE2's syntax; strings with a line terminator go
+        to Spark (Java's `.` and `$` treat more characters so than RE2's)."""
+        found = translate(e.expression.name)
+        if found is None:
+            raise NotOnDriver("a pattern RE2 does not read as Java does")
+        v = self._string(e.this)
+        if pc.any(_of_strings(lambda x: pc.match_substring_regex(x, LINE_TERMINATOR), v)).as_py():
+            raise NotOnDriver("a string with a line terminator searched by a regular expression")
+        return v, found
+
+    def _bracket(self, e: exp.Bracket) -> Value:
+        """split(s, delimiter)[i] (from 0) and element_at(split(s, delimiter), i) (from 1) of a fixed
+        delimiter: Java's String.split, which keeps the empty strings before, between and after delimiters.
+        An index beyond the array is NULL or Spark's error by its ANSI setting: Spark decides."""
+        split = e.this
+        found = translate(split.expression.name)
+        limit = split.args.get("limit")
+        if found is None or not found.literal:
+            raise NotOnDriver("split by other than a fixed string")
+        most = limit.to_py() if limit is not None else 0
+        parts = _of_strings(
+            lambda x: pc.split_pattern(x, found.literal, max_splits=most - 1 if most > 0 else None),
+            self._string(split.this),
+        )
+        index = self.value(e.expressions[0])
+        if not (isinstance(index, pa.Scalar) and index.type in _INTEGRAL):
+            raise NotOnDriver("an array index other than an integer constant")
+        if not index.is_valid:
+            return pa.scalar(None, pa.string())
+        at = index.as_py() - (e.args.get("offset") or 0)
+        lengths = pc.list_value_length(pa.array([parts]) if isinstance(parts, pa.Scalar) else parts)
+        shortest = pc.min(lengths).as_py()
+        if at < 0 or (shortest is not None and at >= shortest):
+            raise NotOnDriver("an index beyond the array")
+        return _of_strings(lambda x: pc.list_element(x, at), parts)
+
+    def _splitpart(self, e: exp.SplitPart) -> Value:
+        """split_part(s, delimiter, n): the n-th part of s split by the delimiter (a plain string), from the end
+        for a negative n, "" beyond the parts; s itself when the delimiter is empty; n = 0 is Spark's error."""
+        strings, delimiters = self._string(e.this), self._string(e.args["delimiter"])
+        index = self.value(e.args["part_index"])
+        if index.type not in _INTEGRAL:
+            raise NotOnDriver("split_part of other than an integer part")
+        return _rows(_split_part, [strings, delimiters, index], pa.string())
+
     def _string(self, e: exp.Expression) -> Value:
         v = self.value(e)
         if v.type == pa.string():
@@ -810,6 +876,22 @@ def _rows(function: Callable[..., object], values: list[Value], to: pa.DataType)
     rows = next(len(v) for v in values if not isinstance(v, pa.Scalar))
     columns = [[v.as_py()] * rows if isinstance(v, pa.Scalar) else v.to_pylist() for v in values]
     return pa.chunked_array([pa.array([function(*row) for row in zip(*columns)], to)])
+
+
+def _of_strings(function: Callable[[pa.Array | pa.ChunkedArray], Value], v: Value) -> Value:
+    """`function` of a column, or of a scalar as a column of one (Arrow's string kernels take columns)."""
+    if isinstance(v, pa.Scalar):
+        return function(pa.array([v.as_py()], v.type))[0]
+    return function(v)
+
+
+def _split_part(s: str | None, delimiter: str | None, n: int | None) -> str | None:
+    if s is None or delimiter is None or n is None:
+        return None
+    if n == 0:
+        raise NotOnDriver("split_part of part 0")
+    parts = s.split(delimiter) if delimiter else [s]
+    return parts[n - 1 if n > 0 else n] if abs(n) <= len(parts) else ""
 
 
 def _substring_sql(s: str | None, pos: int | None, length: int | None) -> str | None:

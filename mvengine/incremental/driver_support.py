@@ -8,6 +8,7 @@ import re
 
 from sqlglot import exp
 
+from mvengine.incremental.java_regex import translate
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.functions import aggregate_function, function_name
 from mvengine.plan.nodes import Aggregate, Filter, Node, TopN
@@ -84,13 +85,20 @@ EVALUATED: frozenset[type[exp.Expr]] = frozenset(
         exp.Greatest,
         exp.Least,
         exp.IsNan,
+        exp.RegexpExtract,
+        exp.RegexpLike,
+        exp.Bracket,
+        exp.SplitPart,
         exp.Anonymous,  # the engine's own functions only (incremental/functions.py)
         *COMPARISONS,
         *ARITHMETIC,
     }
 )
-# Parts of an expression that its parent evaluates with it (a CAST's type, an interval's amount and unit).
-PARTS: frozenset[type[exp.Expr]] = frozenset({exp.DataType, exp.DataTypeParam, exp.Interval})
+# Parts of an expression that its parent evaluates with it (a CAST's type, an interval's amount and unit, the
+# split an index takes an element of).
+PARTS: frozenset[type[exp.Expr]] = frozenset(
+    {exp.DataType, exp.DataTypeParam, exp.Interval, exp.RegexpSplit}  # (a split: of an index [i])
+)
 # DATE_FORMAT's pattern letters whose strftime equivalents print what Spark prints (zero-padded numbers), and
 # the other characters a pattern may hold on the driver.
 _PATTERN_LETTERS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
@@ -154,6 +162,41 @@ def unsupported(e: exp.Expression) -> str | None:
             return "IN (subquery)"
         if isinstance(node, exp.TimeToStr) and strftime_pattern(node) is None:
             return f"date_format pattern ({node.sql('spark')[:60]})"
+        if isinstance(node, (exp.RegexpExtract, exp.RegexpLike, exp.RegexpSplit, exp.Bracket)):
+            reason = _regex_unsupported(node)
+            if reason is not None:
+                return f"{reason} ({node.sql('spark')[:60]})"
+    return None
+
+
+def _regex_unsupported(e: exp.Expression) -> str | None:
+    """What the driver does not evaluate of a regexp_extract, RLIKE or split (an index of it): a pattern that is
+    not a string literal in the subset RE2 matches as Java does (incremental/java_regex.py), a group not among
+    the pattern's, a split by more than a fixed string, an array of a split taken whole."""
+    if isinstance(e, exp.Bracket):
+        offset = e.args.get("offset") or 0
+        if not isinstance(e.this, exp.RegexpSplit) or len(e.expressions) != 1 or e.args.get("safe"):
+            return "an array index of other than split"
+        return None if offset in (0, 1) else f"an array index from {offset}"
+    pattern = e.expression
+    found = translate(pattern.name) if isinstance(pattern, exp.Literal) and pattern.is_string else None
+    if found is None:
+        return "a pattern that is not a string literal RE2 reads as Java does"
+    if isinstance(e, exp.RegexpExtract):
+        group = e.args.get("group")
+        others = ("position", "occurrence", "parameters")
+        if not (isinstance(group, exp.Literal) and group.is_int) or any(e.args.get(a) for a in others):
+            return "regexp_extract of other than a literal group"
+        if not 0 <= int(group.name) <= found.groups:
+            return f"group {group.name} of a pattern with {found.groups}"  # (Spark's error when one matches)
+    if isinstance(e, exp.RegexpLike) and (e.args.get("flag") or e.args.get("full_match")):
+        return "a regexp match with flags"
+    if isinstance(e, exp.RegexpSplit):
+        limit = e.args.get("limit")
+        if not (isinstance(e.parent, exp.Bracket) and e.parent.this is e):
+            return "split's array (the driver takes one element of it)"
+        if not found.literal or not (limit is None or (isinstance(limit, exp.Literal) and limit.is_int)):
+            return "split by other than a fixed string"
     return None
 
 

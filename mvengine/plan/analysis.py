@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from mvengine.plan.functions import NON_DETERMINISTIC, function_name
-from mvengine.plan.nodes import Aggregate, Distinct, Filter, LookupJoin, Node, Project, Scan, show
+from mvengine.plan.nodes import Aggregate, Distinct, Filter, LookupJoin, Node, Project, Scan, UnionAll, show
 from mvengine.plan.operators import operator_of
 from mvengine.plan.time_bounds import CLOCK, clock_bounds
 
@@ -89,6 +89,16 @@ def is_append_only(node: Node) -> bool:
         return False
     operator = operator_of(node)
     return operator is not None and operator.append_only(node, is_append_only)
+
+
+def row_by_row(root: Node) -> bool:
+    """Whether each output row comes of one input row alone (scans, projections, filters without NOW(), UNION
+    ALL): a batch that only inserts then appends its own rows, which recomputing the view never beats."""
+    return all(
+        (isinstance(n, (Scan, Project, UnionAll)) or (isinstance(n, Filter) and clock_bounds(n) is None))
+        and not any(_reads_beyond_row(e) for e in n.expressions())
+        for n in root.walk()
+    )
 
 
 def _reads_beyond_row(e: exp.Expression) -> bool:

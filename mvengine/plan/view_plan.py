@@ -16,6 +16,7 @@ from mvengine.plan.analysis import (
     changelog_kind,
     full_refresh_reasons,
     is_deterministic,
+    row_by_row,
     state_of,
 )
 from mvengine.plan.binder import Binder
@@ -60,6 +61,9 @@ class ViewPlan:
     notes: tuple[str, ...]
     spark_sql: str = ""  # the query as SQL Spark runs (windows spelled its way: plan/windows.spark_sql)
     by_arrival: bool = False  # its rows depend on when input rows arrived: never recomputed by cost
+    row_by_row: bool = (
+        False  # each row of one input row (analysis.row_by_row): inserts never recomputed by cost
+    )
     drops: tuple[str, ...] = ()  # "table: condition" of the rows its inputs' and its own expectations drop
 
     @property
@@ -229,6 +233,7 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
         tuple(notes),
         spark_sql(spell_temporal_joins(view.query, binder.temporal_joins), binder.table_windows),
         by_arrival=arrival is not None or expiring is not None,
+        row_by_row=row_by_row(root),
         drops=tuple(drops),
     )
 

@@ -97,10 +97,16 @@ POLICY_MEANING = {
 
 def policy_meaning(plan: ViewPlan) -> str:
     """The view's refresh policy and what it does for this view: `auto` never recomputes by cost a view whose
-    rows depend on when they arrived or on its state_ttl (a recomputation could not give them)."""
+    rows depend on when they arrived or on its state_ttl (a recomputation could not give them), nor a batch
+    that only inserts into a view whose rows each come of one input row (appending them costs less)."""
     policy = plan.view.refresh_policy
     if policy == "auto" and plan.by_arrival:
         return "auto: the delta rule in every batch (never recomputed by cost; the notes say why)"
+    if policy == "auto" and plan.row_by_row:
+        return (
+            "auto: the delta rule in every batch that only inserts (each row comes of one input row: appending "
+            "them beats recomputing); a recomputation when a batch that deletes changes much of the inputs"
+        )
     return f"{policy}: {POLICY_MEANING[policy]}"
 
 

@@ -84,6 +84,7 @@ def apply_changes(
             choice=choice,
             refresh_policy=plan.view.refresh_policy,
             by_arrival=plan.by_arrival,
+            appends=plan.row_by_row and not any(c.retractions for c in inputs.values()),
         )
     )
     if reason:

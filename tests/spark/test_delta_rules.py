@@ -47,6 +47,8 @@ CREATE TABLE c (_ex INT, g STRING, v INT) WITH ('append_only' = 'true');
 # One view per operator, named by what it exercises; each selects `_ex` first.
 SIDE_BY_SIDE = {
     "filter_project": "SELECT _ex, k, upper(g) AS g, v * 2 AS v2 FROM a WHERE v > 0 OR v IS NULL",
+    "strings": "SELECT _ex, k, regexp_extract(g, '(y)?(x*)', 1) AS r, split(g, 'x')[0] AS s0, "
+    "split_part(g, 'y', -1) AS sp FROM a WHERE g RLIKE '^x' OR v > 1",
     "union_all": "SELECT _ex, g, v FROM a WHERE k > 1 UNION ALL SELECT _ex, g, v FROM b",
     "distinct_rows": "SELECT DISTINCT _ex, g, v FROM a",
     "aggregate": "SELECT _ex, g, COUNT(*) AS n, COUNT(v) AS nv, SUM(v) AS s, AVG(v) AS av, MIN(v) AS lo, "

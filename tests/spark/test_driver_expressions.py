@@ -18,6 +18,7 @@ from pyspark.errors import AnalysisException
 
 from mvengine.incremental.driver_expressions import NotOnDriver, evaluate, predicate_mask
 from mvengine.incremental.driver_support import unsupported
+from mvengine.incremental.java_regex import translate
 from mvengine.plan.nodes import Field
 from mvengine.plan.types import build
 from tests.conftest import examples
@@ -179,6 +180,14 @@ def _compose(children):
                 "({}) LIKE 'a%'",
                 "({}) NOT LIKE '_%b'",
                 "({}) LIKE '%!%!_%' ESCAPE '!'",
+                "regexp_extract({}, '(&|^)a=([^&]*)', 2)",
+                "regexp_extract({}, 'b?', 0)",
+                "({}) RLIKE '^a.'",
+                "split({}, 'a')[0]",
+                "split({}, 'a', 2)[1]",
+                "element_at(split({}, '%'), 1)",
+                "split_part({}, 'a', 2)",
+                "split_part({}, '', -1)",
             ]
         ),
         children,
@@ -259,6 +268,80 @@ CALENDAR_ROWS = [
 )
 def test_intervals_seconds_ilike_and_decimal_casts_as_spark(spark, sql):
     assert_as_spark(spark, pa.Table.from_pylist(CALENDAR_ROWS, schema=SCHEMA), sql, required=True)
+
+
+# Java regular expressions of the subset RE2 reads as Java does (incremental/java_regex.py), over strings of
+# the characters they name: regexp_extract of each group and RLIKE, on the driver and in Spark.
+REGEX_ATOMS = st.sampled_from(
+    ["a", "b", "&", "=", "/", "é", "\\.", ".", "[ab]", "[^&]", "[a-c9]", "[-a]", "[a=-]", "\\d", "\\w"]
+    + ["\\s", "\\W", "\\S", "\\-", "\\t", "[\\d&]", "[\\w]"]
+)
+QUANTIFIERS = ["*", "+", "?", "*?", "+?", "??", "{2}", "{1,}", "{0,2}", "{1,2}?"]
+
+
+def _regex(children):
+    return st.one_of(
+        st.tuples(children, children).map("".join),
+        st.tuples(children, children).map("|".join),
+        children.map("({})".format),
+        children.map("(?:{})".format),
+        st.tuples(children, st.sampled_from(QUANTIFIERS)).map(lambda t: f"(?:{t[0]}){t[1]}"),
+        st.tuples(REGEX_ATOMS, st.sampled_from(QUANTIFIERS)).map("".join),
+        children.map("^{}".format),
+        children.map("{}$".format),
+    )
+
+
+PATTERNS = st.lists(st.recursive(REGEX_ATOMS, _regex, max_leaves=6), min_size=1, max_size=6)
+SEARCHED = st.lists(
+    st.one_of(st.none(), st.text(alphabet="ab&=/é.9 \t-c", max_size=8)), min_size=1, max_size=8
+)
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
+@given(patterns=PATTERNS, strings=SEARCHED, data=st.data())
+def test_regular_expressions_match_as_in_java(spark, patterns, strings, data):
+    table = pa.table({"s": pa.array(strings, pa.string())})
+    fields = [Field("s", build("STRING"), True)]
+    calls = []
+    for pattern in patterns:
+        translated = translate(pattern)
+        assert translated is not None, pattern
+        quoted = _quoted(pattern)
+        group = data.draw(st.integers(0, translated.groups))
+        calls += [f"regexp_extract(s, {quoted}, {group})", f"s RLIKE {quoted}"]
+    driver = []
+    for call in calls:
+        expression = sqlglot.parse_one(call, read="spark")
+        assert unsupported(expression) is None, call
+        assert expression.expression.name in patterns, call  # (sqlglot reads the literal as Spark does)
+        driver.append(evaluate(expression, table, fields).to_pylist())
+    in_spark = spark.createDataFrame(table).selectExpr(*calls).collect()
+    for i, call in enumerate(calls):
+        assert driver[i] == [row[i] for row in in_spark], f"{call} over {strings}"
+
+
+def _quoted(pattern: str) -> str:
+    """A pattern as a Spark SQL string literal (whose backslashes escape)."""
+    return "'" + pattern.replace("\\", "\\\\") + "'"
+
+
+def test_patterns_outside_the_subset_go_to_spark():
+    for pattern in ["a**", "a*+", "(?i)a", "(a)\\1", "x\\b", "[a&&b]", "[[a]]", "[]a]", "a{,2}", "\\p{L}"]:
+        assert translate(pattern) is None, pattern
+        assert unsupported(sqlglot.parse_one(f"s RLIKE {_quoted(pattern)}", read="spark")) is not None, (
+            pattern
+        )
+    for sql in [
+        "split(s, '.')[0]",
+        "split(s, 'a')",
+        "regexp_extract(s, '(a)', 2)",
+        "try_element_at(split(s, 'a'), 1)",
+    ]:
+        assert unsupported(sqlglot.parse_one(sql, read="spark")) is not None, sql
+    lines = pa.table({"s": ["a\nb"]})
+    with pytest.raises(NotOnDriver, match="line terminator"):
+        evaluate(sqlglot.parse_one("s RLIKE 'a.b'", read="spark"), lines, [Field("s", build("STRING"), True)])
 
 
 def assert_as_spark(spark, table: pa.Table, sql: str, required: bool = False) -> None:

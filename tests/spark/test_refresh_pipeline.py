@@ -226,6 +226,28 @@ def test_auto_policy_recomputes_a_batch_that_changes_most_of_the_inputs(spark, t
         differential.check_view(spark, catalog, name)
 
 
+def test_auto_policy_appends_an_insert_only_batch_of_a_row_by_row_view(spark, tmp_path):
+    """A view whose rows each come of one input row appends a batch of inserts, however large a share of its
+    inputs; a batch that deletes is still recomputed by cost."""
+    root = differential.make_project(
+        tmp_path, "CREATE MATERIALIZED VIEW kept AS SELECT k, upper(g) AS g FROM t WHERE v >= 0;"
+    )
+    (root / "conf").mkdir(exist_ok=True)
+    (root / "conf" / "mvengine.toml").write_text(
+        "[refresh]\nrecompute_above = 0.3\nrecompute_min_changes = 1\n"
+    )
+    config = load_config(root)
+    catalog = load_catalog(config)
+    Refresher(spark, config, catalog).refresh()
+    reports = []
+    for commit in [("upsert_t", [(k, "ab"[k % 2], k) for k in range(10)]), ("delete_t", range(6))]:
+        differential.apply_commit(spark, catalog, commit)
+        Refresher(spark, config, catalog, report=reports.append).refresh()
+        differential.check_view(spark, catalog, "kept")
+    assert [r.kind for r in reports] == ["stream", "bootstrap"], [r.line() for r in reports]
+    assert reports[1].note.startswith("recomputed by cost: 6 changes are 150% of the inputs' 4 rows")
+
+
 def test_issue_43_a_helper_views_empty_batch_is_a_version_the_cost_check_can_read(spark, tmp_path):
     """A join input that aggregates is a helper view (q7__b1); in a batch where its output does not change (new
     bids below the highest), its snapshot commit still makes a version, and the next view's cost check, which
