@@ -107,10 +107,20 @@ _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?
 
 def evaluate(e: exp.Expression, table: pa.Table, fields: Sequence[Field]) -> pa.ChunkedArray:
     """The values of bound expression `e` (its columns are `fields`, the columns of `table` in order)."""
-    value = _Evaluator(table, fields).value(e)
-    if isinstance(value, pa.Scalar):
-        return pa.chunked_array([pa.repeat(value, table.num_rows)], value.type)
-    return value if isinstance(value, pa.ChunkedArray) else pa.chunked_array([value], value.type)
+    return evaluate_all([e], table, fields)[0]
+
+
+def evaluate_all(
+    expressions: Sequence[exp.Expression], table: pa.Table, fields: Sequence[Field]
+) -> list[pa.ChunkedArray]:
+    """The values of each expression (as `evaluate`), what they have in common computed once."""
+    evaluator = _Evaluator(table, fields)
+    found = []
+    for value in map(evaluator.value, expressions):
+        if isinstance(value, pa.Scalar):
+            value = pa.repeat(value, table.num_rows)
+        found.append(value if isinstance(value, pa.ChunkedArray) else pa.chunked_array([value], value.type))
+    return found
 
 
 def predicate_mask(e: exp.Expression, table: pa.Table, fields: Sequence[Field]) -> pa.ChunkedArray:
@@ -139,8 +149,18 @@ class _Evaluator:
     def __init__(self, table: pa.Table, fields: Sequence[Field]) -> None:
         self.table = table
         self.positions = _positions(tuple((f.name, f.qualifier) for f in fields))
+        # Values of the expressions evaluated so far, by the expression (sqlglot's are equal by structure): one
+        # that occurs twice (`lower(channel)` in each branch of a CASE, `split(url, '/')` under three indexes)
+        # is computed once.
+        self.known: dict[exp.Expression, Value] = {}
 
     def value(self, e: exp.Expression) -> Value:
+        found = self.known.get(e)
+        if found is None:
+            found = self.known[e] = self._computed(e)
+        return found
+
+    def _computed(self, e: exp.Expression) -> Value:
         try:
             if type(e) not in EVALUATED:
                 raise NotOnDriver(f"{type(e).__name__} is not evaluated on the driver")
@@ -807,16 +827,9 @@ class _Evaluator:
         """split(s, delimiter)[i] (from 0) and element_at(split(s, delimiter), i) (from 1) of a fixed
         delimiter: Java's String.split, which keeps the empty strings before, between and after delimiters.
         An index beyond the array is NULL or Spark's error by its ANSI setting: Spark decides."""
-        split = e.this
-        found = translate(split.expression.name)
-        limit = split.args.get("limit")
-        if found is None or not found.literal:
-            raise NotOnDriver("split by other than a fixed string")
-        most = limit.to_py() if limit is not None else 0
-        parts = _of_strings(
-            lambda x: pc.split_pattern(x, found.literal, max_splits=most - 1 if most > 0 else None),
-            self._string(split.this),
-        )
+        parts = self.known.get(e.this)
+        if parts is None:
+            parts = self.known[e.this] = self._split(e.this)
         index = self.value(e.expressions[0])
         if not (isinstance(index, pa.Scalar) and index.type in _INTEGRAL):
             raise NotOnDriver("an array index other than an integer constant")
@@ -828,6 +841,18 @@ class _Evaluator:
         if at < 0 or (shortest is not None and at >= shortest):
             raise NotOnDriver("an index beyond the array")
         return _of_strings(lambda x: pc.list_element(x, at), parts)
+
+    def _split(self, e: exp.RegexpSplit) -> Value:
+        """split(s, delimiter[, limit]) as Arrow lists (only an index of it is evaluated)."""
+        found = translate(e.expression.name)
+        limit = e.args.get("limit")
+        if found is None or not found.literal:
+            raise NotOnDriver("split by other than a fixed string")
+        most = limit.to_py() if limit is not None else 0
+        return _of_strings(
+            lambda x: pc.split_pattern(x, found.literal, max_splits=most - 1 if most > 0 else None),
+            self._string(e.this),
+        )
 
     def _splitpart(self, e: exp.SplitPart) -> Value:
         """split_part(s, delimiter, n): the n-th part of s split by the delimiter (a plain string), from the end

@@ -53,6 +53,7 @@ from mvengine.incremental.driver_expressions import (
     common_type,
     comparison_type,
     evaluate,
+    evaluate_all,
     extreme,
     predicate_mask,
 )
@@ -688,8 +689,7 @@ class ArrowEngine:
     def project(
         self, rel: pa.Table, child: Node, expressions: Sequence[exp.Expression], fields: Sequence[Field]
     ) -> pa.Table:
-        values = [evaluate(e, rel, child.fields) for e in expressions]
-        return zset(values, rel.column(WEIGHT), rel.column(MTIME))
+        return zset(evaluate_all(expressions, rel, child.fields), rel.column(WEIGHT), rel.column(MTIME))
 
     def mask(self, rel: pa.Table, child: Node, predicate: exp.Expression) -> pa.Table:
         return rel.filter(predicate_mask(predicate, rel, child.fields))
