@@ -11,7 +11,7 @@ from sqlglot import exp
 from mvengine.incremental.java_regex import translate
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.functions import aggregate_function, function_name
-from mvengine.plan.nodes import Aggregate, Filter, Node, TopN
+from mvengine.plan.nodes import Aggregate, Filter, Node, SessionAggregate, TopN
 from mvengine.plan.operators import operator_of
 from mvengine.plan.operators.aggregate import ACCUMULATOR_KINDS, accumulator_kind, incremental_call
 from mvengine.plan.time_bounds import at_clock, clock_bounds
@@ -105,8 +105,9 @@ _PATTERN_LETTERS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M"
 _PATTERN = re.compile(r"[A-Za-z]+|[-:/ ._,]")
 
 
-def not_on_driver(root: Node) -> str | None:
-    """Why the view's batches can never be computed on the driver (None when small ones can)."""
+def not_on_driver(root: Node, expiring: bool = False) -> str | None:
+    """Why the view's batches can never be computed on the driver (None when small ones can); `expiring`: the
+    view has a state_ttl."""
     for node in root.walk():
         operator = operator_of(node)
         if operator is None or not operator.on_driver:
@@ -119,12 +120,53 @@ def not_on_driver(root: Node) -> str | None:
             c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)
         ):
             return f"{node.describe()}: an order by PROCTIME() (Spark keeps each row's arrival time)"
-        if isinstance(node, Aggregate):
+        if isinstance(node, SessionAggregate):
+            reason = (
+                "partitions expiring (state_ttl), which Spark computes"
+                if expiring
+                else session_unsupported(node)
+            )
+            if reason is not None:
+                return f"{node.describe()}: {reason}"
+        elif isinstance(node, Aggregate):
             append_only = is_append_only(node.child)
             for agg in node.aggregates:
                 if not ACCUMULATOR_KINDS[accumulator_kind(incremental_call(agg), append_only)].on_driver:
                     name = function_name(aggregate_function(agg)).upper()
                     return f"{node.describe()}: {name} (its accumulator is computed by Spark)"
+    return None
+
+
+# The aggregates the driver computes over a session's rows (incremental/session_window.py), and the types of
+# their column: SUM of integers only (exact, in any order), MIN and MAX of no floating point (NaN orders apart).
+_SESSION_AGGREGATES = {
+    "count": None,
+    "sum": {"TINYINT", "SMALLINT", "INT", "BIGINT"},
+    "min": None,
+    "max": None,
+}
+_UNORDERED = {"FLOAT", "DOUBLE", "ARRAY", "MAP", "STRUCT", "VARIANT"}
+
+
+def session_unsupported(node: SessionAggregate) -> str | None:
+    """What of a session window's aggregates the driver does not compute (None when it computes them all)."""
+    time = node.window.time.type
+    if time is None or time.this.value not in ("TIMESTAMP", "TIMESTAMPNTZ", "TIMESTAMPTZ", "TIMESTAMPLTZ"):
+        return "a session window over a time that is not a TIMESTAMP"
+    for call in node.aggregates:
+        f = aggregate_function(call)
+        name = function_name(f).upper()
+        argument = f.this
+        if call is not f or function_name(f) not in _SESSION_AGGREGATES:
+            return f"{call.sql('spark')} over a session (Spark computes it)"
+        if isinstance(argument, exp.Star) and name == "COUNT":
+            continue
+        if not isinstance(argument, exp.Column) or argument.type is None:
+            return f"{name} of an expression over a session (Spark computes it)"
+        kind = argument.type.this.value
+        types = _SESSION_AGGREGATES[function_name(f)]
+        if (types is not None and kind not in types) or (name in ("MIN", "MAX") and kind in _UNORDERED):
+            return f"{name} of a {kind} over a session (Spark computes it)"
     return None
 
 

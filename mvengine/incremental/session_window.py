@@ -4,24 +4,47 @@ the difference: every old session of those partitions retracted (-1), every new 
 cancel in the view's emit. This is seed 002's session example: a late row bridging two sessions retracts both
 and inserts the merged one.
 
-State: the input rows of each partition with their multiplicity (incremental/partition_rows.py), read back for
-the touched partitions only; with the view's state_ttl, a partition untouched for that long leaves the view with
-its sessions. Sessions are formed by Spark's own `session_window()` and aggregated by Spark's own
-functions over those rows, so every aggregate Spark has works here. Batches run in Spark (the driver rules do
-not form sessions).
+State: the input rows of each partition with their multiplicity (incremental/partition_rows.py), of only the
+columns the sessions read (plan/operators/session.kept_positions), read back for the touched partitions only;
+with the view's state_ttl, a partition untouched for that long leaves the view with its sessions. In Spark,
+sessions are formed by Spark's own `session_window()` and aggregated by Spark's own functions over those rows,
+so every aggregate Spark has works there.
+
+On the driver (`driver_delta`), the same rule over the same state: the touched partitions' rows are sorted by
+partition and time (numpy), and a session starts where a row's time passes the one before it by more
+than the gap (Spark merges a row into a session that ends at or after its time); COUNT, SUM of integers, MIN and
+MAX are computed per session (driver_support.session_unsupported says which calls, statically). A view with a
+state_ttl runs in Spark.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch, ChildDelta
-from mvengine.incremental.lateness import on_time
-from mvengine.incremental.partition_rows import batch_time, copies, partition_rows
+from mvengine.incremental.driver import (
+    DriverBatch,
+    aggregated,
+    align,
+    consolidated,
+    group_by,
+    normalized,
+    zset,
+)
+from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate_all
+from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
+from mvengine.incremental.partition_rows import COUNT, DELETE, batch_time, copies, partition_rows
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate
-from mvengine.plan.nodes import Field, SessionAggregate
+from mvengine.plan.functions import aggregate_function, function_name
+from mvengine.plan.nodes import Field, Node, SessionAggregate
+from mvengine.plan.operators.session import kept_positions, position
 
 NODE = SessionAggregate  # the plan node type this module maintains (plan/operators/session.py)
 
@@ -29,15 +52,20 @@ NODE = SessionAggregate  # the plan node type this module maintains (plan/operat
 def delta(node: SessionAggregate, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     window = node.window
     fields = window.child.fields
-    columns = [f"_c{i}" for i in range(len(fields))]
+    every = [f"_c{i}" for i in range(len(fields))]
+    columns = [every[i] for i in kept_positions(node)]
+
+    def of_input(changes: DataFrame) -> DataFrame:
+        return changes.toDF(*every, WEIGHT, MTIME).select(*columns, WEIGHT, MTIME)
+
     arriving = on_time(window, child_delta(window.child, batch), batch)
-    changed = batch.keep_small(consolidate(arriving.toDF(*columns, WEIGHT, MTIME), columns))
+    changed = batch.keep_small(consolidate(of_input(arriving), columns))
     partition = list(node.partition)
     parts = [F.expr(_positional(g, fields).sql("spark")) for g in partition]
 
     def prior() -> DataFrame | None:
         before = batch.as_before()
-        return None if before is None else child_delta(window.child, before).toDF(*columns, WEIGHT, MTIME)
+        return None if before is None else of_input(child_delta(window.child, before))
 
     old, new, expired = partition_rows(batch, f"n{batch.node_id(node)}_rows", changed, columns, parts, prior)
     mtime = batch_time(changed)
@@ -64,7 +92,7 @@ def _sessions(
     """The view's aggregate rows over `rows` (input rows with their multiplicity `_n`): one per session."""
     window = node.window
     each = copies(rows)
-    time = F.col(f"_c{_position(window.time, fields)}")
+    time = F.col(f"_c{position(window.time, fields)}")
     session = F.session_window(time, f"{window.spec.size} microseconds")
     groups = [F.expr(_positional(g, fields).sql("spark")).alias(f"_p{i}") for i, g in enumerate(partition)]
     aggregates = [
@@ -95,18 +123,165 @@ def _is_bound(e: exp.Expression, window_fields: tuple[Field, ...]) -> Field | No
     return None
 
 
-def _position(column: exp.Column, fields: tuple[Field, ...]) -> int:
-    return next(
-        i for i, f in enumerate(fields) if f.name == column.name and f.qualifier == (column.table or None)
-    )
-
-
 def _positional(e: exp.Expression, fields: tuple[Field, ...]) -> exp.Expression:
     """`e` over the positional columns `_c<i>` of the window's input."""
 
     def rename(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-            return exp.column(f"_c{_position(node, fields)}", quoted=True)
+            return exp.column(f"_c{position(node, fields)}", quoted=True)
         return node
 
     return e.copy().transform(rename)
+
+
+# -- on the driver -----------------------------------------------------------------------------------------------
+
+
+def driver_delta(
+    node: SessionAggregate, batch: DriverBatch, child_delta: Callable[[Node, DriverBatch], pa.Table]
+) -> pa.Table:
+    if batch.clock is not None and batch.clock.state_ttl is not None:
+        raise NotOnDriver("a session window's partitions expiring (state_ttl)")
+    window = node.window
+    keep = kept_positions(node)
+    fields = [window.child.fields[i] for i in keep]
+    arriving = on_time_on_driver(window, child_delta(window.child, batch), batch)
+    changed = consolidated(
+        zset([arriving.column(i) for i in keep], arriving.column(WEIGHT), arriving.column(MTIME))
+    )
+    name = f"n{batch.node_id(node)}_rows"
+    old = _held_rows(node, batch, name, changed, fields, keep)
+    index = align([normalized(c) for c in changed.columns[:-2]], [normalized(c) for c in old.columns[:-2]])
+    before = pc.fill_null(old.column(WEIGHT).take(index), 0)
+    count = pc.add(before, changed.column(WEIGHT))
+    staged = pa.table(
+        [*changed.columns[:-2], count, pc.less_equal(count, 0)],
+        names=[*[f"_c{i}" for i in keep], COUNT, DELETE],
+    )
+    schema = batch.state.schema(name)
+    if schema is not None:
+        staged = pa.table(
+            [cast(staged.column(n), schema.field(n).type) for n in schema.names] + [staged[DELETE]],
+            names=[*schema.names, DELETE],
+        )
+    batch.state.stage(name, staged, [f"_c{i}" for i in keep], DELETE)
+    now = consolidated(pa.concat_tables([old, changed]))
+    now = now.filter(pc.greater(now.column(WEIGHT), 0))
+    emitted = pa.concat_tables(
+        [_driver_sessions(node, now, fields, keep, 1), _driver_sessions(node, old, fields, keep, -1)]
+    )
+    latest = pc.max(changed.column(MTIME))
+    return consolidated(
+        emitted.set_column(emitted.num_columns - 1, MTIME, pa.repeat(latest, emitted.num_rows))
+    )
+
+
+def _held_rows(
+    node: SessionAggregate,
+    batch: DriverBatch,
+    name: str,
+    changed: pa.Table,
+    fields: list[Field],
+    keep: list[int],
+) -> pa.Table:
+    """The state's rows of the partitions `changed` touches, as a Z-set of the kept columns weighted by their
+    multiplicity (at no time)."""
+    columns = [f"_c{i}" for i in keep]
+    schema = batch.state.schema(name)
+    if schema is None:
+        return changed.slice(0, 0)
+    if set(schema.names) != {*columns, COUNT}:
+        raise NotOnDriver(f"state {name} holds other columns than this rule keeps")
+    window_fields = node.window.child.fields
+    plain = all(isinstance(p, exp.Column) for p in node.partition)
+    if node.partition and plain:
+        keys = [f"_c{position(p, window_fields)}" for p in node.partition]  # type: ignore[arg-type]
+        touched = pa.table(
+            [cast(changed.column(columns.index(k)), schema.field(k).type) for k in keys], names=keys
+        )
+        found = batch.state.lookup(name, touched, keys)
+    else:
+        found = batch.state.read_all(name)
+    assert found is not None  # (its schema was found)
+    rows = zset(
+        [cast(found.column(c), changed.schema.field(j).type) for j, c in enumerate(columns)],
+        found.column(COUNT),
+        pa.nulls(found.num_rows, changed.schema.field(MTIME).type),
+    )
+    if node.partition and not plain:  # (the partitions `changed` touches, by their values)
+        mine = evaluate_all(node.partition, rows, fields)
+        theirs = evaluate_all(node.partition, changed, fields)
+        at = align([normalized(c) for c in mine], [normalized(c) for c in _distinct(theirs)])
+        rows = rows.filter(pc.is_valid(at))
+    return rows
+
+
+def _distinct(columns: Sequence[pa.ChunkedArray]) -> list[pa.ChunkedArray]:
+    table = pa.table([normalized(c) for c in columns], names=[f"k{i}" for i in range(len(columns))])
+    distinct = group_by(table, table.column_names).aggregate([])
+    return [distinct.column(n) for n in table.column_names]
+
+
+def _driver_sessions(
+    node: SessionAggregate, rows: pa.Table, fields: list[Field], keep: list[int], sign: int
+) -> pa.Table:
+    """The view's aggregate rows over `rows` (a Z-set of the kept columns, weighted by multiplicity), one per
+    session, as a Z-set of weight `sign` (at no time)."""
+    window = node.window
+    time = rows.column(keep.index(time_position(window)))
+    rows = rows.filter(pc.is_valid(time))
+    counts = rows.column(WEIGHT).to_numpy()
+    if len(counts) and counts.max() > 1:  # (each copy of a row counts)
+        rows = rows.take(pa.array(np.repeat(np.arange(len(counts)), counts)))
+    n = rows.num_rows
+    time = rows.column(keep.index(time_position(window)))
+    t = pc.cast(time, pa.int64()).to_numpy() if n else np.zeros(0, np.int64)
+    parts = evaluate_all(node.partition, rows, fields)
+    partition = _partition_ids(parts, n)
+    order = np.lexsort((t, partition))
+    starts = np.ones(n, bool)
+    if n:
+        t_sorted, p_sorted = t[order], partition[order]
+        starts[1:] = (p_sorted[1:] != p_sorted[:-1]) | (t_sorted[1:] > t_sorted[:-1] + window.spec.size)
+    session_sorted = np.cumsum(starts) - 1
+    first = order[np.flatnonzero(starts)]  # each session's first row, and its last
+    last = order[np.r_[np.flatnonzero(starts)[1:] - 1, n - 1]] if n else first
+    session = np.empty(n, np.int64)
+    session[order] = session_sorted
+    arguments = pa.table({"_s": pa.array(session)})
+    how: dict[str, object] = {}
+    for j, call in enumerate(node.aggregates):
+        f = aggregate_function(call)
+        name = function_name(f)
+        if isinstance(f.this, exp.Star):
+            values: pa.ChunkedArray | pa.Array = pa.repeat(pa.scalar(1, pa.int64()), n)
+            how[f"a{j}"] = "sum"
+        else:
+            values = evaluate_all([f.this], rows, fields)[0]
+            how[f"a{j}"] = ("count", pc.CountOptions("only_valid")) if name == "count" else name
+        arguments = arguments.append_column(f"a{j}", values)
+    grouped = aggregated(arguments, ["_s"], how)
+    by_session = pc.sort_indices(grouped.column("_s"))  # (grouped in the order sessions first appear)
+    out: list[pa.ChunkedArray | pa.Array] = []
+    p = 0
+    for g in node.groups:
+        kind = _is_bound(g, window.fields)
+        if kind is not None and kind.window_bound == "session start":
+            out.append(pa.array(t[first], pa.int64()).cast(time.type))
+        elif kind is not None:
+            out.append(pa.array(t[last] + window.spec.size, pa.int64()).cast(time.type))
+        else:
+            out.append(parts[p].take(pa.array(first, pa.int64())))
+            p += 1
+    out += [grouped.column(f"a{j}").take(by_session) for j in range(len(node.aggregates))]
+    weight = pa.repeat(pa.scalar(sign, pa.int64()), len(first))
+    return zset(out, weight, pa.nulls(len(first), pa.timestamp("us", tz="UTC")))
+
+
+def _partition_ids(parts: Sequence[pa.ChunkedArray], n: int) -> np.ndarray:
+    """Each row's partition, as a number (rows of equal partition values, NULL with NULL, share one)."""
+    if not parts:
+        return np.zeros(n, np.int64)
+    at = align([normalized(c) for c in parts], _distinct(parts))
+    ids: np.ndarray = at.to_numpy(zero_copy_only=False)
+    return ids

@@ -112,7 +112,11 @@ def policy_meaning(plan: ViewPlan) -> str:
 
 def driver_fields(plan: ViewPlan) -> dict:
     """Whether the view's small batches are computed on the driver, without Spark, and if not, why."""
-    reason = "recomputed by Spark" if plan.strategy == "full" else not_on_driver(plan.root)
+    reason = (
+        "recomputed by Spark"
+        if plan.strategy == "full"
+        else not_on_driver(plan.root, plan.view.state_ttl is not None)
+    )
     return {"driver": reason is None, "driver_reason": reason}
 
 

@@ -63,7 +63,7 @@ class RefreshContext:
     def driver_reason(self, plan: ViewPlan) -> str | None:
         """Why the driver never computes the view's batches (None: it computes its small ones), from its plan."""
         if plan.name not in self._driver_reasons:
-            self._driver_reasons[plan.name] = not_on_driver(plan.root)
+            self._driver_reasons[plan.name] = not_on_driver(plan.root, plan.view.state_ttl is not None)
         return self._driver_reasons[plan.name]
 
     def engine(self, plan: ViewPlan, changes: int) -> EngineChoice:
