@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,7 +24,7 @@ from tests.conftest import bag, examples, phases_of_costly
 from tests.spark.test_refresh_differential import refresh_steps, source_rows
 
 SOURCES = """
-CREATE TABLE e (id INT NOT NULL, g STRING, v INT, ts TIMESTAMP,
+CREATE TABLE e (id INT NOT NULL, g STRING, v INT, ts TIMESTAMP, big BIGINT, money DECIMAL(38, 2),
                 WATERMARK FOR ts AS ts - INTERVAL '5' SECOND, PRIMARY KEY (id) NOT ENFORCED);
 """
 # Each view, and its oracle: the same windows in Spark's SQL over the source at the snapshot's version (None: the
@@ -100,7 +101,8 @@ VIEWS = {
     # driver computes over a session.
     "w_session_many": (
         """SELECT lower(g) AS lg, session_window.end AS s1, COUNT(v) AS nv, MIN(g) AS lo, MAX(v) AS hi,
-                          COUNT(*) AS n, SUM(v) AS total
+                          COUNT(*) AS n, SUM(v) AS total, SUM(big) AS big_total, MIN(big) AS big_lo,
+                          MAX(money) AS money_hi, MIN(money) AS money_lo
                           FROM e GROUP BY lower(g), session_window(ts, '3 seconds')""",
         None,
     ),
@@ -137,12 +139,20 @@ def apply(spark, catalog, commit) -> None:
     kind, payload = commit
     source = catalog.sources["e"]
     if kind == "upsert":
-        latest = {i: (i, g, v, ts) for i, g, v, ts in payload}
+        latest = {i: (i, g, v, ts, *_beyond(i, v)) for i, g, v, ts in payload}
         merge_into(source_rows(source.schema, latest.values()), TableRef(source.path), ["id"])
     else:
-        rows = [(i, None, None, None, True) for i in sorted(set(payload))]
+        rows = [(i, None, None, None, None, None, True) for i in sorted(set(payload))]
         gone = source.schema.append(pa.field("gone", pa.bool_()))
         merge_into(source_rows(gone, rows), TableRef(source.path), ["id"], delete_column="gone")
+
+
+def _beyond(i: int, v: int | None) -> tuple[int | None, Decimal | None]:
+    """A row's `big` (beyond 2^53, odd: a double would round it) and `money` (near DECIMAL(38, 2)'s limit),
+    from its `v`."""
+    if v is None:
+        return None, None
+    return v * 2**55 + 2 * i + 1, Decimal(v) * 10**34 + Decimal(i) / 100
 
 
 def check(spark, catalog, name: str) -> None:
