@@ -1,6 +1,9 @@
 """A Spark session that knows nothing of mvengine: plain PySpark with Delta's connector, on the Hive metastore
 of a project's warehouse, as a notebook of the team would open it. It runs the SQL statements it is given and
-prints each query's rows as one JSON line (values as strings, rows sorted).
+prints each query's rows as one JSON line (values as strings, rows sorted). It maps the archive of Spark's
+classes that set-up leaves beside the jars (`make class-archive`), as mvengine's own sessions do: class-data
+sharing only spares the cold JVM reading and verifying those classes from their jars (a query's session 34 s
+from 50, the catalog test 118 s from 135), and changes nothing a query does.
 
     python plain_spark.py WAREHOUSE JARS_FOLDER "SQL" ...
 """
@@ -15,6 +18,9 @@ from pyspark.sql import SparkSession
 
 def main(warehouse: str, jars: str, statements: list[str]) -> None:
     metastore = os.path.join(warehouse, "_catalog", "metastore_db")
+    java_options = [f"-Dderby.stream.error.file={warehouse}/_catalog/derby.log"]
+    for archive in glob.glob(os.path.join(jars, "spark-classes-*.jsa")):
+        java_options += [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("a notebook")
@@ -31,7 +37,7 @@ def main(warehouse: str, jars: str, statements: list[str]) -> None:
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"-Dderby.stream.error.file={warehouse}/_catalog/derby.log")
+        .config("spark.driver.extraJavaOptions", " ".join(java_options))
         .enableHiveSupport()
         .getOrCreate()
     )
