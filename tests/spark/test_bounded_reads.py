@@ -52,11 +52,11 @@ BOUNDED = ("interval_join", "window_join", "recent_clicks")
 PER_BATCH = 10  # rows of each stream per batch, one second of event time
 USERS = 3
 # The batches of the stream: 100+ nightly (make test-nightly), fewer in the default run; either way the streams
-# end many times larger than READ_BOUND.
+# end at least four times larger than READ_BOUND.
 BATCHES = 120 if os.environ.get("HYPOTHESIS_PROFILE") == "nightly" else 20
 # Rows a batch may read: the other stream's rows of the two to three seconds around the batch's times (a
-# window join: the two 2-second windows its rows fall in), with room to spare (the joins read 20 a batch, the
-# temporal filter 11, from the third batch on: the same in every batch after, as the streams are regular).
+# window join: the two 2-second windows its rows fall in), with room to spare: over 20 batches the joins read at
+# most 20 rows a batch, the temporal filter 11 (the streams are regular: later batches read as many).
 READ_BOUND = 50
 # State rows of the TTL views: per key, the GROUP BY's accumulators and changelog revision, the top-N's row,
 # count and revision; and a bound on them for the keys touched in the last three to four batches (ten new keys
