@@ -25,6 +25,13 @@ from tests.system.test_cli import BIN, run
 
 # -- one refresh at a time -----------------------------------------------------------------------------------
 
+# The lock's tests need a view the refresh that waits recomputes (v_proj) and one it leaves as the holder left
+# it; the racing refreshes below run the whole differential corpus.
+LOCKED_VIEWS = """
+CREATE MATERIALIZED VIEW v_proj AS SELECT k, g, v * 2 AS v2 FROM t WHERE v > 0 OR v IS NULL;
+CREATE MATERIALIZED VIEW v_groups AS SELECT g, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY g;
+"""
+
 
 def _continuous(root: Path) -> subprocess.Popen:
     """`mv refresh --continuous` in a child, returned once it holds the lock (its first line after Spark's). Its
@@ -52,7 +59,7 @@ def _stop(child: subprocess.Popen) -> tuple[str, str]:
 
 
 def test_a_second_refresh_says_who_holds_the_views_and_wait_waits(spark, tmp_path):
-    root = differential.make_project(tmp_path, differential.VIEWS)
+    root = differential.make_project(tmp_path, LOCKED_VIEWS)
     config = load_config(root)
     catalog = load_catalog(config)
     Refresher(spark, config, catalog).refresh()
