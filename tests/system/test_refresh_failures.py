@@ -25,7 +25,7 @@ from tests.system.test_cli import BIN, run
 
 # -- one refresh at a time -----------------------------------------------------------------------------------
 
-# The lock's tests need a view the refresh that waits recomputes (v_proj) and one it leaves as the holder left
+# The lock-wait test needs a view the refresh that waits recomputes (v_proj) and one it leaves as the holder left
 # it; the racing refreshes below run the whole differential corpus.
 LOCKED_VIEWS = """
 CREATE MATERIALIZED VIEW v_proj AS SELECT k, g, v * 2 AS v2 FROM t WHERE v > 0 OR v IS NULL;
