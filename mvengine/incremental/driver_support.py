@@ -11,7 +11,7 @@ from sqlglot import exp
 from mvengine.incremental.java_regex import translate
 from mvengine.plan.analysis import is_append_only
 from mvengine.plan.functions import aggregate_function, function_name
-from mvengine.plan.nodes import Aggregate, Filter, Node, SessionAggregate, TopN
+from mvengine.plan.nodes import Aggregate, Filter, Node, Over, SessionAggregate, TopN
 from mvengine.plan.operators import operator_of
 from mvengine.plan.operators.aggregate import ACCUMULATOR_KINDS, accumulator_kind, incremental_call
 from mvengine.plan.time_bounds import at_clock, clock_bounds
@@ -128,6 +128,14 @@ def not_on_driver(root: Node, expiring: bool = False) -> str | None:
             )
             if reason is not None:
                 return f"{node.describe()}: {reason}"
+        elif isinstance(node, Over):
+            reason = (
+                "partitions expiring (state_ttl), which Spark computes"
+                if expiring
+                else over_unsupported(node)
+            )
+            if reason is not None:
+                return f"{node.describe()}: {reason}"
         elif isinstance(node, Aggregate):
             append_only = is_append_only(node.child)
             for agg in node.aggregates:
@@ -170,11 +178,79 @@ def session_unsupported(node: SessionAggregate) -> str | None:
     return None
 
 
+# The window functions the driver evaluates (incremental/over.py), and the types of their argument: SUM and AVG
+# of integers and floating point (DECIMAL's types are Spark's to choose), MIN and MAX of what orders as one.
+_RANKINGS = (exp.RowNumber, exp.Rank, exp.DenseRank)
+_OFFSETS = (exp.Lag, exp.Lead)
+_WINDOW_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+_SUMMED = {"TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE"}
+
+
+def over_unsupported(node: Over) -> str | None:
+    """What of a node's window functions and frames the driver does not evaluate (None when it does them all)."""
+    for window in node.windows:
+        f = window.this
+        name = f.sql_name() if isinstance(f, exp.Func) else type(f).__name__.upper()
+        if isinstance(f, _RANKINGS):
+            continue
+        if isinstance(f, _OFFSETS):
+            offset, default = f.args.get("offset"), f.args.get("default")
+            if offset is not None and not (isinstance(offset, exp.Literal) and offset.is_int):
+                return f"{name} by an offset that is not an integer (Spark computes it)"
+            if not (
+                default is None or isinstance(default, exp.Null) or _same_kind(default.type, f.this.type)
+            ):
+                return f"{name} with a default of another type than its value (Spark computes it)"
+            continue
+        if not isinstance(f, _WINDOW_AGGREGATES) or isinstance(f.this, exp.Distinct):
+            return f"{name} over a window (Spark computes it)"
+        reason = _frame_unsupported(window)
+        if reason is not None:
+            return f"{name} over {reason} (Spark computes it)"
+        if isinstance(f.this, exp.Star):
+            continue
+        kind = "an unknown type" if f.this.type is None else f.this.type.this.value
+        if isinstance(f, (exp.Sum, exp.Avg)) and kind not in _SUMMED:
+            return f"{name} of a {kind} over a window (Spark computes it)"
+        if isinstance(f, (exp.Sum, exp.Avg)) and kind in ("FLOAT", "DOUBLE") and not window.args.get("order"):
+            return f"{name} of a {kind} over a window of no order (Spark adds it up in any order)"
+        if isinstance(f, (exp.Min, exp.Max)) and (f.this.type is None or kind in _UNORDERED):
+            return f"{name} of a {kind} over a window (Spark computes it)"
+    return None
+
+
+def _same_kind(a: exp.DataType | None, b: exp.DataType | None) -> bool:
+    """Whether a value of type `a` stands in for one of `b` as Spark coerces it: the same type, or both strings,
+    or both integers."""
+    if a is None or b is None:
+        return False
+    kinds = (exp.DataType.TEXT_TYPES, exp.DataType.INTEGER_TYPES)
+    return a == b or any(a.this in k and b.this in k for k in kinds)
+
+
+def _frame_unsupported(window: exp.Window) -> str | None:
+    """What of a window's frame the driver does not evaluate: ROWS frames of any integer bounds, RANGE frames
+    bounded by UNBOUNDED and CURRENT ROW only."""
+    spec = window.args.get("spec")
+    if spec is None:
+        return None
+    bounds = [spec.args.get("start"), spec.args.get("end")]
+    if str(spec.args.get("kind")).upper() == "RANGE":
+        if any(isinstance(b, exp.Expression) for b in bounds):
+            return "a RANGE frame of offsets"  # (of ORDER BY values: Spark's)
+        return None
+    if any(isinstance(b, exp.Expression) and not (isinstance(b, exp.Literal) and b.is_int) for b in bounds):
+        return "a frame bound that is not an integer"
+    return None
+
+
 def _evaluated(node: Node) -> list[exp.Expression]:
-    """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls; a temporal
-    filter's predicate with NOW() read as an instant)."""
+    """The expressions the driver evaluates for a node (an aggregate's arguments, not its calls; a window's
+    arguments; a temporal filter's predicate with NOW() read as an instant)."""
     if isinstance(node, Filter) and clock_bounds(node) is not None:
         return [at_clock(node.predicate, 0)]
+    if isinstance(node, Over):  # (COUNT(*)'s star is no value)
+        return [e for e in node.expressions() if not isinstance(e, exp.Star)]
     if not isinstance(node, Aggregate):
         return node.expressions()
     arguments = [

@@ -3,19 +3,34 @@ rows of its partition, but only on them: the rule evaluates the windows over the
 before and after the batch (incremental/partition_rows.py keeps them) with Spark's own window functions, and
 emits the difference — the rows whose values stayed cancel out, so a change re-emits only the rows whose frame
 holds it (at most n+1 for `ROWS BETWEEN n PRECEDING AND CURRENT ROW`). With the view's state_ttl, a partition
-untouched for that long leaves the view: its rows are retracted with their window values. Batches run in
-Spark."""
+untouched for that long leaves the view: its rows are retracted with their window values (in Spark only).
+On the driver (`driver_delta`), the same rule over the same state, the windows evaluated in numpy."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch, ChildDelta
-from mvengine.incremental.partition_rows import batch_time, copies, partition_rows
+from mvengine.incremental.driver import DriverBatch, consolidated, data, normalized, zset
+from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate_all
+from mvengine.incremental.partition_rows import (
+    batch_time,
+    copies,
+    expanded,
+    partition_ids,
+    partition_rows,
+    partition_rows_on_driver,
+)
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
-from mvengine.plan.nodes import Over
+from mvengine.plan.nodes import Field, Node, Over
 
 NODE = Over  # the plan node type this module maintains (plan/operators/over.py)
 
@@ -58,3 +73,289 @@ def local(e: exp.Expression) -> str:
         .transform(lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n)
         .sql("spark")
     )
+
+
+# -- on the driver -----------------------------------------------------------------------------------------------
+#
+# The same rule over the same state (incremental/partition_rows.py): each window is evaluated over the touched
+# partitions' rows sorted by partition and ORDER BY (numpy), as Spark's window frames evaluate it, so that
+# floating-point sums add in Spark's order: a growing frame (from UNBOUNDED PRECEDING) accumulates row by row,
+# any other adds its rows again from its first. driver_support.over_unsupported says which functions and
+# frames, statically.
+
+
+def driver_delta(
+    node: Over, batch: DriverBatch, child_delta: Callable[[Node, DriverBatch], pa.Table]
+) -> pa.Table:
+    fields = list(node.child.fields)
+    columns = [f.name for f in fields]
+    if len(set(columns)) < len(columns):
+        raise NotOnDriver("window functions over an input of two columns of one name")
+    changed = consolidated(child_delta(node.child, batch))
+    name = f"n{batch.node_id(node)}_rows"
+    old, new = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields)
+    emitted = pa.concat_tables([_windowed(node, new, fields, 1), _windowed(node, old, fields, -1)])
+    latest = pc.max(changed.column(MTIME))
+    return consolidated(
+        emitted.set_column(emitted.num_columns - 1, MTIME, pa.repeat(latest, emitted.num_rows))
+    )
+
+
+def _windowed(node: Over, rows: pa.Table, fields: list[Field], sign: int) -> pa.Table:
+    """Every copy of `rows` (a Z-set weighted by multiplicity) with its window values, as a Z-set of weight
+    `sign` (at no time)."""
+    rows = expanded(rows)
+    n = rows.num_rows
+    partition = partition_ids(evaluate_all(node.partition, rows, fields), n)
+    values = []
+    for window in node.windows:
+        frame = _Sorted.of(window, rows, fields, partition)
+        in_order = _values_in_order(window, frame, rows, fields)
+        values.append(in_order.take(pa.array(frame.position, pa.int64())))
+    weight = pa.repeat(pa.scalar(sign, pa.int64()), n)
+    return zset([*data(rows), *values], weight, pa.nulls(n, pa.timestamp("us", tz="UTC")))
+
+
+@dataclass
+class _Sorted:
+    """A window's rows in its order (by partition, then its ORDER BY): per sorted position, where its partition
+    and its peers (the rows its ORDER BY does not tell apart) begin and end."""
+
+    order: np.ndarray  # the rows' indices, sorted
+    position: np.ndarray  # each row's sorted position
+    first: np.ndarray  # per sorted position: its partition's first position, and its last
+    last: np.ndarray
+    peer_first: np.ndarray  # its peers' first position, and their last
+    peer_last: np.ndarray
+    peer_starts: np.ndarray  # whether it is the first of its peers
+
+    @classmethod
+    def of(cls, window: exp.Window, rows: pa.Table, fields: list[Field], partition: np.ndarray) -> _Sorted:
+        ordered = window.args["order"].expressions if window.args.get("order") else []
+        keys = evaluate_all([o.this for o in ordered], rows, fields)
+        codes = [_sort_codes(k, o) for k, o in zip(keys, ordered)]
+        n = len(partition)
+        order = np.lexsort((*reversed(codes), partition)) if n else np.zeros(0, np.int64)
+        starts = _starts([partition[order]], n)
+        peer_starts = _starts([partition[order], *(c[order] for c in codes)], n)
+        position = np.empty(n, np.int64)
+        position[order] = np.arange(n)
+        return cls(order, position, *_spans(starts), *_spans(peer_starts), peer_starts)
+
+
+def _sort_codes(values: pa.ChunkedArray, ordered: exp.Ordered) -> np.ndarray:
+    """Integers that sort as Spark sorts `values` by `ordered` (ASC NULLS FIRST unless said otherwise; NaN
+    above every number, -0.0 equal to 0.0), equal where the values are."""
+    descending = bool(ordered.args.get("desc"))
+    nulls_first = ordered.args.get("nulls_first")
+    nulls_first = not descending if nulls_first is None else bool(nulls_first)
+    return _codes(values, descending, nulls_first)
+
+
+def _codes(values: pa.ChunkedArray, descending: bool, nulls_first: bool) -> np.ndarray:
+    """Dense ranks of `values` (from 0, in Spark's order of values), reversed when `descending`; NULL below or
+    above them all."""
+    n = len(values)
+    if values.type == pa.null() or not n:
+        return np.zeros(n, np.int64)
+    values = normalized(values.combine_chunks())
+    valid = np.asarray(pc.is_valid(values), bool)
+    if pa.types.is_floating(values.type):
+        _, ranks = np.unique(
+            pc.fill_null(values, pa.scalar(0, values.type)).to_numpy(), return_inverse=True
+        )  # (NaN last, as one)
+    else:
+        ranks = np.asarray(pc.rank(values, "ascending", tiebreaker="dense"), np.int64) - 1
+    ranks = ranks.astype(np.int64)
+    top = int(ranks.max()) + 1
+    if descending:
+        ranks = top - 1 - ranks
+    return np.where(valid, ranks, -1 if nulls_first else top)
+
+
+def _starts(sorted_keys: list[np.ndarray], n: int) -> np.ndarray:
+    """Per sorted position, whether its keys differ from those of the position before (the first's do)."""
+    starts = np.ones(n, bool)
+    if n:
+        starts[1:] = np.logical_or.reduce([k[1:] != k[:-1] for k in sorted_keys])
+    return starts
+
+
+def _spans(starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per sorted position, the first and the last position of its run (runs begin where `starts`)."""
+    n = len(starts)
+    at = np.arange(n)
+    first = np.maximum.accumulate(np.where(starts, at, 0)) if n else at
+    ends = np.r_[starts[1:], True] if n else starts
+    last = np.minimum.accumulate(np.where(ends, at, n)[::-1])[::-1] if n else at
+    return first, last
+
+
+def _values_in_order(window: exp.Window, frame: _Sorted, rows: pa.Table, fields: list[Field]) -> pa.Array:
+    """The window's value for each sorted position."""
+    f = window.this
+    n = len(frame.order)
+    at = np.arange(n)
+    if isinstance(f, exp.RowNumber):
+        return pa.array(at - frame.first + 1, pa.int32())
+    if isinstance(f, exp.Rank):
+        return pa.array(frame.peer_first - frame.first + 1, pa.int32())
+    if isinstance(f, exp.DenseRank):
+        groups = np.cumsum(frame.peer_starts)
+        return pa.array(groups - groups[frame.first] + 1 if n else at, pa.int32())
+    argument = _sorted_argument(f, frame, rows, fields)
+    if isinstance(f, (exp.Lag, exp.Lead)):
+        return _offset_value(f, frame, argument, rows, fields)
+    start, end = _frame_bounds(window, frame)
+    return _aggregate(f, argument, start, end, frame)
+
+
+def _sorted_argument(f: exp.Expression, frame: _Sorted, rows: pa.Table, fields: list[Field]) -> pa.Array:
+    if isinstance(f.this, exp.Star):  # COUNT(*)
+        return pa.repeat(pa.scalar(1, pa.int64()), len(frame.order))
+    return evaluate_all([f.this], rows, fields)[0].combine_chunks().take(pa.array(frame.order, pa.int64()))
+
+
+def _offset_value(
+    f: exp.Lag | exp.Lead, frame: _Sorted, argument: pa.Array, rows: pa.Table, fields: list[Field]
+) -> pa.Array:
+    """LAG and LEAD: the argument `offset` rows before (after) in the partition, else the default."""
+    offset = int(f.args["offset"].name) if f.args.get("offset") else 1
+    n = len(frame.order)
+    source = np.arange(n) + (offset if isinstance(f, exp.Lead) else -offset)
+    inside = (source >= frame.first) & (source <= frame.last)
+    taken = argument.take(pa.array(np.where(inside, source, 0), pa.int64(), mask=~inside))
+    default = f.args.get("default")
+    if default is None or isinstance(default, exp.Null):
+        return taken
+    fallback = evaluate_all([default], rows, fields)[0].combine_chunks()
+    fallback = cast(fallback.take(pa.array(frame.order, pa.int64())), argument.type)
+    return pc.if_else(pa.array(inside), taken, fallback)
+
+
+def _frame_bounds(window: exp.Window, frame: _Sorted) -> tuple[np.ndarray, np.ndarray]:
+    """Per sorted position, its frame's first and last position (an empty frame ends before it starts). Without
+    a frame: the partition, or (with ORDER BY) RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW."""
+    spec = window.args.get("spec")
+    at = np.arange(len(frame.order))
+    if spec is None:
+        return frame.first, (frame.peer_last if window.args.get("order") else frame.last)
+    rows = str(spec.args.get("kind")).upper() == "ROWS"
+    low = _bound(spec.args.get("start"), spec.args.get("start_side"))
+    high = _bound(spec.args.get("end") or "CURRENT ROW", spec.args.get("end_side"))
+    if rows:
+        start = frame.first if low is None else np.maximum(at + low, frame.first)
+        end = frame.last if high is None else np.minimum(at + high, frame.last)
+    else:  # (RANGE: of UNBOUNDED and CURRENT ROW alone, the current row's peers)
+        start = frame.first if low is None else frame.peer_first
+        end = frame.last if high is None else frame.peer_last
+    return start, end
+
+
+def _bound(bound: object, side: object) -> int | None:
+    """A frame bound as an offset from the current row (None: unbounded)."""
+    if isinstance(bound, str) and bound.upper() == "UNBOUNDED":
+        return None
+    if isinstance(bound, str) and bound.upper() == "CURRENT ROW":
+        return 0
+    assert isinstance(bound, exp.Literal)  # (driver_support.over_unsupported: an integer)
+    return int(bound.name) * (-1 if str(side).upper() == "PRECEDING" else 1)
+
+
+def _aggregate(
+    f: exp.Expression, argument: pa.Array, start: np.ndarray, end: np.ndarray, frame: _Sorted
+) -> pa.Array:
+    """COUNT, SUM, AVG, MIN or MAX of the sorted `argument` over each position's frame [start, end]."""
+    valid = np.asarray(pc.is_valid(argument), np.int64)
+    counts = _prefix_sums(valid, start, end)
+    if isinstance(f, exp.Count):
+        return pa.array(counts, pa.int64())
+    empty = counts == 0
+    if isinstance(f, (exp.Min, exp.Max)):
+        codes = _codes(pa.chunked_array([argument]), False, not isinstance(f, exp.Min))
+        chosen = _range_extreme(codes, start, end, np.minimum if isinstance(f, exp.Min) else np.maximum)
+        ranked = np.empty(int(codes.max()) + 2 if len(codes) else 0, np.int64)
+        ranked[codes + 1] = np.arange(len(codes))  # (a row of each code; NULL's is -1 or the top)
+        picked = ranked[chosen + 1] if len(codes) else chosen
+        return argument.take(pa.array(np.where(empty, 0, picked), pa.int64(), mask=empty))
+    integers = pa.types.is_integer(argument.type)
+    if not (integers or pa.types.is_floating(argument.type)):
+        raise NotOnDriver(f"a window's sum of {argument.type}")
+    filled = pc.fill_null(argument, 0).to_numpy(zero_copy_only=False)
+    if integers and _fits(filled, 2**63 if isinstance(f, exp.Sum) else 2**53):
+        total = _prefix_sums(filled.astype(np.int64), start, end)  # (exact: an AVG's double sum is too)
+        if isinstance(f, exp.Sum):
+            return pa.array(total, pa.int64(), mask=empty)
+        return pa.array(total / np.where(empty, 1, counts), pa.float64(), mask=empty)
+    if integers and isinstance(f, exp.Sum):
+        raise NotOnDriver("a SUM beyond the range of BIGINT")  # (Spark's error, which Spark gives)
+    total = _float_sums(filled.astype(np.float64) + 0.0, start, end, frame)
+    if isinstance(f, exp.Sum):
+        return pa.array(total, pa.float64(), mask=empty)
+    return pa.array(total / np.where(empty, 1, counts), pa.float64(), mask=empty)
+
+
+def _fits(values: np.ndarray, bound: int) -> bool:
+    """Whether every partial sum of `values` stays below `bound` in magnitude."""
+    return not len(values) or int(np.abs(values.astype(np.float64)).max()) * len(values) < bound
+
+
+def _prefix_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Exact sums of integers over [start, end] (0 where the frame is empty)."""
+    prefix = np.r_[0, np.cumsum(values)]
+    return np.where(end >= start, prefix[np.maximum(end + 1, 0)] - prefix[np.minimum(start, len(values))], 0)
+
+
+def _float_sums(values: np.ndarray, start: np.ndarray, end: np.ndarray, frame: _Sorted) -> np.ndarray:
+    """Sums of doubles over [start, end], added in Spark's order: from the frame's first row on. A long frame
+    from its partition's first row is the running sum at its last row (Spark's growing frame accumulates row
+    by row, which gives the same sums); every other is added up again, a row at a time for all frames at once.
+    NULLs are 0.0 here, which adds nothing to a sum that starts at 0.0."""
+    n = len(values)
+    growing = (start == frame.first) & (end - start >= _SHORT_FRAME)
+    sums = np.zeros(n)
+    if growing.any():
+        running = np.zeros(n)
+        with np.errstate(invalid="ignore"):
+            for a in np.unique(frame.first[growing]):
+                b = frame.last[a] + 1
+                running[a:b] = np.cumsum(values[a:b])
+        sums = np.where(growing, running[np.clip(end, 0, n - 1)], sums)
+    summed = ~growing & (end >= start)
+    if summed.any():
+        width = int((end - start)[summed].max()) + 1
+        if width * n > 50_000_000:
+            raise NotOnDriver(f"window frames of {width} rows over {n} rows")
+        total = np.zeros(n)
+        with np.errstate(invalid="ignore"):  # (inf + -inf is NaN, as in Spark)
+            for k in range(width):
+                at = start + k
+                total = total + np.where(at <= end, values[np.clip(at, 0, n - 1)], 0.0)
+        sums = np.where(summed, total, sums)
+    return sums
+
+
+_SHORT_FRAME = 64  # (rows: a frame this long or shorter is added up again, whatever its start)
+
+
+def _range_extreme(codes: np.ndarray, start: np.ndarray, end: np.ndarray, pick: np.ufunc) -> np.ndarray:
+    """The least (`np.minimum`) or greatest code over each [start, end] (a sparse table: log n levels of the
+    extremes of 2^k rows); where a frame is empty, anything."""
+    n = len(codes)
+    if not n:
+        return codes
+    levels = [codes]
+    while 2 ** len(levels) <= n:
+        half = 2 ** (len(levels) - 1)
+        below = levels[-1]
+        levels.append(pick(below[:-half], below[half:]))
+    length = np.maximum(end - start + 1, 1)
+    k = np.floor(np.log2(length)).astype(np.int64)
+    found = np.empty(n, codes.dtype)
+    for level in np.unique(k):
+        rows = np.flatnonzero(k == level)
+        table = levels[level]
+        a = np.clip(start[rows], 0, len(table) - 1)
+        b = np.clip(end[rows] - 2**level + 1, 0, len(table) - 1)
+        found[rows] = pick(table[a], table[b])
+    return found

@@ -13,15 +13,22 @@ from the input's rows before the batch as well, so that one coming back after it
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from sqlglot import exp
 
 from mvengine.incremental.batch import Batch
+from mvengine.incremental.driver import DriverBatch, align, consolidated, group_by, normalized, zset
+from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate_all
 from mvengine.incremental.state import TOUCHED
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
+from mvengine.plan.nodes import Field
 
 COUNT = "_n"
 DELETE = "_delete"
@@ -147,3 +154,107 @@ def _matches(rows: DataFrame, touched: DataFrame, partition: list[Column]) -> Co
     for i, p in enumerate(partition):
         condition = condition & p.eqNullSafe(touched[f"_p{i}"])
     return condition
+
+
+# -- on the driver -----------------------------------------------------------------------------------------------
+
+
+def partition_rows_on_driver(
+    batch: DriverBatch,
+    name: str,
+    changed: pa.Table,
+    columns: list[str],
+    partition: Sequence[exp.Expression],
+    fields: Sequence[Field],
+) -> tuple[pa.Table, pa.Table]:
+    """`partition_rows` on the driver: the rows of the partitions that `changed` (a consolidated Z-set whose
+    columns are state table `name`'s `columns`, of `fields`) touches, before and after the batch, as Z-sets
+    weighted by multiplicity (at no time); the change of the state table is staged."""
+    if batch.clock is not None and batch.clock.state_ttl is not None:
+        raise NotOnDriver("partitions expiring (state_ttl)")
+    old = _held_rows(batch, name, changed, columns, partition, fields)
+    index = align([normalized(c) for c in changed.columns[:-2]], [normalized(c) for c in old.columns[:-2]])
+    count = pc.add(pc.fill_null(old.column(WEIGHT).take(index), 0), changed.column(WEIGHT))
+    staged = pa.table(
+        [*changed.columns[:-2], count, pc.less_equal(count, 0)], names=[*columns, COUNT, DELETE]
+    )
+    schema = batch.state.schema(name)
+    if schema is not None:
+        staged = pa.table(
+            [cast(staged.column(n), schema.field(n).type) for n in schema.names] + [staged[DELETE]],
+            names=[*schema.names, DELETE],
+        )
+    batch.state.stage(name, staged, columns, DELETE)
+    new = consolidated(pa.concat_tables([old, changed]))
+    return old, new.filter(pc.greater(new.column(WEIGHT), 0))
+
+
+def _held_rows(
+    batch: DriverBatch,
+    name: str,
+    changed: pa.Table,
+    columns: list[str],
+    partition: Sequence[exp.Expression],
+    fields: Sequence[Field],
+) -> pa.Table:
+    """The state's rows of the partitions `changed` touches, as a Z-set like `changed`, weighted by their
+    multiplicity (at no time). Partitions by plain columns are looked up by their values; by expressions, the
+    whole state is read and its rows matched by their partitions' values."""
+    schema = batch.state.schema(name)
+    if schema is None:
+        return changed.slice(0, 0)
+    if set(schema.names) != {*columns, COUNT}:
+        raise NotOnDriver(f"state {name} holds other columns than this rule keeps")
+    keys = [columns[_position(p, fields)] for p in partition if isinstance(p, exp.Column)]
+    if partition and len(keys) == len(partition):
+        touched = pa.table(
+            [cast(changed.column(columns.index(k)), schema.field(k).type) for k in keys], names=keys
+        )
+        found = batch.state.lookup(name, touched, keys)
+    else:
+        found = batch.state.read_all(name)
+    assert found is not None  # (its schema was found)
+    most = batch.state.policy.driver_read_rows
+    if found.num_rows > most:
+        raise NotOnDriver(f"the batch's partitions hold more than {most} rows of state {name}")
+    rows = zset(
+        [cast(found.column(c), changed.schema.field(j).type) for j, c in enumerate(columns)],
+        found.column(COUNT),
+        pa.nulls(found.num_rows, changed.schema.field(MTIME).type),
+    )
+    if partition and len(keys) < len(partition):  # (the partitions `changed` touches, by their values)
+        mine = evaluate_all(partition, rows, fields)
+        theirs = evaluate_all(partition, changed, fields)
+        at = align([normalized(c) for c in mine], [normalized(c) for c in _distinct(theirs)])
+        rows = rows.filter(pc.is_valid(at))
+    return rows
+
+
+def _position(column: exp.Column, fields: Sequence[Field]) -> int:
+    return next(
+        i for i, f in enumerate(fields) if f.name == column.name and f.qualifier == (column.table or None)
+    )
+
+
+def _distinct(columns: Sequence[pa.ChunkedArray]) -> list[pa.ChunkedArray]:
+    table = pa.table([normalized(c) for c in columns], names=[f"k{i}" for i in range(len(columns))])
+    distinct = group_by(table, table.column_names).aggregate([])
+    return [distinct.column(n) for n in table.column_names]
+
+
+def partition_ids(parts: Sequence[pa.ChunkedArray], n: int) -> np.ndarray:
+    """Each of `n` rows' partition (the values of `parts`), as a number: rows of equal partition values (NULL
+    with NULL) share one."""
+    if not parts:
+        return np.zeros(n, np.int64)
+    at = align([normalized(c) for c in parts], _distinct(parts))
+    ids: np.ndarray = at.to_numpy(zero_copy_only=False)
+    return ids
+
+
+def expanded(rows: pa.Table) -> pa.Table:
+    """A Z-set weighted by multiplicity as one row per copy (`copies` on the driver)."""
+    counts = rows.column(WEIGHT).to_numpy()
+    if len(counts) and counts.max() > 1:
+        return rows.take(pa.array(np.repeat(np.arange(len(counts)), counts)))
+    return rows

@@ -19,7 +19,7 @@ state_ttl runs in Spark.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -32,15 +32,19 @@ from mvengine.incremental.batch import Batch, ChildDelta
 from mvengine.incremental.driver import (
     DriverBatch,
     aggregated,
-    align,
     consolidated,
-    group_by,
-    normalized,
     zset,
 )
-from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate_all
+from mvengine.incremental.driver_expressions import evaluate_all
 from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
-from mvengine.incremental.partition_rows import COUNT, DELETE, batch_time, copies, partition_rows
+from mvengine.incremental.partition_rows import (
+    batch_time,
+    copies,
+    expanded,
+    partition_ids,
+    partition_rows,
+    partition_rows_on_driver,
+)
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate
 from mvengine.plan.functions import aggregate_function, function_name
 from mvengine.plan.nodes import Field, Node, SessionAggregate
@@ -140,8 +144,6 @@ def _positional(e: exp.Expression, fields: tuple[Field, ...]) -> exp.Expression:
 def driver_delta(
     node: SessionAggregate, batch: DriverBatch, child_delta: Callable[[Node, DriverBatch], pa.Table]
 ) -> pa.Table:
-    if batch.clock is not None and batch.clock.state_ttl is not None:
-        raise NotOnDriver("a session window's partitions expiring (state_ttl)")
     window = node.window
     keep = kept_positions(node)
     fields = [window.child.fields[i] for i in keep]
@@ -149,24 +151,9 @@ def driver_delta(
     changed = consolidated(
         zset([arriving.column(i) for i in keep], arriving.column(WEIGHT), arriving.column(MTIME))
     )
+    columns = [f"_c{i}" for i in keep]
     name = f"n{batch.node_id(node)}_rows"
-    old = _held_rows(node, batch, name, changed, fields, keep)
-    index = align([normalized(c) for c in changed.columns[:-2]], [normalized(c) for c in old.columns[:-2]])
-    before = pc.fill_null(old.column(WEIGHT).take(index), 0)
-    count = pc.add(before, changed.column(WEIGHT))
-    staged = pa.table(
-        [*changed.columns[:-2], count, pc.less_equal(count, 0)],
-        names=[*[f"_c{i}" for i in keep], COUNT, DELETE],
-    )
-    schema = batch.state.schema(name)
-    if schema is not None:
-        staged = pa.table(
-            [cast(staged.column(n), schema.field(n).type) for n in schema.names] + [staged[DELETE]],
-            names=[*schema.names, DELETE],
-        )
-    batch.state.stage(name, staged, [f"_c{i}" for i in keep], DELETE)
-    now = consolidated(pa.concat_tables([old, changed]))
-    now = now.filter(pc.greater(now.column(WEIGHT), 0))
+    old, now = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields)
     emitted = pa.concat_tables(
         [_driver_sessions(node, now, fields, keep, 1), _driver_sessions(node, old, fields, keep, -1)]
     )
@@ -174,52 +161,6 @@ def driver_delta(
     return consolidated(
         emitted.set_column(emitted.num_columns - 1, MTIME, pa.repeat(latest, emitted.num_rows))
     )
-
-
-def _held_rows(
-    node: SessionAggregate,
-    batch: DriverBatch,
-    name: str,
-    changed: pa.Table,
-    fields: list[Field],
-    keep: list[int],
-) -> pa.Table:
-    """The state's rows of the partitions `changed` touches, as a Z-set of the kept columns weighted by their
-    multiplicity (at no time)."""
-    columns = [f"_c{i}" for i in keep]
-    schema = batch.state.schema(name)
-    if schema is None:
-        return changed.slice(0, 0)
-    if set(schema.names) != {*columns, COUNT}:
-        raise NotOnDriver(f"state {name} holds other columns than this rule keeps")
-    window_fields = node.window.child.fields
-    plain = all(isinstance(p, exp.Column) for p in node.partition)
-    if node.partition and plain:
-        keys = [f"_c{position(p, window_fields)}" for p in node.partition]  # type: ignore[arg-type]
-        touched = pa.table(
-            [cast(changed.column(columns.index(k)), schema.field(k).type) for k in keys], names=keys
-        )
-        found = batch.state.lookup(name, touched, keys)
-    else:
-        found = batch.state.read_all(name)
-    assert found is not None  # (its schema was found)
-    rows = zset(
-        [cast(found.column(c), changed.schema.field(j).type) for j, c in enumerate(columns)],
-        found.column(COUNT),
-        pa.nulls(found.num_rows, changed.schema.field(MTIME).type),
-    )
-    if node.partition and not plain:  # (the partitions `changed` touches, by their values)
-        mine = evaluate_all(node.partition, rows, fields)
-        theirs = evaluate_all(node.partition, changed, fields)
-        at = align([normalized(c) for c in mine], [normalized(c) for c in _distinct(theirs)])
-        rows = rows.filter(pc.is_valid(at))
-    return rows
-
-
-def _distinct(columns: Sequence[pa.ChunkedArray]) -> list[pa.ChunkedArray]:
-    table = pa.table([normalized(c) for c in columns], names=[f"k{i}" for i in range(len(columns))])
-    distinct = group_by(table, table.column_names).aggregate([])
-    return [distinct.column(n) for n in table.column_names]
 
 
 def _driver_sessions(
@@ -230,14 +171,12 @@ def _driver_sessions(
     window = node.window
     time = rows.column(keep.index(time_position(window)))
     rows = rows.filter(pc.is_valid(time))
-    counts = rows.column(WEIGHT).to_numpy()
-    if len(counts) and counts.max() > 1:  # (each copy of a row counts)
-        rows = rows.take(pa.array(np.repeat(np.arange(len(counts)), counts)))
+    rows = expanded(rows)  # (each copy of a row counts)
     n = rows.num_rows
     time = rows.column(keep.index(time_position(window)))
     t = pc.cast(time, pa.int64()).to_numpy() if n else np.zeros(0, np.int64)
     parts = evaluate_all(node.partition, rows, fields)
-    partition = _partition_ids(parts, n)
+    partition = partition_ids(parts, n)
     order = np.lexsort((t, partition))
     starts = np.ones(n, bool)
     if n:
@@ -276,12 +215,3 @@ def _driver_sessions(
     out += [grouped.column(f"a{j}").take(by_session) for j in range(len(node.aggregates))]
     weight = pa.repeat(pa.scalar(sign, pa.int64()), len(first))
     return zset(out, weight, pa.nulls(len(first), pa.timestamp("us", tz="UTC")))
-
-
-def _partition_ids(parts: Sequence[pa.ChunkedArray], n: int) -> np.ndarray:
-    """Each row's partition, as a number (rows of equal partition values, NULL with NULL, share one)."""
-    if not parts:
-        return np.zeros(n, np.int64)
-    at = align([normalized(c) for c in parts], _distinct(parts))
-    ids: np.ndarray = at.to_numpy(zero_copy_only=False)
-    return ids
