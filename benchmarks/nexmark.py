@@ -8,7 +8,10 @@ them before the view starts, then batches of --interval seconds of events, one p
 
 - incremental events/s: the events of the measured batches over the time their refreshes took (median batch);
 - full events/s: the same events over the time a recomputation of the view over all events so far takes
-  (`refresh(full=True)` after each of the last --full-runs batches, median);
+  (`refresh(full=True)` after each of the last --full-runs batches, median): mvengine's own, on the driver
+  when the inputs are small (issue 36);
+- Spark full: the same recomputation by Spark (`driver_max_changes = 0`): the view's SQL run by Spark and
+  written to Delta, what a Spark pipeline that recomputes its views does every run;
 - whether the incremental snapshot equals the recomputed one (it must; "n/a" for a view whose rows depend on
   when rows arrived, q12's PROCTIME(), which a recomputation cannot know).
 
@@ -20,6 +23,7 @@ them before the view starts, then batches of --interval seconds of events, one p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shutil
 import statistics
@@ -72,9 +76,11 @@ def measure(spark, name: str, path: Path, args) -> dict:
     feed.interval = args.interval
     reports: list[BatchReport] = []
     refresher = Refresher(spark, config, catalog, report=reports.append)
+    in_spark = dataclasses.replace(config, policy=dataclasses.replace(config.policy, driver_max_changes=0))
+    spark_refresher = Refresher(spark, in_spark, catalog)
     refresher.refresh()
     batches = max(1, round(args.seconds / args.interval))
-    incremental, full, rounds = [], [], []
+    incremental, full, spark_full, rounds = [], [], [], []
     per_batch = round(args.rate * args.interval)
     equal = True
     for i in range(batches):
@@ -92,6 +98,11 @@ def measure(spark, name: str, path: Path, args) -> dict:
             full.append(time.perf_counter() - started)
             recomputed = read_table(spark, view_tables(plan, {}).snapshot).collect()
             equal = equal and sorted(map(tuple, ours), key=repr) == sorted(map(tuple, recomputed), key=repr)
+            started = time.perf_counter()
+            spark_refresher.refresh(full=True, names=[name])
+            spark_full.append(time.perf_counter() - started)
+            recomputed = read_table(spark, view_tables(plan, {}).snapshot).collect()
+            equal = equal and sorted(map(tuple, ours), key=repr) == sorted(map(tuple, recomputed), key=repr)
     if (
         plan.by_arrival
     ):  # a recomputation cannot know when rows arrived (q12's PROCTIME()): nothing to compare
@@ -105,6 +116,7 @@ def measure(spark, name: str, path: Path, args) -> dict:
         "incremental_eps": per_batch / statistics.median(incremental),
         "full_s": statistics.median(full),
         "full_eps": per_batch / statistics.median(full),
+        "spark_full_s": statistics.median(spark_full),
         "equal": equal,
         "phases": median_phases(rounds),
     }
@@ -139,13 +151,14 @@ def main() -> None:
     )
     print(
         f"{'query':6} {'strategy':12} {'events':>7} {'batch s':>8} {'incr ev/s':>10} {'full s':>7} "
-        f"{'full ev/s':>10} {'full/incr':>9}  equal"
+        f"{'full ev/s':>10} {'full/incr':>9} {'Spark full s':>12} {'Spark/incr':>10}  equal"
     )
     for name in names:
         r = measure(spark, name, files[name], args)
         print(
             f"{r['query']:6} {r['strategy']:12} {r['events']:7d} {r['batch_s']:8.2f} {r['incremental_eps']:10.0f} "
-            f"{r['full_s']:7.2f} {r['full_eps']:10.0f} {r['full_s'] / r['batch_s']:8.1f}x  {r['equal']}",
+            f"{r['full_s']:7.2f} {r['full_eps']:10.0f} {r['full_s'] / r['batch_s']:8.1f}x "
+            f"{r['spark_full_s']:12.2f} {r['spark_full_s'] / r['batch_s']:9.1f}x  {r['equal']}",
             flush=True,
         )
         if args.profile:

@@ -120,19 +120,11 @@ def not_on_driver(root: Node, expiring: bool = False) -> str | None:
             c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)
         ):
             return f"{node.describe()}: an order by PROCTIME() (Spark keeps each row's arrival time)"
-        if isinstance(node, SessionAggregate):
+        if isinstance(node, (SessionAggregate, Over)):  # (rules over partition_rows.py's rows)
+            if expiring:
+                return f"{node.describe()}: partitions expiring (state_ttl), which Spark computes"
             reason = (
-                "partitions expiring (state_ttl), which Spark computes"
-                if expiring
-                else session_unsupported(node)
-            )
-            if reason is not None:
-                return f"{node.describe()}: {reason}"
-        elif isinstance(node, Over):
-            reason = (
-                "partitions expiring (state_ttl), which Spark computes"
-                if expiring
-                else over_unsupported(node)
+                session_unsupported(node) if isinstance(node, SessionAggregate) else over_unsupported(node)
             )
             if reason is not None:
                 return f"{node.describe()}: {reason}"

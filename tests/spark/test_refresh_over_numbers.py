@@ -18,16 +18,16 @@ import math
 from decimal import Decimal
 
 import pyarrow as pa
-from deltalake import DeltaTable
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mvengine.config import load_config
 from mvengine.incremental.driver_support import not_on_driver
 from mvengine.project.catalog import load_catalog
+from mvengine.storage.api import merge_into
 from mvengine.storage.tables import TableRef
 from tests.conftest import examples, phases_of_costly
-from tests.spark.test_refresh_differential import make_project, refresh_steps
+from tests.spark.test_refresh_differential import make_project, refresh_steps, source_rows
 
 COLUMNS = {  # column → (SQL type, Arrow type, values)
     "g": ("STRING", pa.string(), ["a", "b", "A", None]),
@@ -46,7 +46,6 @@ COLUMNS = {  # column → (SQL type, Arrow type, values)
     ),
     "s": ("STRING", pa.string(), ["", "a", "Ü ü", None, "b"]),
 }
-SCHEMA = pa.schema([pa.field("k", pa.int32(), False), *[(c, t) for c, (_, t, _) in COLUMNS.items()]])
 SOURCES = (
     "CREATE TABLE w (k INT NOT NULL, "
     + ", ".join(f"{c} {sql}" for c, (sql, _, _) in COLUMNS.items())
@@ -92,19 +91,14 @@ def _row(k: int) -> tuple:
 
 def apply(spark, catalog, commit) -> None:
     kind, payload = commit
-    uri = TableRef(catalog.sources["w"].path).uri
+    source = catalog.sources["w"]
     if kind == "delete":
-        DeltaTable(uri).delete(f"k IN ({', '.join(str(k) for k in sorted(set(payload)))})")
+        gone = source.schema.append(pa.field("gone", pa.bool_()))
+        rows = [(k, *[None] * len(COLUMNS), True) for k in sorted(set(payload))]
+        merge_into(source_rows(gone, rows), TableRef(source.path), ["k"], delete_column="gone")
         return
     latest = {k: (k, *row) for k, row in payload}  # one row per key in a MERGE
-    rows = pa.Table.from_pylist([dict(zip(SCHEMA.names, r)) for r in latest.values()], schema=SCHEMA)
-    (
-        DeltaTable(uri)
-        .merge(rows, "t.k = s.k", source_alias="s", target_alias="t")
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute()
-    )
+    merge_into(source_rows(source.schema, latest.values()), TableRef(source.path), ["k"])
 
 
 # Every value of every column in the first step (twelve rows, three partitions and NULL's), then a step that
