@@ -71,7 +71,13 @@ class Batch:
 
         Always eager: a lazy checkpoint is made by the first job that reads it, and when two jobs read it at
         once (the broadcasts of one query run in parallel) Spark 4.2 can deadlock between the checkpoint's
-        global lock and the DAG scheduler's lock on the RDD (seen: a refresh hung with no task running)."""
+        global lock and the DAG scheduler's lock on the RDD (seen: a refresh hung with no task running).
+
+        A DataFrame that only reads files at fixed versions and projects or filters their rows is not kept: its
+        plan is short, and reading the files again costs less than holding its rows (a bootstrap's input of 100M
+        rows took most of two minutes to checkpoint)."""
+        if reads_files_only(df):
+            return df
         df = df.localCheckpoint(eager=True)
         self.checkpoints.append(df)
         return df
@@ -90,6 +96,23 @@ class Batch:
         for df in self.checkpoints:
             df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # the checkpoint's blocks
         self.checkpoints.clear()
+
+
+# The logical operators of a plan that reads files and projects or filters their rows, as Spark prints them.
+_SCAN_OPERATORS = frozenset({"Project", "Filter", "Relation", "LocalRelation"})
+
+
+def reads_files_only(df: DataFrame) -> bool:
+    """Whether `df`'s optimized plan reads files (or local rows) and only projects or filters them, by
+    deterministic expressions."""
+    plan = df._jdf.queryExecution().optimizedPlan()
+    if not plan.deterministic():
+        return False
+    for line in plan.toString().splitlines():
+        operator = line.lstrip(" :+-").split(" ", 1)[0].split("[", 1)[0]
+        if operator and operator not in _SCAN_OPERATORS:
+            return False
+    return True
 
 
 def collect_small(df: DataFrame, limit: int) -> pa.Table | None:
