@@ -129,5 +129,6 @@ def test_window_values_equal_sparks_on_both_engines(spark, tmp_path_factory, ste
     assert {n: not_on_driver(plans[n].root) for n in ON_DRIVER} == dict.fromkeys(ON_DRIVER)
     assert "SUM of a DECIMAL over a window" in str(not_on_driver(plans["decimals"].root))
     engines = refresh_steps(spark, root, [[("upsert", [(99, _row(99))])], *steps], apply=apply)
-    assert all("stream/driver" in engines[n] and "stream/spark" in engines[n] for n in ON_DRIVER), engines
     assert engines["decimals"] <= {"bootstrap/spark", "stream/spark"}, engines
+    if steps == EXAMPLE:  # (a generated step may change nothing: a delete of keys that are not there)
+        assert all("stream/driver" in engines[n] and "stream/spark" in engines[n] for n in ON_DRIVER), engines
