@@ -108,8 +108,13 @@ def _windowed(node: Over, rows: pa.Table, fields: list[Field], sign: int) -> pa.
     n = rows.num_rows
     partition = partition_ids(evaluate_all(node.partition, rows, fields), n)
     values = []
+    sorted_by: dict[str, _Sorted] = {}  # (windows of one ORDER BY sort the rows once)
     for window in node.windows:
-        frame = _Sorted.of(window, rows, fields, partition)
+        order = window.args.get("order")
+        by = "" if order is None else order.sql("spark")
+        if by not in sorted_by:
+            sorted_by[by] = _Sorted.of(window, rows, fields, partition)
+        frame = sorted_by[by]
         in_order = _values_in_order(window, frame, rows, fields)
         values.append(in_order.take(pa.array(frame.position, pa.int64())))
     weight = pa.repeat(pa.scalar(sign, pa.int64()), n)
