@@ -38,6 +38,7 @@ class DriverState(Protocol):
     """What the rules read and write of a view's state tables (incremental.state.StateStore on Delta)."""
 
     policy: ExecutionPolicy  # (its driver_read_rows bounds what a rule reads on the driver)
+    purge: dict[str, str]  # table name prefix -> the condition its batch's MERGE deletes rows by
 
     def schema(self, name: str) -> pa.Schema | None:
         """The state table's columns with the Arrow types Spark reads them as (None when it does not exist

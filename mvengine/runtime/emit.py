@@ -5,8 +5,10 @@ costs a millisecond).
 
 Keyed views (seed 003): per key, a first row is `+I`, a changed row `-U` (the old values) then `+U` (the new),
 a row that goes away `-D`; a key whose row did not change emits nothing. `_emit_index` counts the revisions of
-each key's row (0 for its first), kept in the view's state table `emit`; a view of one row (no key) has one.
-Bags: `+I` and `-D` rows, one per unit of multiplicity, with `_emit_index` 0.
+each key's row (0 for its first), kept in the view's state table `emit` for the keys that have been revised or
+removed: a key the table does not hold is at revision 0 when the snapshot has its row (so a key's first row,
+most of what a batch of new keys or a bootstrap writes, costs the table nothing). A view of one row (no key)
+has one. Bags: `+I` and `-D` rows, one per unit of multiplicity, with `_emit_index` 0.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.engine import ArrowEngine, Engine, SparkEngine
 from mvengine.incremental.zset import MTIME, WEIGHT
 from mvengine.names import CHANGELOG_COLUMNS
-from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed
+from mvengine.plan.analysis import changes_once_per_key, key_is_guaranteed, row_by_row
 from mvengine.plan.nodes import Node
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.storage.api import DELETE_MARK
@@ -33,6 +35,8 @@ from mvengine.storage.tables import TableRef
 
 EMIT_STATE = "emit"
 REVISION = "_rev"
+# The keys whose revision the state table keeps: every one a batch changes but a new key's first row.
+_REVISED = "NOT (_has AND _next = 0)"
 
 
 @dataclass
@@ -78,7 +82,13 @@ def view_changes(
     computed it but its Z-set is small (collected once); else by Spark. `inserts_only`: `zset` holds no
     retraction (an append-only view's incremental batch). `version`: the snapshot version the changes make
     (default: the one after `snapshot_before`, or 0)."""
-    emit = _Emit(plan, snapshot, snapshot_before, batch_id, inserts_only, version)
+    # The view's first rows (a bootstrap of a view without a snapshot or key revisions): every key's row is its
+    # first, with nothing to pair it with or revise.
+    first = snapshot_before is None and batch.state.schema(EMIT_STATE) is None
+    # A view with an allowed_lateness: the batch's MERGE into the revisions drops those of windows past it,
+    # so every changed key is written (the MERGE then runs whenever the view changes, as it drops them).
+    purging = EMIT_STATE in batch.state.purge
+    emit = _Emit(plan, snapshot, snapshot_before, batch_id, inserts_only, version, first, purging)
     if isinstance(batch, DriverBatch):
         assert isinstance(zset, pa.Table)  # the driver's rules give Arrow
         return emit.changes(ArrowEngine(batch, _no_child), zset)
@@ -105,6 +115,8 @@ class _Emit:
     batch_id: int
     inserts_only: bool
     version: int | None
+    first: bool
+    purging: bool
     columns: list[str] = field(init=False)  # the view's
     values: list[str] = field(init=False)  # the same inside the rule: the engine's SQL names them
 
@@ -117,10 +129,17 @@ class _Emit:
         row."""
         changes = engine.rename(zset, dict(zip(self.columns, self.values)))
         # (Changes that hold one old and one new row per key at most need no consolidation: a key whose old
-        # and new rows are equal is dropped. Nor do a bag's inserts alone: each copy is logged as it comes.)
-        if not (changes_once_per_key(self.plan.root) or (self.inserts_only and self.plan.key is None)):
+        # and new rows are equal is dropped. Nor do a bag's inserts alone: each copy is logged as it comes, nor
+        # the first rows of a view each of whose rows comes of one input row: they are all inserts.)
+        if not (
+            changes_once_per_key(self.plan.root)
+            or (self.inserts_only and self.plan.key is None)
+            or (self.first and row_by_row(self.plan.root))
+        ):
             changes = engine.consolidate(changes, self.values)
         changes = engine.keep(changes)  # read several times below
+        if self.plan.key and self.first:
+            return self._first_keyed(engine, changes, list(self.plan.key))
         if self.plan.key is not None:
             return self._keyed(engine, changes, list(self.plan.key))
         return self._bag(engine, changes)
@@ -157,17 +176,20 @@ class _Emit:
         rows = engine.compute(
             rows,
             {
-                "_next": f"CASE WHEN {REVISION} IS NULL THEN CAST(0 AS BIGINT) ELSE {REVISION} + 1 END",
+                # (a key the table does not hold is at revision 0 if it had a row)
+                "_was": f"coalesce({REVISION}, CAST(0 AS BIGINT))",
+                "_next": f"CASE WHEN {REVISION} IS NOT NULL THEN {REVISION} + 1 "
+                "WHEN _had THEN CAST(1 AS BIGINT) ELSE CAST(0 AS BIGINT) END",
                 "_both": "_had AND _has",
                 "_rows": "CASE WHEN _had AND _has THEN 2 ELSE 1 END",
             },
         )
         rows = engine.keep(rows)
-        count, retractions = self._count(engine, rows, keys)
+        count, retractions, revised = self._count(engine, rows, keys)
 
         logged = engine.updates(
             rows,
-            [*olds, "_both", REVISION],
+            [*olds, "_both", "_was"],
             [*news, "_both", "_next"],
             [*self.values, "_both", "_index"],
             "_had",
@@ -194,12 +216,13 @@ class _Emit:
                 engine.select(engine.compute(rows, {DELETE_MARK: "NOT _has"}), [*sources, DELETE_MARK]),
                 dict(zip(sources, self.columns)),
             )
-        if count:  # (last: a NotOnDriver above leaves nothing staged)
+        if revised or (count and self.purging):  # (last: a NotOnDriver above leaves nothing staged)
             # A view with a state_ttl keeps no revision of a key that left it (its state ends with its row):
-            # one that comes back starts again at revision 0.
+            # one that comes back starts again at revision 0. A key's first row needs no revision kept.
             gone = "NOT _has" if self.plan.view.state_ttl is not None else "false"
             kept = engine.compute(
-                rows, {REVISION: f"CASE WHEN _has THEN _next ELSE {REVISION} END", "_gone": gone}
+                rows if self.purging else engine.where(rows, _REVISED),
+                {REVISION: "CASE WHEN _has THEN _next ELSE _was END", "_gone": gone},
             )
             engine.stage(
                 EMIT_STATE,
@@ -219,29 +242,59 @@ class _Emit:
             upserts,
         )
 
-    def _count(self, engine: Engine[Any], rows: Any, keys: dict[str, str]) -> tuple[int, int]:
-        """The number of changelog rows and of old rows among them, checking (in the same Spark job) that no key
-        occurs twice: a batch holds at most one old and one new row per key, unless an input broke its declared
-        PRIMARY KEY (which is NOT ENFORCED) — then the snapshot cannot be updated by key. Keys unique by
-        construction need no check."""
-        rows = engine.compute(rows, {"_old": "CASE WHEN _had THEN 1 ELSE 0 END"})
+    def _first_keyed(self, engine: Engine[Any], changes: Any, key: list[str]) -> ViewChanges:
+        """A keyed view's first rows: each a `+I` at revision 0, kept by no state table; no old row to pair it
+        with (what a bootstrap of 100M rows would otherwise join them against), the keys still checked."""
+        keys = {f"_k{i}": k for i, k in enumerate(key)}
+        rows = engine.where(changes, f"{WEIGHT} > 0")
+        rows = engine.compute(
+            rows,
+            {
+                "_had": "false",
+                "_has": "true",
+                "_next": "CAST(0 AS BIGINT)",
+                "_rows": "1",
+                "_copies": WEIGHT,  # more than 1: the key occurs twice
+                **{k: self.values[self.columns.index(c)] for k, c in keys.items()},
+            },
+        )
+        count, _, _ = self._count(engine, rows, keys)
+        logged = engine.compute(rows, {WEIGHT: "CAST(1 AS BIGINT)", "_index": "CAST(0 AS BIGINT)"})
+        zset = self._named(engine, engine.select(logged, [*self.values, WEIGHT, MTIME]))
+        changelog = self._changelog(engine, logged, "'+I'", "_index")
+        inserts = self._named(engine, engine.select(rows, self.values))
+        return ViewChanges(changelog, None, inserts, key, count, zset, 0)
+
+    def _count(self, engine: Engine[Any], rows: Any, keys: dict[str, str]) -> tuple[int, int, int]:
+        """The number of changelog rows, of old rows among them and of keys whose revision the state keeps,
+        checking (in the same Spark job) that no key occurs twice: a batch holds at most one old and one new
+        row per key, unless an input broke its declared PRIMARY KEY (which is NOT ENFORCED) — then the snapshot
+        cannot be updated by key. Keys unique by construction need no check."""
+        rows = engine.compute(
+            rows,
+            {
+                "_old": "CASE WHEN _had THEN 1 ELSE 0 END",
+                "_revised": f"CASE WHEN {_REVISED} THEN 1 ELSE 0 END",
+            },
+        )
+        counted = {"rows": ("sum", "_rows"), "old": ("sum", "_old"), "revised": ("sum", "_revised")}
         if key_is_guaranteed(self.plan.root):
-            total = engine.one_row(
-                engine.aggregate(rows, {}, {"rows": ("sum", "_rows"), "old": ("sum", "_old")})
-            )
-            return int(total["rows"] or 0), int(total["old"] or 0)
-        sums = {"_pairs": ("sum", "_copies"), "_rows": ("sum", "_rows"), "_old": ("sum", "_old")}
+            total = engine.one_row(engine.aggregate(rows, {}, counted))
+            return int(total["rows"] or 0), int(total["old"] or 0), int(total["revised"] or 0)
+        sums = {"_pairs": ("sum", "_copies"), **{f"_{k}": (f, c) for k, (f, c) in counted.items()}}
         per_key = engine.aggregate(rows, {k: k for k in keys}, sums)
         total = engine.one_row(
             engine.aggregate(
-                per_key, {}, {"rows": ("sum", "_rows"), "old": ("sum", "_old"), "most": ("max", "_pairs")}
+                per_key,
+                {},
+                {**{k: ("sum", f"_{k}") for k in counted}, "most": ("max", "_pairs")},
             )
         )
         if total["most"] is not None and total["most"] > 1:
             twice = engine.one_row(engine.where(per_key, "_pairs > 1"))
             shown = ", ".join(f"{c}={twice[k]!r}" for k, c in keys.items())
             raise DuplicateKeyError(self.plan.name, shown)
-        return int(total["rows"] or 0), int(total["old"] or 0)
+        return int(total["rows"] or 0), int(total["old"] or 0), int(total["revised"] or 0)
 
     def _bag(self, engine: Engine[Any], changes: Any) -> ViewChanges:
         """A view without a key changes by whole rows, one `+I` or `-D` per copy. A row that loses copies is
