@@ -65,6 +65,15 @@ class CdfDisabledError(StorageError):
     """An input table without the change data feed, which incremental maintenance needs."""
 
 
+class KeyWrittenTwice(StorageError):
+    """A write that was to check its rows' key unique (storage.api.write_table's `unique`) met a key twice, and
+    committed nothing. `shown`: the key's values."""
+
+    def __init__(self, table: str, shown: str) -> None:
+        super().__init__(f"cannot write {table}: its key occurs twice ({shown})")
+        self.shown = shown
+
+
 class DuplicateKeyError(MvError):
     """A batch with two rows for one key of a keyed view: an input broke its declared PRIMARY KEY (NOT
     ENFORCED). The refresh replaces it with an error that names the source and its duplicated key."""

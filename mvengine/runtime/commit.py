@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from mvengine.errors import DuplicateKeyError, KeyWrittenTwice
 from mvengine.incremental.clock import Clock
 from mvengine.incremental.state import StateStore
 from mvengine.plan.view_plan import ViewPlan
@@ -97,15 +98,20 @@ def commit_batch(
                 on_driver=on_driver,
             )
         else:
-            replace_rows(
-                changes.inserts,
-                tables.snapshot,
-                changes.keys,
-                changes.deletes,
-                metadata=record.metadata(),
-                txn=txn,
-                on_driver=on_driver,
-            )
+            # (a key checked by the snapshot's first write, the first of the batch's: nothing is written)
+            try:
+                replace_rows(
+                    changes.inserts,
+                    tables.snapshot,
+                    changes.keys,
+                    changes.deletes,
+                    metadata=record.metadata(),
+                    txn=txn,
+                    on_driver=on_driver,
+                    unique=changes.unique_on_write,
+                )
+            except KeyWrittenTwice as e:
+                raise DuplicateKeyError(plan.name, e.shown) from None
     with _commit_phase(plan, "key revisions", profile, spark):
         state.commit()
     with _commit_phase(plan, "changelog", profile, spark):

@@ -65,6 +65,9 @@ class ViewChanges:
     # A redefinition that changed the view's columns: the changelog's earlier rows in the new columns. The
     # snapshot is then written anew with `inserts` (all its rows), the changelog with these and `changelog`.
     history: DataFrame | None = None
+    # The key's uniqueness is left to the snapshot's first write, which sorts the rows by it (a first batch
+    # in Spark, whose rows are too many to shuffle once more only to count each key).
+    unique_on_write: bool = False
 
 
 def view_changes(
@@ -100,7 +103,24 @@ def view_changes(
         except NotOnDriver:  # (before anything is staged) a type the driver does not compare: Spark does
             pass
     # Too many changes to collect: so are the rows computed from them, which Spark keeps where it computed them.
+    emit.check_on_write = _checked_on_write(plan)
     return emit.changes(SparkEngine(batch, _no_child, collect_small=collected is not None), zset)
+
+
+def _checked_on_write(plan: ViewPlan) -> bool:
+    """Whether the snapshot's first write may check the view's key (storage.api.write_table's `unique`): the
+    batch writes nothing before the snapshot (a row-by-row view keeps no operator state), and its key's
+    equality is the same in Arrow and in Spark (no floating point: Spark groups NaN with NaN, -0.0 with 0.0;
+    nothing nested)."""
+    key = plan.key or ()
+    types = {c.name: c.type for c in plan.columns}
+    return (
+        bool(key)
+        and row_by_row(plan.root)
+        and not key_is_guaranteed(plan.root)
+        and not plan.view.expectations
+        and not any(types[k].is_type(*exp.DataType.FLOAT_TYPES, *exp.DataType.NESTED_TYPES) for k in key)
+    )
 
 
 def _no_child(node: Node, batch: Any) -> Any:
@@ -117,6 +137,7 @@ class _Emit:
     version: int | None
     first: bool
     purging: bool
+    check_on_write: bool = False  # a first batch's key checked by the snapshot's write (_checked_on_write)
     columns: list[str] = field(init=False)  # the view's
     values: list[str] = field(init=False)  # the same inside the rule: the engine's SQL names them
 
@@ -258,12 +279,15 @@ class _Emit:
                 **{k: self.values[self.columns.index(c)] for k, c in keys.items()},
             },
         )
-        count, _, _ = self._count(engine, rows, keys)
+        if self.check_on_write:  # (each row of weight 1: a first batch of a row-by-row view, unconsolidated)
+            count = int(engine.one_row(engine.aggregate(rows, {}, {"rows": ("sum", "_rows")}))["rows"] or 0)
+        else:
+            count, _, _ = self._count(engine, rows, keys)
         logged = engine.compute(rows, {WEIGHT: "CAST(1 AS BIGINT)", "_index": "CAST(0 AS BIGINT)"})
         zset = self._named(engine, engine.select(logged, [*self.values, WEIGHT, MTIME]))
         changelog = self._changelog(engine, logged, "'+I'", "_index")
         inserts = self._named(engine, engine.select(rows, self.values))
-        return ViewChanges(changelog, None, inserts, key, count, zset, 0)
+        return ViewChanges(changelog, None, inserts, key, count, zset, 0, unique_on_write=self.check_on_write)
 
     def _count(self, engine: Engine[Any], rows: Any, keys: dict[str, str]) -> tuple[int, int, int]:
         """The number of changelog rows, of old rows among them and of keys whose revision the state keeps,

@@ -32,11 +32,11 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from mvengine.config import join_uri
-from mvengine.errors import StorageError
+from mvengine.errors import KeyWrittenTwice, StorageError
 from mvengine.names import quote_identifier, validate_name
 from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.datasource import FORMAT
-from mvengine.storage.files import FileWriter
+from mvengine.storage.files import DUPLICATE_KEY, FileWriter, delete_files, unique_rows
 from mvengine.storage.objects import is_local, remove_tree
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
 from mvengine.storage.tables import (
@@ -444,9 +444,12 @@ def write_table(
     on_driver: bool = False,
     cluster_by: Sequence[str] = (),
     new_schema: bool = False,
+    unique: bool = False,
 ) -> bool:
     """Append to or overwrite a table (created with the change data feed on when missing) in one commit;
-    `new_schema`: the overwrite gives the table the rows' columns (its earlier versions keep theirs).
+    `new_schema`: the overwrite gives the table the rows' columns (its earlier versions keep theirs). `unique`:
+    the `cluster_by` columns are a key the rows must not repeat, checked as the sorted rows are written
+    (KeyWrittenTwice, and nothing committed, when one does).
 
     With `on_driver` (for few rows: a caller that knows), the rows are collected as Arrow and written by the
     driver, which costs far less than a Spark write job; rows already on the driver (an Arrow table, with the
@@ -464,6 +467,8 @@ def write_table(
         return False
     if new_schema and mode != "overwrite":
         raise StorageError("new_schema needs mode 'overwrite'")
+    if unique and not cluster_by:
+        raise StorageError("unique needs the key columns as cluster_by: the rows are checked sorted by them")
     schema = _arrow_schema(df)
     if ref.exists() and not new_schema:
         check_compatible(ref, schema, list(partition_by))
@@ -480,15 +485,23 @@ def write_table(
         if cluster_by:
             rows = rows.sort_by([(c, "ascending") for c in cluster_by])
         partitions = ref.open().metadata().partition_columns if ref.exists() else list(partition_by)
-        files = FileWriter(
+        writer = FileWriter(
             ref, schema, partitions, prefix=f"{uuid.uuid4().hex[:8]}-", target_rows=options.target_file_rows
-        ).write(rows.cast(schema).to_batches(max_chunksize=options.target_file_rows))
+        )
+        batches = rows.cast(schema).to_batches(max_chunksize=options.target_file_rows)
+        try:
+            files = writer.write(unique_rows(batches, list(cluster_by)) if unique else batches)
+        except ValueError as e:
+            delete_files(ref, [f.path for f in writer.written])
+            raise _written_twice(ref, e) or e from None
         commit_files(ref, schema, files, partitions, options)
         return True
     if cluster_by:
         columns = [quote_identifier(c) for c in cluster_by]
         df = df.repartitionByRange(*columns).sortWithinPartitions(*columns)
     writer = _storage(df.write.format(FORMAT).mode(mode), ref)
+    if unique:
+        writer = writer.option("uniqueBy", json.dumps(list(cluster_by)))
     if ref.name:
         writer = writer.option("name", ref.name)
     if partition_by:
@@ -501,9 +514,23 @@ def write_table(
         writer = writer.option("targetFileRows", target_file_rows)
     if new_schema:
         writer = writer.option("overwriteSchema", "true")
-    writer.save(ref.uri)
+    try:
+        writer.save(ref.uri)
+    except Exception as e:
+        raise _written_twice(ref, e) or e from None
     ref.committed()  # (by a Python worker of Spark's: this process has not seen the commit)
     return True
+
+
+def _written_twice(ref: TableRef, error: Exception) -> KeyWrittenTwice | None:
+    """The error of a write whose key check (unique_rows) failed, from its text (a Spark task's error reaches
+    the driver as text); None for any other."""
+    text = str(error)
+    at = text.find(DUPLICATE_KEY)
+    if at < 0:
+        return None
+    shown = text[at + len(DUPLICATE_KEY) :].split("\n")[0].strip()
+    return KeyWrittenTwice(ref.label, shown[1:-1] if shown.startswith("(") and shown.endswith(")") else shown)
 
 
 def merge_into(
@@ -559,10 +586,12 @@ def replace_rows(
     metadata: dict[str, Any] | None = None,
     txn: tuple[str, int] | None = None,
     on_driver: bool = False,
+    unique: bool = False,
 ) -> bool:
     """In one commit, remove every row whose `keys` equal those of a row of `deletes` (NULL matches NULL; all
     copies of a duplicated row go; None when nothing goes), then add the rows of `inserts`. A missing table
-    is created. `on_driver` as for `merge_into`.
+    is created. `on_driver` as for `merge_into`; `unique` (a missing table's first rows only) as for
+    write_table, by `keys`.
 
     This is how a view's snapshot takes a batch: keyed views delete the changed keys and insert their new rows;
     bags delete the changed rows and insert them again as many times as they now occur. Returns False, writing
@@ -570,14 +599,18 @@ def replace_rows(
     """
     if txn is not None and is_committed(ref, *txn):
         return False
-    if not ref.exists() or deletes is None:
+    exists = ref.exists()
+    if unique and (exists or not keys):
+        raise StorageError(f"cannot check the keys of rows added to {ref.label}: only a new table's")
+    if not exists or deletes is None:
         return write_table(
             inserts,
             ref,
             metadata=metadata,
             txn=txn,
             on_driver=on_driver,
-            cluster_by=keys if not ref.exists() else (),
+            cluster_by=keys if not exists else (),
+            unique=unique,
         )
     dt = ref.open()
     columns = [f.name for f in dt.schema().fields]

@@ -163,6 +163,7 @@ class DeltaDataSource(DataSource):
             metadata=tuple(sorted(metadata.items())),
             txn=(app_id, txn_version) if app_id is not None and txn_version is not None else None,
             target_file_rows=self._int("targetFileRows", 1_000_000) or 1_000_000,
+            unique=tuple(_json_option(self.options, "uniqueBy") or ()),
         )
         return DeltaWriter(self._ref(), schema, options)
 

@@ -113,6 +113,35 @@ def _partition_string(value: Any) -> str | None:
     raise TypeError(f"unsupported partition value {value!r}")
 
 
+DUPLICATE_KEY = "mvengine: a key written twice"  # the text a writer's task fails with (see unique_rows)
+
+
+def unique_rows(batches: Iterable[pa.RecordBatch], keys: list[str]) -> Iterator[pa.RecordBatch]:
+    """`batches`, sorted by `keys`, passed on while no two neighbouring rows have equal keys (NULL equal to
+    NULL); a ValueError starting with DUPLICATE_KEY, naming the key, at the first that does. What checks a
+    key's uniqueness as a sorted write goes, instead of a shuffle of every key to count it (the keys are of
+    types whose equality is Arrow's and Spark's alike: no floating point, where NaN and -0.0 differ)."""
+    last: pa.RecordBatch | None = None
+    for batch in batches:
+        if batch.num_rows:
+            rows = batch if last is None else pa.Table.from_batches([last, batch]).combine_chunks()
+            same = None
+            for k in keys:
+                column = rows.column(k)
+                before, after = column.slice(0, len(column) - 1), column.slice(1)
+                equal = pc.or_(
+                    pc.fill_null(pc.equal(before, after), False),
+                    pc.and_(pc.is_null(before), pc.is_null(after)),
+                )
+                same = equal if same is None else pc.and_(same, equal)
+            if same is not None and pc.any(same).as_py():
+                at = pc.index(same, True).as_py()
+                shown = ", ".join(f"{k}={rows.column(k)[at].as_py()!r}" for k in keys)
+                raise ValueError(f"{DUPLICATE_KEY} ({shown})")
+            last = batch.slice(batch.num_rows - 1)
+        yield batch
+
+
 class FileWriter:
     """Writes the batches of one Spark task as Parquet files of at most `target_rows` rows per partition."""
 

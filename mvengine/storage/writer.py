@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from mvengine.errors import StorageError
-from mvengine.storage.files import FileWriter, WrittenFile, delete_files
+from mvengine.storage.files import FileWriter, WrittenFile, delete_files, unique_rows
 from mvengine.storage.tables import TABLE_PROPERTIES, TableRef, is_committed
 from mvengine.storage.types import spark_compatible_type, spark_to_arrow_schema
 
@@ -33,6 +33,8 @@ class WriteOptions:
     metadata: tuple[tuple[str, Any], ...] = ()
     txn: tuple[str, int] | None = None
     target_file_rows: int = 1_000_000
+    # Key columns that each task's rows, sorted by them, must not repeat (unique_rows).
+    unique: tuple[str, ...] = ()
 
     def commit_properties(self) -> CommitProperties:
         return CommitProperties(
@@ -71,7 +73,15 @@ class DeltaWriter(DataSourceArrowWriter):
             prefix=self.prefix,
             target_rows=self.options.target_file_rows,
         )
-        return WrittenFiles(writer.write(_conformed(iterator, self.arrow_schema)))
+        batches = _conformed(iterator, self.arrow_schema)
+        if self.options.unique:
+            batches = unique_rows(batches, list(self.options.unique))
+        # (a failed task leaves none of its files behind: Spark's abort knows only the other tasks' files)
+        try:
+            return WrittenFiles(writer.write(batches))
+        except BaseException:
+            delete_files(self.ref, [f.path for f in writer.written])
+            raise
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         files = [f for m in messages if isinstance(m, WrittenFiles) for f in m.files]
