@@ -323,8 +323,7 @@ def partial(
         {g: g for g in groups},
         {COUNT: ("sum", WEIGHT), MTIME: ("max", MTIME), **{c.name: (c.aggregate, c.name) for _, c in summed}},
     )
-    typed = {c.name: f"CAST({c.name} AS {c.sql_type})" for _, c in summed if c.aggregate == "sum"}
-    grouped = engine.compute(grouped, typed) if typed else grouped
+    grouped = _typed(engine, grouped, [c for _, c in summed])
     exact = [
         (c.name, x[str(a.argument)], c.partial == SQUARE_DIGITS)
         for a in aggs
@@ -332,6 +331,46 @@ def partial(
         if c.partial in (DIGITS, SQUARE_DIGITS)
     ]
     return engine.exact_sums(rows, grouped, groups, exact) if exact else grouped
+
+
+def rolls_up(aggs: Sequence[Accumulator]) -> bool:
+    """Whether partials by (group, value) add up by group to the partials by group, exactly, so that a GROUP BY
+    with a multiset reads its rows once: every summed column is a count, a MIN or MAX, or a sum that no fewer
+    than 10^10 rows can take past its type (BIGINT: as Spark's own partial aggregates per partition, an overflow
+    depends on the order rows are added in; a DECIMAL whose sum has the argument's 10 more digits, at most 6
+    places). Not exact sums (maps of digits, engine.exact_sums) nor FIRST and LAST (by arrival)."""
+    summed = [c for a in aggs for c in a.columns if c.partial is not None]
+    return all(c.partial not in (DIGITS, SQUARE_DIGITS) and _adds_up(c) for c in summed)
+
+
+def _adds_up(c: StateColumn) -> bool:
+    if c.aggregate in ("min", "max"):
+        return True
+    if c.aggregate != "sum":
+        return False
+    if c.sql_type == "bigint":
+        return True
+    if not c.sql_type.startswith("decimal("):
+        return False
+    precision = int(c.sql_type[len("decimal(") :].split(",")[0])
+    return precision < 38 and _scale(c.sql_type) <= 6  # (38: Spark bounded the sum's digits)
+
+
+def rolled_up(engine: Engine[R], fine: R, groups: Sequence[str], aggs: Sequence[Accumulator]) -> R:
+    """The partials by `groups` (as `partial` gives them) from `partial`'s by a finer grouping (rolls_up)."""
+    summed = [c for a in aggs for c in a.columns if c.partial is not None]
+    grouped = engine.aggregate(
+        fine,
+        {g: g for g in groups},
+        {COUNT: ("sum", COUNT), MTIME: ("max", MTIME), **{c.name: (c.aggregate, c.name) for c in summed}},
+    )
+    return _typed(engine, grouped, summed)
+
+
+def _typed(engine: Engine[R], grouped: R, summed: Sequence[StateColumn]) -> R:
+    """Summed columns in their state type (engine.aggregate's sums widen)."""
+    typed = {c.name: f"CAST({c.name} AS {c.sql_type})" for c in summed if c.aggregate == "sum"}
+    return engine.compute(grouped, typed) if typed else grouped
 
 
 def merged(

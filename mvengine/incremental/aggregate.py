@@ -31,6 +31,8 @@ from mvengine.incremental.accumulators import (
     new_result,
     old_result,
     partial,
+    rolled_up,
+    rolls_up,
     state_columns,
 )
 from mvengine.incremental.engine import Engine
@@ -71,11 +73,19 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
     if ttl:  # (a key is touched when its rows change: rows that cancel out touch nothing)
         rows = engine.consolidate(rows, [*groups, *column.values()])
         rows = _with_returning_groups(engine, node, rows, groups, column, named, table)
-    if multisets:  # read again by each multiset
-        rows = engine.keep(rows)
-
-    # 1. What this batch adds to each affected group's accumulators.
-    added = partial(engine, rows, groups, aggs, column)
+    # 1. What this batch adds to each affected group's accumulators; and the counts of each multiset's values
+    # per group. With one multiset whose partials add up, both come of one pass over the rows: the partials by
+    # group and value, rolled up by group.
+    if len(multisets) == 1 and rolls_up(aggs):
+        x = column[multisets[0]]
+        fine = engine.keep(partial(engine, rows, [*groups, x], aggs, column))
+        added = rolled_up(engine, fine, groups, aggs)
+        counted = [_counts(engine, fine, groups, x, COUNT)]
+    else:
+        if multisets:  # read again by each multiset
+            rows = engine.keep(rows)
+        added = partial(engine, rows, groups, aggs, column)
+        counted = [_counts(engine, rows, groups, column[argument], WEIGHT) for argument in multisets]
     if multisets:
         added = engine.keep(added)
     # ...and the groups the view's state_ttl expires: untouched for that long, they leave the view.
@@ -83,10 +93,8 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
 
     # 2. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
     values = [
-        _multiset_values(
-            engine, f"n{engine.node_id(node)}_ms{j}", rows, added, groups, column[argument], aggs, j, expired
-        )
-        for j, argument in enumerate(multisets)
+        _multiset_values(engine, f"n{engine.node_id(node)}_ms{j}", counts, added, groups, aggs, j, expired)
+        for j, counts in enumerate(counted)
     ]
 
     # 3. The accumulators before and after the batch, and the results from each.
@@ -175,26 +183,29 @@ def _describe(node: Aggregate) -> tuple[list[Accumulator], list[str]]:
     return aggs, multisets
 
 
+def _counts(engine: Engine[R], rows: R, groups: list[str], x: str, weight: str) -> R:
+    """What the batch adds to the count of each (group, value `x`) of a multiset, summing `weight`: NULL is no
+    value, and is not counted."""
+    valued = engine.where(rows, f"{quote(x)} IS NOT NULL")
+    return engine.aggregate(valued, {**{g: g for g in groups}, VALUE: x}, {COUNT: ("sum", weight)})
+
+
 def _multiset_values(
     engine: Engine[R],
     table: str,
-    rows: R,
+    counted: R,
     partial: R,
     groups: list[str],
-    x: str,
     aggs: list[Accumulator],
     j: int,
     expired: R | None,
 ) -> R:
-    """Apply the batch to multiset j (group, value, count), and compute per affected group that has values the
-    aggregates that read it (MIN, MAX, COUNT DISTINCT, SUM DISTINCT, COLLECT_LIST) over the values whose count
-    is positive; for a multiset of COUNT(DISTINCT) alone, how much each count changes, from the batch's own
-    values (accumulators.counts_values_only). NULL is no value of any of them, and is not counted. The values of
-    `expired` groups are deleted."""
+    """Apply the batch's counts (`_counts`) to multiset j (group, value, count), and compute per affected group
+    that has values the aggregates that read it (MIN, MAX, COUNT DISTINCT, SUM DISTINCT, COLLECT_LIST) over the
+    values whose count is positive; for a multiset of COUNT(DISTINCT) alone, how much each count changes, from
+    the batch's own values (accumulators.counts_values_only). The values of `expired` groups are deleted."""
     keys = [*groups, VALUE]
     by_group = {g: g for g in groups}
-    valued = engine.where(rows, f"{quote(x)} IS NOT NULL")
-    counted = engine.aggregate(valued, {**by_group, VALUE: x}, {COUNT: ("sum", WEIGHT)})
     counts_only = counts_values_only(aggs, j)
     if counts_only:
         old = engine.read_state(table, engine.empty(counted), keys, counted)

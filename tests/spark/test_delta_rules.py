@@ -56,6 +56,8 @@ SIDE_BY_SIDE = {
     # (multisets read by COUNT(DISTINCT) alone, one filtered: their counts change by the batch's values)
     "count_distinct": "SELECT _ex, g, COUNT(DISTINCT v) AS dv, COUNT(DISTINCT k) FILTER (WHERE v > 0) AS dk "
     "FROM a GROUP BY _ex, g",
+    # (one multiset of a grouped column: the partials by (group, value) roll up by group)
+    "multiset_of_group": "SELECT _ex, g, MAX(g) AS hg, COUNT(DISTINCT g) AS dg, SUM(v) AS s FROM a GROUP BY _ex, g",
     "aggregate_having": "SELECT _ex, g, COUNT(g) AS n FROM a GROUP BY _ex, g HAVING MAX(v) > 1 AND MIN(k) < 3",
     "aggregate_append_only": "SELECT _ex, g, MIN(v) AS lo, MAX(v) AS hi, COUNT(*) AS n FROM c GROUP BY _ex, g",
     "inner_join": "SELECT a._ex, a.k, a.v, b.v AS bv FROM a JOIN b ON a._ex = b._ex AND a.g = b.g AND a.v <= b.v",
