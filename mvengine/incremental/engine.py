@@ -499,7 +499,9 @@ class SparkEngine:
     ) -> DataFrame:
         # Both changes come from the same row, through one explode: no union reads `rel` twice. _mtime rides
         # inside the exploded struct: beside it, Spark's nested-column pruning through the explode can drop it
-        # when a filter (a HAVING) sits above (INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND).
+        # when a filter (a HAVING) sits above (INTERNAL_ERROR_ATTRIBUTE_NOT_FOUND). The changes that do not hold
+        # are filtered after the explode, not inside its array: a `filter` lambda has no generated code, and
+        # made the stage 5 to 7 times slower (an aggregate's 1M-group bootstrap: 3.2 s of a 17 s refresh).
         def change(weight: int, columns: Sequence[str], on: str) -> Column:
             row = F.struct(*[F.col(quote(c)).alias(n) for c, n in zip(columns, names)])
             weighted = F.lit(weight).cast("long").alias(WEIGHT)
@@ -507,11 +509,15 @@ class SparkEngine:
                 weighted, row.alias("row"), F.col(MTIME).alias(MTIME), F.col(quote(on)).alias("on")
             )
 
-        emitted = F.filter(F.array(change(-1, old, retract), change(1, new, insert)), lambda e: e["on"])
-        return rel.select(F.explode(emitted).alias("_e")).select(
-            *[F.col("_e.row").getField(n).alias(n) for n in names],
-            F.col(f"_e.{WEIGHT}").alias(WEIGHT),
-            F.col(f"_e.{MTIME}").alias(MTIME),
+        emitted = F.explode(F.array(change(-1, old, retract), change(1, new, insert))).alias("_e")
+        return (
+            rel.select(emitted)
+            .where(F.col("_e.on"))
+            .select(
+                *[F.col("_e.row").getField(n).alias(n) for n in names],
+                F.col(f"_e.{WEIGHT}").alias(WEIGHT),
+                F.col(f"_e.{MTIME}").alias(MTIME),
+            )
         )
 
     def concat(self, rels: Sequence[DataFrame]) -> DataFrame:
