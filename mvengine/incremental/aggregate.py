@@ -80,12 +80,13 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
         x = column[multisets[0]]
         fine = engine.keep(partial(engine, rows, [*groups, x], aggs, column))
         added = rolled_up(engine, fine, groups, aggs)
-        counted = [_counts(engine, fine, groups, x, COUNT)]
+        valued = engine.where(fine, f"{quote(x)} IS NOT NULL")  # (one row per group and value already)
+        counted = [engine.select(engine.rename(valued, {x: VALUE}), [*groups, VALUE, COUNT])]
     else:
         if multisets:  # read again by each multiset
             rows = engine.keep(rows)
         added = partial(engine, rows, groups, aggs, column)
-        counted = [_counts(engine, rows, groups, column[argument], WEIGHT) for argument in multisets]
+        counted = [_counts(engine, rows, groups, column[argument]) for argument in multisets]
     if multisets:
         added = engine.keep(added)
     # ...and the groups the view's state_ttl expires: untouched for that long, they leave the view.
@@ -183,11 +184,11 @@ def _describe(node: Aggregate) -> tuple[list[Accumulator], list[str]]:
     return aggs, multisets
 
 
-def _counts(engine: Engine[R], rows: R, groups: list[str], x: str, weight: str) -> R:
-    """What the batch adds to the count of each (group, value `x`) of a multiset, summing `weight`: NULL is no
-    value, and is not counted."""
+def _counts(engine: Engine[R], rows: R, groups: list[str], x: str) -> R:
+    """What the batch adds to the count of each (group, value `x`) of a multiset: NULL is no value, and is not
+    counted."""
     valued = engine.where(rows, f"{quote(x)} IS NOT NULL")
-    return engine.aggregate(valued, {**{g: g for g in groups}, VALUE: x}, {COUNT: ("sum", weight)})
+    return engine.aggregate(valued, {**{g: g for g in groups}, VALUE: x}, {COUNT: ("sum", WEIGHT)})
 
 
 def _multiset_values(
