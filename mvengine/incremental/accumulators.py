@@ -356,13 +356,25 @@ def _adds_up(c: StateColumn) -> bool:
     return precision < 38 and _scale(c.sql_type) <= 6  # (38: Spark bounded the sum's digits)
 
 
-def rolled_up(engine: Engine[R], fine: R, groups: Sequence[str], aggs: Sequence[Accumulator]) -> R:
-    """The partials by `groups` (as `partial` gives them) from `partial`'s by a finer grouping (rolls_up)."""
+def rolled_up(
+    engine: Engine[R],
+    fine: R,
+    groups: Sequence[str],
+    aggs: Sequence[Accumulator],
+    more: Mapping[str, tuple[str, str]] | None = None,
+) -> R:
+    """The partials by `groups` (as `partial` gives them) from `partial`'s by a finer grouping (rolls_up); and
+    `more` aggregates of `fine`'s columns (engine.aggregate's)."""
     summed = [c for a in aggs for c in a.columns if c.partial is not None]
     grouped = engine.aggregate(
         fine,
         {g: g for g in groups},
-        {COUNT: ("sum", COUNT), MTIME: ("max", MTIME), **{c.name: (c.aggregate, c.name) for c in summed}},
+        {
+            COUNT: ("sum", COUNT),
+            MTIME: ("max", MTIME),
+            **{c.name: (c.aggregate, c.name) for c in summed},
+            **(more or {}),
+        },
     )
     return _typed(engine, grouped, summed)
 
@@ -379,12 +391,12 @@ def merged(
     table: str,
     groups: Sequence[str],
     aggs: Sequence[Accumulator],
-    values: Sequence[R],
+    values: Sequence[R | None],
 ) -> R:
     """Per row of `partial`: the group's new accumulators (the ones in `table` before the batch, NULL for a new
     group, plus the partial), `_old_exists`, `_mtime`, each aggregate's result before (`_old<i>`) and after
     (`_new<i>`), and `_same`, whether all are equal (NULL and NaN to their own). `values[j]` holds the values of
-    the aggregates over multiset j per group (a group absent: it has none)."""
+    the aggregates over multiset j per group (a group absent: it has none); None: `partial` has them."""
     state = {COUNT: "BIGINT", **{c.name: c.sql_type for a in aggs for c in a.columns}}
     new = engine.with_state(partial, table, list(groups), state, prefix=OLD)
     counts = {"old_n": OLD + COUNT, "n": COUNT}
@@ -403,7 +415,8 @@ def merged(
         },
     )
     for j, v in enumerate(values):
-        new = engine.lookup(new, [(g, g) for g in groups], v, "left", null_safe=True)
+        if v is not None:
+            new = engine.lookup(new, [(g, g) for g in groups], v, "left", null_safe=True)
         changed_by = counts_values_only(aggs, j)
         new = engine.compute(
             new, {a.value: _or_when_none(a, changed_by) for a in aggs if a.how and a.multiset == j}

@@ -76,27 +76,40 @@ def rule(node: Aggregate, engine: Engine[R]) -> R:
     # 1. What this batch adds to each affected group's accumulators; and the counts of each multiset's values
     # per group. With one multiset whose partials add up, both come of one pass over the rows: the partials by
     # group and value, rolled up by group.
+    multiset_tables = [f"n{engine.node_id(node)}_ms{j}" for j in range(len(multisets))]
+    values: list[R | None] | None = None  # the values of each multiset's aggregates per group (None: below)
     if len(multisets) == 1 and rolls_up(aggs):
         x = column[multisets[0]]
         fine = engine.keep(partial(engine, rows, [*groups, x], aggs, column))
-        added = rolled_up(engine, fine, groups, aggs)
         valued = engine.where(fine, f"{quote(x)} IS NOT NULL")  # (one row per group and value already)
         counted = [engine.select(engine.rename(valued, {x: VALUE}), [*groups, VALUE, COUNT])]
+        if _starts_empty(engine, multiset_tables[0], aggs):
+            # The multiset holds the batch's values alone, and its aggregates are the roll-up's own: no merge
+            # with the values before, nor a join of its aggregates to the accumulators.
+            present = engine.compute(fine, {VALUE: f"CASE WHEN {quote(COUNT)} > 0 THEN {quote(x)} END"})
+            wanted = {a.value: (str(a.how), VALUE) for a in aggs if a.how is not None and a.multiset == 0}
+            added = rolled_up(engine, present, groups, aggs, wanted)
+            staged = engine.compute(engine.where(counted[0], f"{quote(COUNT)} > 0"), {DELETE: "false"})
+            engine.stage(multiset_tables[0], staged, [*groups, VALUE], [COUNT], DELETE)
+            values = [None]
+        else:
+            added = rolled_up(engine, fine, groups, aggs)
     else:
         if multisets:  # read again by each multiset
             rows = engine.keep(rows)
         added = partial(engine, rows, groups, aggs, column)
         counted = [_counts(engine, rows, groups, column[argument]) for argument in multisets]
-    if multisets:
+    if multisets and values is None:  # (read again by the multisets)
         added = engine.keep(added)
     # ...and the groups the view's state_ttl expires: untouched for that long, they leave the view.
     expired = engine.expired(table, groups, added) if ttl else None
 
     # 2. Values held in multisets (MIN/MAX that must survive deletes, DISTINCT aggregates).
-    values = [
-        _multiset_values(engine, f"n{engine.node_id(node)}_ms{j}", counts, added, groups, aggs, j, expired)
-        for j, counts in enumerate(counted)
-    ]
+    if values is None:
+        values = [
+            _multiset_values(engine, name, counts, added, groups, aggs, j, expired)
+            for j, (name, counts) in enumerate(zip(multiset_tables, counted))
+        ]
 
     # 3. The accumulators before and after the batch, and the results from each.
     new = engine.keep(merged(engine, added, table, groups, aggs, values))
@@ -182,6 +195,12 @@ def _describe(node: Aggregate) -> tuple[list[Accumulator], list[str]]:
         for i, (call, f) in enumerate(zip(node.aggregates, node.fields[len(node.groups) :]))
     ]
     return aggs, multisets
+
+
+def _starts_empty(engine: Engine[R], table: str, aggs: list[Accumulator]) -> bool:
+    """Whether multiset table `table` (the only one) starts the batch empty, and its aggregates are of its
+    values without their counts (not COLLECT_LIST, one copy per count)."""
+    return not engine.holds_state(table) and all(a.how != "list" for a in aggs)
 
 
 def _counts(engine: Engine[R], rows: R, groups: list[str], x: str) -> R:

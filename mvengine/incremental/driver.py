@@ -44,6 +44,9 @@ class DriverState(Protocol):
         """The state table's columns with the Arrow types Spark reads them as (None when it does not exist
         or starts empty in this batch)."""
 
+    def holds(self, name: str) -> bool:
+        """Whether the batch starts with rows of the state table (it exists and does not start empty)."""
+
     def lookup(self, name: str, rows: pa.Table, keys: Sequence[str]) -> pa.Table | None:
         """The state rows whose `keys` equal (NULL matching NULL) those of `rows`; None when the table does
         not exist (or starts empty in this batch)."""

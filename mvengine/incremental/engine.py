@@ -272,6 +272,10 @@ class Engine(Protocol[R]):
         `touched` (NULL matching NULL); None when none does (or the view has no state_ttl). Counted in the
         batch's `expired`."""
 
+    def holds_state(self, table: str) -> bool:
+        """Whether state table `table` has rows before the batch (False: it is new, or the view is rebuilt),
+        known without reading it: a rule whose state starts empty can skip merging into it."""
+
     def read_state(self, table: str, template: R, keys: Sequence[str], touched: R) -> R:
         """The rows of state table `table` whose named `keys` equal those of a row of `touched` (NULL matching
         NULL; without keys, every row), as they were before the batch: `template`'s columns and types (empty
@@ -625,6 +629,9 @@ class SparkEngine:
         count = rows.count()
         self.batch.expired += count
         return rows if count else None
+
+    def holds_state(self, table: str) -> bool:
+        return self.batch.state.holds(table)
 
     def read_state(
         self, table: str, template: DataFrame, keys: Sequence[str], touched: DataFrame
@@ -1016,6 +1023,9 @@ class ArrowEngine:
         rows = self.lookup(rows, [(k, k) for k in keys], touched, "anti", null_safe=True)
         self.batch.expired += rows.num_rows
         return rows if rows.num_rows else None
+
+    def holds_state(self, table: str) -> bool:
+        return self.batch.state.holds(table)
 
     def read_state(self, table: str, template: pa.Table, keys: Sequence[str], touched: pa.Table) -> pa.Table:
         if self.batch.state.schema(table) is None:

@@ -56,7 +56,7 @@ class StateStore:
 
     def read(self, name: str, template: DataFrame) -> DataFrame:
         """The whole state table before this batch; `template` (empty, with the table's columns) if none."""
-        if not self._has_table(name):
+        if not self.holds(name):
             return template.limit(0)
         ref = self.ref(name)
         return read_table(self.spark, ref, version=version_before(ref, self.app_id, self.batch_id))
@@ -66,7 +66,7 @@ class StateStore:
     ) -> DataFrame:
         """The rows of state table `name` whose key is one of `keys` (NULL matches NULL; all, without keys)."""
         state = self.read_candidates(name, template, keys, key_columns)
-        if not (key_columns and self._has_table(name)):
+        if not (key_columns and self.holds(name)):
             return state
         keys = keys.select(*[quote(c) for c in key_columns]).distinct()
         s, k = state.alias("s"), keys.alias("k")
@@ -78,7 +78,7 @@ class StateStore:
         """The rows of state table `name` that may match `keys`: a superset, narrowed by a pushed-down filter
         on the first key column when the table is large, for callers that join it to the keys themselves."""
         state = self.read(name, template)
-        if not (key_columns and self._has_table(name)):
+        if not (key_columns and self.holds(name)):
             return state
         if _size_bytes(self.ref(name)) < self.policy.state_pushdown_min_bytes:
             return state
@@ -103,7 +103,7 @@ class StateStore:
     def _version(self, name: str) -> int | None:
         """The state table's version before the batch; None when it does not exist or starts empty."""
         if name not in self._versions:
-            has = self._has_table(name)
+            has = self.holds(name)
             self._versions[name] = version_before(self.ref(name), self.app_id, self.batch_id) if has else None
         return self._versions[name]
 
@@ -167,7 +167,7 @@ class StateStore:
             return True  # (files without statistics: read to know)
         return bool(pc.min(actions.column(column)).as_py() <= through)
 
-    def _has_table(self, name: str) -> bool:
+    def holds(self, name: str) -> bool:
         """Whether the batch reads (and merges into) rows of state table `name`: it exists and does not start
         empty (the view is rebuilt, and the table is not one that carries on)."""
         return not (self.fresh and name not in self.persistent) and self.ref(name).exists()
@@ -201,7 +201,7 @@ class StateStore:
     ) -> None:
         txn = (self.app_id, self.batch_id)
         ref = self.ref(name)
-        if not (keys and self._has_table(name)):
+        if not (keys and self.holds(name)):
             # A new table, or one of a single row (an aggregate without GROUP BY): written whole.
             kept = _without_deleted(rows, delete_column)
             write_table(

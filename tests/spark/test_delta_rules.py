@@ -94,6 +94,9 @@ class MemoryState:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     _pending: list[tuple[str, object, tuple[str, ...], str | None]] = field(default_factory=list)
 
+    def holds(self, name: str) -> bool:
+        return name in self.tables
+
     # -- the Spark rules' reads
     def read(self, name: str, template: DataFrame) -> DataFrame:
         if name not in self.tables:
