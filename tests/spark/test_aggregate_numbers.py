@@ -60,6 +60,20 @@ VIEWS = {
         "MAX(m) AS hm FROM a GROUP BY _ex, g",
         "a",
     ),
+    # (one multiset each, beside counts and an INT sum: the partials by (group, value) roll up by group, and a
+    # first batch takes its multiset's values from that roll-up: aggregate._starts_empty)
+    "one_multiset_double": (
+        "SELECT _ex, g, MIN(d) AS lo, MAX(d) AS hi, COUNT(DISTINCT d) AS dd, COUNT(*) AS n FROM n GROUP BY _ex, g",
+        "n",
+    ),
+    "one_multiset_bigint": (
+        "SELECT _ex, g, MIN(b) AS lb, MAX(b) AS hb, COUNT(b) AS nb FROM n GROUP BY _ex, g",
+        "n",
+    ),
+    "one_multiset_decimal": (
+        "SELECT _ex, g, MIN(m) AS lm, MAX(m) AS hm, SUM(i) AS si, COUNT(*) AS n FROM n GROUP BY _ex, g",
+        "n",
+    ),
     "fine_decimals": (
         "SELECT _ex, g, SUM(x) AS sx, AVG(x) AS ax, SUM(y) AS sy, AVG(y) AS ay FROM f GROUP BY _ex, g",
         "f",
@@ -142,7 +156,9 @@ def generated_batches(seed: int, source: str, sums: bool) -> list[list[tuple[lis
     ]
 
 
-def check(spark, catalog: Catalog, view: str, batches_per_example) -> None:
+def check(spark, catalog: Catalog, view: str, batches_per_example, *, driver_first: bool = False) -> None:
+    """The view's rules over BATCHES batches, Spark's and the driver's by turns (the driver's first, with
+    `driver_first`), against Spark's SQL over the rows after each."""
     source = VIEWS[view][1]
     state = MemoryState(spark)
     contents = {name: [] for name in catalog.sources}
@@ -164,7 +180,7 @@ def check(spark, catalog: Catalog, view: str, batches_per_example) -> None:
         state.on_driver = i == 2
         delta = (
             run_driver_rule(catalog, view, state, before, done)
-            if i % 2
+            if (i + driver_first) % 2
             else run_rule(spark, catalog, view, state, None if i == 0 else before, done)
         )
         ours.update(Counter({_comparable(row): n for row, n in delta.items()}))
@@ -284,6 +300,14 @@ def _exact(sql: str, name: str, values: list[tuple]) -> float | str | None:
 @example(seed=35)
 def test_every_aggregate_is_exact_over_numeric_corners(spark, catalog, view, seed):
     check(spark, catalog, view, generated_batches(seed, VIEWS[view][1], sums=view.startswith("sums")))
+
+
+@pytest.mark.parametrize("view", [v for v in VIEWS if v.startswith("one_multiset")])
+def test_a_first_batch_on_the_driver_rolls_its_multiset_up(spark, catalog, view):
+    """The one-multiset views with their first batch (from no state) on the driver's engine, then Spark's, by
+    turns: the driver's roll-up of a multiset that starts empty, over NaN, ±inf, BIGINTs beyond 2^53 and
+    DECIMAL(38, 6) near its limits."""
+    check(spark, catalog, view, generated_batches(35, VIEWS[view][1], sums=False), driver_first=True)
 
 
 def test_issue_35_items_1_to_5(spark, catalog):
