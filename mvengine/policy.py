@@ -46,6 +46,11 @@ class ExecutionPolicy:
     # A Spark batch's intermediate results and changelog of at most this many rows are collected to the driver
     # and go on there (a Spark job costs ~150 ms whatever its size; a few thousand rows in Python, milliseconds).
     collect_to_driver: int = 100_000
+    # A Spark batch whose view's top rule keeps at most this many rows goes on on the driver from there
+    # (incremental/hand_off.py): one collect of what the rule keeps costs less than the dozen Spark jobs the rest
+    # of the batch and its writes take, and the driver holds no more than this (benchmarks/README.md, "Issue 39,
+    # point 4", run I: a 100M-row GROUP BY's bootstrap 1.38x -> 1.23x CTAS at a million groups).
+    hand_off_rows: int = 1_000_000
     # Rows a driver batch may read of one table (a join's other side, a bag view's snapshot): past this, Spark.
     driver_read_rows: int = 2_000_000
     # A state read in Spark of a table past state_pushdown_min_bytes is narrowed to the batch's keys: up to

@@ -6,16 +6,26 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-from pyspark.errors import PySparkTypeError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mvengine.incremental.clock import Clock, clock_moves
+from mvengine.incremental.collected import collect_small, reads_files_only
+from mvengine.incremental.driver import DriverBatch
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import ReadOnDemand, inserts
 from mvengine.plan.nodes import Node, Scan
-from mvengine.storage.types import conform_batch, spark_to_arrow_schema, table_of_batches
+
+
+@dataclass
+class HandOff:
+    """Where a Spark batch may go on on the driver: the nodes whose rules may (by id), the driver's side of the
+    batch, and the most rows a kept relation may have to be handed off."""
+
+    nodes: frozenset[int]
+    driver: DriverBatch
+    most: int
+    handed: list[str] = field(default_factory=list)  # what was handed off, for the batch's profile notes
 
 
 @dataclass
@@ -35,6 +45,8 @@ class Batch:
     late: list[DataFrame] = field(default_factory=list)  # (row JSON, event_time, _w) of the rows not applied
     clock: Clock | None = None  # the time NOW() reads (None: the view has no temporal filter nor state_ttl)
     expired: int = 0  # the keys the view's state_ttl expired in this batch
+    # Where the batch may go on on the driver, once a rule keeps few rows (incremental/hand_off.py); None: never.
+    hand_off: HandOff | None = None
     _as_before: Batch | None = field(default=None, repr=False)
 
     def node_id(self, node: Node) -> int:
@@ -96,36 +108,6 @@ class Batch:
         for df in self.checkpoints:
             df._jdf.queryExecution().analyzed().rdd().unpersist(False)  # the checkpoint's blocks
         self.checkpoints.clear()
-
-
-# The logical operators of a plan that reads files and projects or filters their rows, as Spark prints them.
-_SCAN_OPERATORS = frozenset({"Project", "Filter", "Relation", "LocalRelation"})
-
-
-def reads_files_only(df: DataFrame) -> bool:
-    """Whether `df`'s optimized plan reads files (or local rows) and only projects or filters them, by
-    deterministic expressions."""
-    plan = df._jdf.queryExecution().optimizedPlan()
-    if not plan.deterministic():
-        return False
-    for line in plan.toString().splitlines():
-        operator = line.lstrip(" :+-").split(" ", 1)[0].split("[", 1)[0]
-        if operator and operator not in _SCAN_OPERATORS:
-            return False
-    return True
-
-
-def collect_small(df: DataFrame, limit: int) -> pa.Table | None:
-    """The DataFrame's rows as Arrow (with the types Spark's writers take), in one Spark job; None when it holds
-    more than `limit` rows, or a type Arrow cannot carry."""
-    try:
-        schema = spark_to_arrow_schema(df.schema)
-    except PySparkTypeError:
-        return None
-    table = df.limit(limit + 1).toArrow()
-    if table.num_rows > limit:
-        return None
-    return table_of_batches([conform_batch(b, schema) for b in table.to_batches()], schema)
 
 
 # A rule's way to its inputs' changes (compiler.node_delta): the Z-set a child node's rule gives.

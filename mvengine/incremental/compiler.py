@@ -27,7 +27,8 @@ from mvengine.incremental import (
 )
 from mvengine.incremental.batch import Batch
 from mvengine.incremental.driver import DriverBatch
-from mvengine.incremental.engine import ArrowEngine, SparkEngine
+from mvengine.incremental.engine import ArrowEngine
+from mvengine.incremental.hand_off import rule_engine
 from mvengine.plan.nodes import Filter, Node
 from mvengine.plan.operators import operators
 
@@ -65,8 +66,8 @@ def _rules(name: str) -> dict[type[Node], Callable[..., Any]]:
 
 def _run_by(name: str, rule: Callable[..., Any]) -> Callable[..., Any]:
     """A rule written once, run by the engine of the form `name`."""
-    if name == "delta":
-        return lambda node, batch, child_delta: rule(node, SparkEngine(batch, child_delta))
+    if name == "delta":  # (Spark's engine, or one that hands the rest of the batch to the driver)
+        return lambda node, batch, child_delta: rule(node, rule_engine(node, batch, child_delta))
     return lambda node, batch, child_delta: rule(node, ArrowEngine(batch, child_delta))
 
 
@@ -76,15 +77,19 @@ DRIVER_RULES = _rules("driver_delta")
 
 def view_delta(
     root: Node, batch: Batch, *, unfiltered: Callable[[DataFrame], None] | None = None
-) -> DataFrame:
-    """The Z-set of the view's rows (its columns, _w, _mtime) that this batch's input changes cause.
+) -> DataFrame | pa.Table:
+    """The Z-set of the view's rows (its columns, _w, _mtime) that this batch's input changes cause: in Arrow,
+    named as `view_delta_on_driver` names it, when the batch was handed to the driver (incremental/hand_off.py).
 
     `unfiltered`, for a view whose own expectations drop rows (its root is the Filter that drops them), is
     given the changes before that filter: what the expectations are checked on."""
     batch.node_ids = {id(node): i for i, node in enumerate(root.walk())}
+    if batch.hand_off is not None:
+        batch.hand_off.driver.node_ids = batch.node_ids
     if unfiltered is None:
-        return node_delta(root, batch)
-    assert isinstance(root, Filter)  # the expectations' filter
+        changes: DataFrame | pa.Table = node_delta(root, batch)
+        return named_on_driver(root, changes) if isinstance(changes, pa.Table) else changes
+    assert batch.hand_off is None and isinstance(root, Filter)  # the expectations' filter
     before = node_delta(root.child, batch)
     unfiltered(before)
     rows: DataFrame = RULES[type(root)](root, batch, lambda node, batch: before)
@@ -92,8 +97,11 @@ def view_delta(
 
 
 def node_delta(node: Node, batch: Batch) -> DataFrame:
-    """A node's output changes, named by its fields and aliased by their qualifier (for the parent's SQL)."""
-    df: DataFrame = RULES[type(node)](node, batch, node_delta)
+    """A node's output changes, named by its fields and aliased by their qualifier (for the parent's SQL); in
+    Arrow, by position, when the batch was handed to the driver."""
+    df: DataFrame | pa.Table = RULES[type(node)](node, batch, node_delta)
+    if isinstance(df, pa.Table):  # (only a rule of hand_off.HandOffEngine takes it, as its child's changes)
+        return df  # type: ignore[no-any-return]
     qualifiers = {f.qualifier for f in node.fields}
     qualifier = qualifiers.pop() if len(qualifiers) == 1 else None
     return df.alias(qualifier) if qualifier is not None else df
@@ -105,18 +113,17 @@ def view_delta_on_driver(
     """`view_delta` on the driver: the view's columns by name, `_w`, `_mtime`. Raises NotOnDriver when the batch
     must go to Spark (what the rules staged in the state is then to be dropped)."""
     batch.node_ids = {id(node): i for i, node in enumerate(root.walk())}
-
-    def named(changes: pa.Table) -> pa.Table:
-        return changes.rename_columns(
-            [f.name for f in root.fields] + changes.column_names[len(root.fields) :]
-        )
-
     if unfiltered is None:
-        return named(node_delta_on_driver(root, batch))
+        return named_on_driver(root, node_delta_on_driver(root, batch))
     assert isinstance(root, Filter)  # the expectations' filter
-    before = named(node_delta_on_driver(root.child, batch))
+    before = named_on_driver(root, node_delta_on_driver(root.child, batch))
     unfiltered(before)
-    return named(DRIVER_RULES[type(root)](root, batch, lambda node, batch: before))
+    return named_on_driver(root, DRIVER_RULES[type(root)](root, batch, lambda node, batch: before))
+
+
+def named_on_driver(root: Node, changes: pa.Table) -> pa.Table:
+    """The driver's changes of the view's root (by position) named by the view's columns."""
+    return changes.rename_columns([f.name for f in root.fields] + changes.column_names[len(root.fields) :])
 
 
 def node_delta_on_driver(node: Node, batch: DriverBatch) -> pa.Table:

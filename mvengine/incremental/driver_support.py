@@ -109,32 +109,59 @@ def not_on_driver(root: Node, expiring: bool = False) -> str | None:
     """Why the view's batches can never be computed on the driver (None when small ones can); `expiring`: the
     view has a state_ttl."""
     for node in root.walk():
-        operator = operator_of(node)
-        if operator is None or not operator.on_driver:
-            return f"{type(node).__name__} has no driver rule: Spark computes it"
-        for e in _evaluated(node):
-            reason = unsupported(e)
-            if reason is not None:
-                return f"{node.describe()}: {reason}"
-        if isinstance(node, TopN) and any(
-            c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)
-        ):
-            return f"{node.describe()}: an order by PROCTIME() (Spark keeps each row's arrival time)"
-        if isinstance(node, (SessionAggregate, Over)):  # (rules over partition_rows.py's rows)
-            if expiring:
-                return f"{node.describe()}: partitions expiring (state_ttl), which Spark computes"
-            reason = (
-                session_unsupported(node) if isinstance(node, SessionAggregate) else over_unsupported(node)
-            )
-            if reason is not None:
-                return f"{node.describe()}: {reason}"
-        elif isinstance(node, Aggregate):
-            append_only = is_append_only(node.child)
-            for agg in node.aggregates:
-                if not ACCUMULATOR_KINDS[accumulator_kind(incremental_call(agg), append_only)].on_driver:
-                    name = function_name(aggregate_function(agg)).upper()
-                    return f"{node.describe()}: {name} (its accumulator is computed by Spark)"
+        reason = node_not_on_driver(node, expiring)
+        if reason is not None:
+            return reason
     return None
+
+
+def node_not_on_driver(node: Node, expiring: bool = False) -> str | None:
+    """Why the driver never computes this node's rule (None when it does), whatever its children."""
+    operator = operator_of(node)
+    if operator is None or not operator.on_driver:
+        return f"{type(node).__name__} has no driver rule: Spark computes it"
+    for e in _evaluated(node):
+        reason = unsupported(e)
+        if reason is not None:
+            return f"{node.describe()}: {reason}"
+    if isinstance(node, TopN) and any(
+        c.meta.get("proctime") for e in node.expressions() for c in e.find_all(exp.Column)
+    ):
+        return f"{node.describe()}: an order by PROCTIME() (Spark keeps each row's arrival time)"
+    if isinstance(node, (SessionAggregate, Over)):  # (rules over partition_rows.py's rows)
+        if expiring:
+            return f"{node.describe()}: partitions expiring (state_ttl), which Spark computes"
+        reason = session_unsupported(node) if isinstance(node, SessionAggregate) else over_unsupported(node)
+        if reason is not None:
+            return f"{node.describe()}: {reason}"
+    elif isinstance(node, Aggregate):
+        append_only = is_append_only(node.child)
+        for agg in node.aggregates:
+            if not ACCUMULATOR_KINDS[accumulator_kind(incremental_call(agg), append_only)].on_driver:
+                name = function_name(aggregate_function(agg)).upper()
+                return f"{node.describe()}: {name} (its accumulator is computed by Spark)"
+    return None
+
+
+def driver_finishes(root: Node, expiring: bool = False) -> frozenset[int]:
+    """The nodes (by id) whose rules may finish on the driver a batch that Spark started
+    (incremental/hand_off.py): from the root down while each node has one input and a driver rule, to the
+    lowest of them that keeps state (whose rule reduces its input to what it keeps); none without one. A node
+    of two inputs ends them: the input Spark computes would meet the one the driver does."""
+    chain: list[Node] = []
+    node = root
+    while node_not_on_driver(node, expiring) is None:
+        chain.append(node)
+        if len(node.children) != 1:
+            break
+        node = node.children[0]
+    keeping = [i for i, n in enumerate(chain) if len(n.children) == 1 and _keeps_state(n)]
+    return frozenset(id(n) for n in chain[: keeping[-1] + 1]) if keeping else frozenset()
+
+
+def _keeps_state(node: Node) -> bool:
+    operator = operator_of(node)
+    return operator is not None and operator.state(node, is_append_only, False) is not None
 
 
 # The aggregates the driver computes over a session's rows (incremental/session_window.py), and the types of

@@ -14,7 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mvengine.incremental.batch import Batch, collect_small
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.collected import collect_small
 from mvengine.incremental.driver import consolidated
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, from_change_feed
 from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy

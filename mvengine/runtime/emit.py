@@ -21,7 +21,8 @@ from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from mvengine.errors import DuplicateKeyError
-from mvengine.incremental.batch import Batch, collect_small
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.collected import collect_small
 from mvengine.incremental.driver import DriverBatch
 from mvengine.incremental.driver_expressions import NotOnDriver
 from mvengine.incremental.engine import ArrowEngine, Engine, SparkEngine
@@ -92,10 +93,10 @@ def view_changes(
     # so every changed key is written (the MERGE then runs whenever the view changes, as it drops them).
     purging = EMIT_STATE in batch.state.purge
     emit = _Emit(plan, snapshot, snapshot_before, batch_id, inserts_only, version, first, purging)
-    if isinstance(batch, DriverBatch):
-        assert isinstance(zset, pa.Table)  # the driver's rules give Arrow
-        return emit.changes(ArrowEngine(batch, _no_child), zset)
-    assert isinstance(zset, DataFrame)  # Spark's give DataFrames
+    if isinstance(zset, pa.Table):  # the driver's rules give Arrow (Spark's, when they handed off to it)
+        driver = batch if isinstance(batch, DriverBatch) else DriverBatch({}, batch.state)
+        return emit.changes(ArrowEngine(driver, _no_child), zset)
+    assert isinstance(batch, Batch)  # Spark's rules give DataFrames
     collected = collect_small(zset, batch.state.policy.collect_to_driver) if batch.state.on_driver else None
     if collected is not None:
         try:

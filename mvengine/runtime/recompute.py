@@ -20,11 +20,12 @@ from pyspark.sql import functions as F
 
 from mvengine.config import join_uri
 from mvengine.errors import StorageError
-from mvengine.incremental.batch import Batch
+from mvengine.incremental.batch import Batch, HandOff
 from mvengine.incremental.clock import Clock
 from mvengine.incremental.compiler import view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, conform
 from mvengine.incremental.driver_expressions import NotOnDriver
+from mvengine.incremental.driver_support import driver_finishes
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.names import CHANGELOG_COLUMNS, quote_identifier
@@ -128,7 +129,7 @@ def recompute(
                 None,
                 out.rows,
                 millis,
-                note,
+                "; ".join(n for n in (note, *profile.notes) if n),  # (why Spark computed it, and how)
                 profile.phases,
                 engine,
                 outcomes,
@@ -158,66 +159,113 @@ def recompute(
             out.changelog = with_emit_timing(out.changelog, plan, marks)
             finish(out, state, marks, [], spark=False)
             return
-        note = "; ".join(n for n in (note, *profile.notes) if n)  # why Spark computes it after all
     ctx.start_spark()
-    state = state_store(on_driver=_rows_within(refs, versions, ctx.policy.write_from_driver))
     mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
-    batch = Batch(ctx.spark, {}, state, clock=clock)
+    schema = plan.arrow_schema()
+    # A bootstrap Spark starts may be finished on the driver, from where its rules keep few rows.
+    finishing = (
+        driver_finishes(plan.root, plan.view.state_ttl is not None)
+        if incremental
+        and not renewed
+        and schema is not None
+        and ctx.policy.driver_max_changes > 0
+        and ctx.policy.hand_off_rows > 0
+        and not expectations.expected(plan)
+        else frozenset()
+    )
+
+    def in_spark(hand_off: bool) -> tuple[Batch, StateStore, ViewChanges, Watermarks | None, list[Outcome]]:
+        """The batch computed by Spark (`hand_off`: finished on the driver where it may be)."""
+        state = state_store(on_driver=_rows_within(refs, versions, ctx.policy.write_from_driver))
+        batch = Batch(ctx.spark, {}, state, clock=clock)
+        if hand_off:
+            driver = DriverBatch({}, state, clock=clock)
+            batch.hand_off = HandOff(finishing, driver, ctx.policy.hand_off_rows)
+        try:
+            with profile.phase("plan inputs"):
+                marks = batch_watermarks(plan, ctx.catalog, refs, versions, tables.snapshot, snapshot_before)
+                outcomes = (
+                    list(checked)
+                    if checked is not None
+                    else expectations.of_sources(plan, {n: (-1, v) for n, v in versions.items()}, batch_id)
+                )
+                unfiltered: list[DataFrame] = []
+                new_rows: DataFrame | pa.Table
+                if incremental:
+                    batch.changes = {
+                        n: inserts(read_table(ctx.spark, r, version=versions[n]), mtime)
+                        for n, r in refs.items()
+                    }
+                    new_rows = view_delta(
+                        plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None
+                    )
+                    if isinstance(new_rows, pa.Table):  # (handed to the driver)
+                        assert schema is not None
+                        new_rows = conform(new_rows, schema)
+                        if snapshot_before is not None:  # (a rebuild: diffed against the old rows by Spark)
+                            new_rows = ctx.spark.createDataFrame(new_rows)
+                else:
+                    computed = _compute(ctx, plan, refs, versions)
+                    unfiltered.append(inserts(computed, mtime))
+                    new_rows = inserts(_kept(plan, computed), mtime)
+                if isinstance(new_rows, DataFrame):  # (a view handed to the driver declares no expectations)
+                    outcomes += expectations.of_view(
+                        plan,
+                        tables,
+                        batch_id,
+                        unfiltered[0] if unfiltered else new_rows,
+                        recomputed=True,
+                        after=lambda: inserted(new_rows),
+                    )
+                if plan.view.emit is not None and incremental:  # (re)built: nothing of it is late yet
+                    fresh = Watermarks(None, marks.after if marks else None)
+                    if isinstance(new_rows, pa.Table):
+                        new_rows = hold_back(plan, new_rows, state, fresh)
+                    else:
+                        new_rows = ctx.spark.createDataFrame(
+                            hold_back(plan, new_rows.toArrow(), state, fresh), schema=new_rows.schema
+                        )
+                elif plan.view.emit is not None:
+                    assert isinstance(new_rows, DataFrame)
+                    new_rows = new_rows.where(watermark_passed(plan, marks))
+                changes = new_rows
+                if snapshot_before is not None and not renewed:
+                    assert isinstance(changes, DataFrame)
+                    old = read_table(ctx.spark, tables.snapshot, version=snapshot_before)
+                    changes = changes.unionByName(
+                        old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME))
+                    )
+            with profile.phase("compute changes"):
+                out = view_changes(
+                    plan,
+                    changes,
+                    batch,
+                    snapshot=tables.snapshot,
+                    snapshot_before=None if renewed else snapshot_before,
+                    batch_id=batch_id,
+                    version=None if snapshot_before is None else snapshot_before + 1,
+                )
+                out.changelog = with_emit_timing(out.changelog, plan, marks)
+                if renewed:
+                    assert snapshot_before is not None
+                    _renew(ctx.spark, plan, tables, out, snapshot_before, batch_id, mtime)
+        except BaseException:
+            batch.release()
+            raise
+        if batch.hand_off is not None and batch.hand_off.handed:
+            profile.notes.append(
+                f"finished on the driver from {', '.join(batch.hand_off.handed)} Spark computed"
+            )
+        return batch, state, out, marks, outcomes
+
     try:
-        with profile.phase("plan inputs"):
-            marks = batch_watermarks(plan, ctx.catalog, refs, versions, tables.snapshot, snapshot_before)
-            outcomes = (
-                list(checked)
-                if checked is not None
-                else expectations.of_sources(plan, {n: (-1, v) for n, v in versions.items()}, batch_id)
-            )
-            unfiltered: list[DataFrame] = []
-            if incremental:
-                batch.changes = {
-                    n: inserts(read_table(ctx.spark, r, version=versions[n]), mtime) for n, r in refs.items()
-                }
-                new_rows = view_delta(
-                    plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None
-                )
-            else:
-                computed = _compute(ctx, plan, refs, versions)
-                unfiltered.append(inserts(computed, mtime))
-                new_rows = inserts(_kept(plan, computed), mtime)
-            outcomes += expectations.of_view(
-                plan,
-                tables,
-                batch_id,
-                unfiltered[0] if unfiltered else new_rows,
-                recomputed=True,
-                after=lambda: inserted(new_rows),
-            )
-            if plan.view.emit is not None and incremental:  # (re)built: nothing of it is late yet
-                fresh = Watermarks(None, marks.after if marks else None)
-                new_rows = ctx.spark.createDataFrame(
-                    hold_back(plan, new_rows.toArrow(), state, fresh), schema=new_rows.schema
-                )
-            elif plan.view.emit is not None:
-                new_rows = new_rows.where(watermark_passed(plan, marks))
-            changes = new_rows
-            if snapshot_before is not None and not renewed:
-                old = read_table(ctx.spark, tables.snapshot, version=snapshot_before)
-                changes = changes.unionByName(
-                    old.select("*", F.lit(-1).cast("long").alias(WEIGHT), mtime.alias(MTIME))
-                )
-        with profile.phase("compute changes"):
-            out = view_changes(
-                plan,
-                changes,
-                batch,
-                snapshot=tables.snapshot,
-                snapshot_before=None if renewed else snapshot_before,
-                batch_id=batch_id,
-                version=None if snapshot_before is None else snapshot_before + 1,
-            )
-            out.changelog = with_emit_timing(out.changelog, plan, marks)
-            if renewed:
-                assert snapshot_before is not None
-                _renew(ctx.spark, plan, tables, out, snapshot_before, batch_id, mtime)
+        batch, state, out, marks, outcomes = in_spark(hand_off=bool(finishing))
+    except NotOnDriver as e:  # (handing off stages nothing it does not then commit: the state starts anew)
+        if not finishing:
+            raise
+        profile.notes.append(f"computed by Spark alone: {e}")
+        batch, state, out, marks, outcomes = in_spark(hand_off=False)
+    try:
         finish(out, state, marks, outcomes, spark=True)
     finally:
         batch.release()

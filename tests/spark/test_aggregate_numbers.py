@@ -156,9 +156,18 @@ def generated_batches(seed: int, source: str, sums: bool) -> list[list[tuple[lis
     ]
 
 
-def check(spark, catalog: Catalog, view: str, batches_per_example, *, driver_first: bool = False) -> None:
+def check(
+    spark,
+    catalog: Catalog,
+    view: str,
+    batches_per_example,
+    *,
+    driver_first: bool = False,
+    hand_off: bool = False,
+) -> None:
     """The view's rules over BATCHES batches, Spark's and the driver's by turns (the driver's first, with
-    `driver_first`), against Spark's SQL over the rows after each."""
+    `driver_first`; Spark's finished on the driver, with `hand_off`), against Spark's SQL over the rows after
+    each."""
     source = VIEWS[view][1]
     state = MemoryState(spark)
     contents = {name: [] for name in catalog.sources}
@@ -181,7 +190,7 @@ def check(spark, catalog: Catalog, view: str, batches_per_example, *, driver_fir
         delta = (
             run_driver_rule(catalog, view, state, before, done)
             if (i + driver_first) % 2
-            else run_rule(spark, catalog, view, state, None if i == 0 else before, done)
+            else run_rule(spark, catalog, view, state, None if i == 0 else before, done, hand_off=hand_off)
         )
         ours.update(Counter({_comparable(row): n for row, n in delta.items()}))
         ours = Counter({row: n for row, n in ours.items() if n})
@@ -308,6 +317,20 @@ def test_a_first_batch_on_the_driver_rolls_its_multiset_up(spark, catalog, view)
     turns: the driver's roll-up of a multiset that starts empty, over NaN, ±inf, BIGINTs beyond 2^53 and
     DECIMAL(38, 6) near its limits."""
     check(spark, catalog, view, generated_batches(35, VIEWS[view][1], sums=False), driver_first=True)
+
+
+@pytest.mark.parametrize("view", [v for v in VIEWS if v != "fine_decimals"])
+def test_a_spark_batch_finished_on_the_driver_is_exact(spark, catalog, view):
+    """Spark's batches handed to the driver where the aggregate keeps its partials (incremental/hand_off.py):
+    the partials Spark computed over NaN, ±inf, BIGINTs beyond 2^53 and DECIMAL(38, 6) near its limits go on
+    in Arrow, as exact as either engine alone."""
+    check(
+        spark,
+        catalog,
+        view,
+        generated_batches(35, VIEWS[view][1], sums=view.startswith("sums")),
+        hand_off=True,
+    )
 
 
 def test_issue_35_items_1_to_5(spark, catalog):

@@ -30,10 +30,13 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame
 
 from mvengine.config import load_config
-from mvengine.incremental.batch import Batch, collect_small
+from mvengine.incremental.batch import Batch
+from mvengine.incremental.collected import collect_small
 from mvengine.incremental.compiler import view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, consolidated, match
 from mvengine.incremental.driver_expressions import NotOnDriver
+from mvengine.incremental.driver_support import driver_finishes
+from mvengine.incremental.hand_off import HandOff
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
 from mvengine.project.catalog import Catalog, load_catalog
@@ -230,8 +233,12 @@ def run_rule(
     state: MemoryState,
     before: Contents | None,
     done: dict[str, tuple[list[tuple], list[tuple]]],
+    *,
+    hand_off: bool = False,
 ) -> Counter:
-    """The view's delta rule over one batch; `before` None: the first batch (from nothing, a bootstrap)."""
+    """The view's delta rule over one batch; `before` None: the first batch (from nothing, a bootstrap).
+    `hand_off`: Spark's batch is finished on the driver from the first relation its upper rules keep
+    (incremental/hand_off.py), which the view must have."""
     deltas = {
         name: frame(spark, catalog, name, deleted + inserted, [-1] * len(deleted) + [1] * len(inserted))
         for name, (deleted, inserted) in done.items()
@@ -246,10 +253,23 @@ def run_rule(
     )
     moved = frozenset(name for name, (deleted, inserted) in done.items() if deleted or inserted)
     batch = Batch(spark, deltas, state, before=readers, moved=None if before is None else moved)
+    plan = catalog.plans[view]
+    if hand_off:
+        nodes = driver_finishes(plan.root)
+        assert nodes, f"{view}: no node of its plan may finish a Spark batch on the driver"
+        batch.hand_off = HandOff(nodes, DriverBatch({}, state), 10**9)
     try:
-        plan = catalog.plans[view]
         columns = [c.name for c in plan.columns]
-        result = consolidate(view_delta(plan.root, batch), columns).collect()
+        rows = view_delta(plan.root, batch)
+        if hand_off:
+            assert isinstance(rows, pa.Table), f"{view}: the batch was not handed to the driver"
+        if isinstance(rows, pa.Table):
+            table = consolidated(rows.select([*columns, WEIGHT, MTIME])).rename_columns(
+                [*columns, WEIGHT, MTIME]
+            )
+            result = [dict(zip(table.column_names, r)) for r in zip(*[c.to_pylist() for c in table.columns])]
+        else:
+            result = [r.asDict() for r in consolidate(rows, columns).collect()]
         state.commit()
     finally:
         batch.release()
@@ -306,9 +326,9 @@ def run_sql(spark, catalog: Catalog, view: str, contents: Contents) -> Counter:
     return Counter(tuple(r) for r in spark.sql(plan.spark_sql).collect())
 
 
-def check(spark, catalog: Catalog, view: str, examples: list[list[dict]]) -> None:
+def check(spark, catalog: Catalog, view: str, examples: list[list[dict]], *, hand_off: bool = False) -> None:
     """Run every example's batches (side by side when the view carries `_ex`), comparing each batch's output
-    delta with the change of the view's SQL."""
+    delta with the change of the view's SQL. `hand_off`: Spark's batches are finished on the driver."""
     state = MemoryState(spark)
     contents: Contents = {name: [] for name in catalog.sources}
     old: Counter = Counter()
@@ -326,7 +346,7 @@ def check(spark, catalog: Catalog, view: str, examples: list[list[dict]]) -> Non
         if i % 2:
             delta = run_driver_rule(catalog, view, state, before, done)
         else:
-            delta = run_rule(spark, catalog, view, state, None if i == 0 else before, done)
+            delta = run_rule(spark, catalog, view, state, None if i == 0 else before, done, hand_off=hand_off)
         with oracle():
             new = run_sql(spark, catalog, view, contents)
         expected = Counter(new)
@@ -377,3 +397,33 @@ def test_delta_rule_output_is_the_change_of_its_sql(spark, catalog, view, seed):
 @given(seed=st.integers(0, 2**32 - 1))
 def test_delta_rule_of_a_shape_without_ex(spark, catalog, view, seed):
     check(spark, catalog, view, random_examples(seed, catalog, 1))
+
+
+# The views whose Spark batches may be finished on the driver (a rule over one input that keeps state, at the top)
+HANDED_OFF = [
+    "distinct_rows",
+    "aggregate",
+    "count_distinct",
+    "multiset_of_group",
+    "aggregate_having",
+    "aggregate_append_only",
+    "aggregate_global",
+    "count_distinct_global",
+]
+
+
+@pytest.mark.parametrize("view", HANDED_OFF)
+def test_a_spark_batch_finished_on_the_driver_is_the_change_of_its_sql(spark, catalog, view):
+    """Spark's batches (the first from nothing, a bootstrap, then one with state) handed to the driver where
+    their rules keep what they reduced the changes to (incremental/hand_off.py), the driver's own batches
+    between them: each output delta the change of the view's SQL."""
+    check(
+        spark, catalog, view, random_examples(39, catalog, SIDE if view in SIDE_BY_SIDE else 1), hand_off=True
+    )
+
+
+def test_the_views_whose_spark_batches_the_driver_may_finish(catalog):
+    """From the root down through rules of one input, to the lowest that keeps state: never a join, nor a view
+    of rows alone."""
+    finishing = {name for name, plan in catalog.plans.items() if driver_finishes(plan.root)}
+    assert finishing == set(HANDED_OFF)

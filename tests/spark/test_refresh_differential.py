@@ -54,6 +54,7 @@ CREATE MATERIALIZED VIEW v_bag AS SELECT s FROM (SELECT g, SUM(v) AS s FROM b GR
 UNION ALL SELECT v AS s FROM b WHERE g = 'a';
 """
 
+HANDED = "finished on the driver"  # (the note of a Spark bootstrap handed to the driver)
 GROUPS = st.sampled_from(["a", "b", "c", None])
 VALUES = st.one_of(st.none(), st.integers(-3, 5))
 KEYS = st.integers(0, 6)
@@ -249,7 +250,8 @@ def refresh_steps(
     (small batches on the driver, where the view allows) and "spark" (`driver_max_changes = 0`), so that every
     differential test runs both, each going on from the state the other left (issue 35). With
     `all_incremental`, first check that every view is planned incremental. Returns, per view, the kinds and
-    engines of its batches ("stream/spark": the delta rule in Spark). `apply(spark, catalog, commit)` commits a
+    engines of its batches ("stream/spark": the delta rule in Spark; "bootstrap/handed to the driver": a Spark
+    bootstrap finished on the driver, incremental/hand_off.py). `apply(spark, catalog, commit)` commits a
     step's change (default apply_commit, for the sources of SOURCES). `policy`: thresholds of the project's
     execution policy to set (mvengine/policy.py), beyond what its config says."""
     config = load_config(root)
@@ -264,7 +266,9 @@ def refresh_steps(
             spark,
             in_spark if engine == "spark" else config,
             catalog,
-            report=lambda r: ran.setdefault(r.view, set()).add(f"{r.kind}/{r.engine}"),
+            report=lambda r: ran.setdefault(r.view, set()).update(
+                [f"{r.kind}/{r.engine}"] + ([f"{r.kind}/handed to the driver"] if HANDED in r.note else [])
+            ),
         )
         for engine in ("driver", "spark")
     }
@@ -322,14 +326,17 @@ def test_every_view_is_maintained_incrementally(tmp_path, name):
         ({}, "bootstrap/driver"),
         ({"driver_max_changes": 0}, "bootstrap/spark"),
         ({"driver_max_changes": 0, "write_from_driver": 0}, "bootstrap/spark"),
+        ({"driver_max_changes": 1}, "bootstrap/spark"),
     ],
-    ids=["driver", "spark", "spark-writes"],
+    ids=["driver", "spark", "spark-writes", "spark-hand-off"],
 )
 def test_a_bootstrap_over_rows_gives_the_views_on_either_engine(spark, tmp_path, policy, bootstrap):
     """A bootstrap over rows already there: on the driver (the inputs are few: runtime/recompute.py), in Spark
-    (driver_max_changes 0), and in Spark with Spark's writes and checkpoints (inputs above the policy's
-    write_from_driver, here 0; a small Spark bootstrap collects its results and writes them with delta-rs). Each
-    view equals its SQL, and so do the batches that go on from that state."""
+    (driver_max_changes 0), in Spark with Spark's writes and checkpoints (inputs above the policy's
+    write_from_driver, here 0; a small Spark bootstrap collects its results and writes them with delta-rs), and
+    in Spark finished on the driver (inputs above driver_max_changes, here 1: the views whose top rule keeps
+    state go on in Arrow from what it keeps, incremental/hand_off.py). Each view equals its SQL, and so do the
+    batches that go on from that state."""
     root = make_project(tmp_path)
     config = load_config(root)
     catalog = load_catalog(config)
@@ -344,3 +351,7 @@ def test_a_bootstrap_over_rows_gives_the_views_on_either_engine(spark, tmp_path,
         steps = [[commit for step in steps for commit in step]]
     engines = refresh_steps(spark, root, steps, policy=policy)  # the bootstrap, then a batch on each engine
     assert all(bootstrap in kinds for kinds in engines.values()), engines
+    handed = {view for view, kinds in engines.items() if "bootstrap/handed to the driver" in kinds}
+    assert handed == (
+        {"v_agg", "v_chain", "v_global", "v_distinct"} if policy.get("driver_max_changes") else set()
+    )
