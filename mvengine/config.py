@@ -24,6 +24,9 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
+    # Spark's own Parquet writes of mvengine's tables (storage/spark_files.py) in the timestamps Delta and
+    # delta-rs write, whose footers keep the statistics (INT96, Spark's default, has none).
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.execution.arrow.pyspark.fallback.enabled": "false",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",

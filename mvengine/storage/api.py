@@ -36,8 +36,9 @@ from mvengine.errors import KeyWrittenTwice, StorageError
 from mvengine.names import quote_identifier, validate_name
 from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.datasource import FORMAT
-from mvengine.storage.files import DUPLICATE_KEY, FileWriter, delete_files, unique_rows
+from mvengine.storage.files import DUPLICATE_KEY, STAGING_DIR, FileWriter, delete_files, unique_rows
 from mvengine.storage.objects import is_local, remove_tree
+from mvengine.storage.spark_files import write_files
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
 from mvengine.storage.tables import (
     TableRef,
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
 # keys into a 10M-row table costs 0.14 s with files of 1M rows and 0.03 s with files of 100k
 # (benchmarks/README.md, "Small commits"), while reading 100 files instead of 10 costs Spark little.
 CLUSTERED_FILE_ROWS = 100_000
-STAGING_DIR = "_mvengine_staging"  # under a table's root; Delta ignores folders starting with '_'
 # The column of merged rows that says a row deletes (its key) rather than adds: named so that no table column
 # is likely to be called so.
 DELETE_MARK = "_mvengine_delete"
@@ -496,6 +496,19 @@ def write_table(
             raise _written_twice(ref, e) or e from None
         commit_files(ref, schema, files, partitions, options)
         return True
+    if _local(ref) and not is_connect(df.sparkSession) and not partition_by and not _partitioned(ref):
+        options = WriteOptions(
+            overwrite=mode == "overwrite",
+            new_schema=new_schema,
+            metadata=tuple(sorted((metadata or {}).items())),
+            txn=txn,
+            target_file_rows=target_file_rows or WriteOptions.target_file_rows,
+            unique=tuple(cluster_by) if unique else (),
+        )
+        try:
+            return write_files(df, ref, schema, options, cluster_by)
+        except Exception as e:
+            raise _written_twice(ref, e) or e from None
     if cluster_by:
         columns = [quote_identifier(c) for c in cluster_by]
         df = df.repartitionByRange(*columns).sortWithinPartitions(*columns)
@@ -520,6 +533,10 @@ def write_table(
         raise _written_twice(ref, e) or e from None
     ref.committed()  # (by a Python worker of Spark's: this process has not seen the commit)
     return True
+
+
+def _partitioned(ref: TableRef) -> bool:
+    return ref.exists() and bool(ref.open().metadata().partition_columns)
 
 
 def _written_twice(ref: TableRef, error: Exception) -> KeyWrittenTwice | None:

@@ -29,6 +29,7 @@ from mvengine.storage.tables import TableRef
 TARGET_FILE_ROWS = 1_000_000
 STRING_STATS_PREFIX = 32  # as Delta: longer strings get no max statistic (a truncated max would be wrong)
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+STAGING_DIR = "_mvengine_staging"  # under a table's root; Delta ignores folders starting with '_'
 
 
 @dataclass
@@ -272,6 +273,40 @@ class _OpenFile:
                 if lo is not None and hi is not None:
                     mins[f.name], maxs[f.name] = lo, hi
         return {"numRecords": self.rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+def footer_stats(path: str, schema: pa.Schema) -> str:
+    """The Delta statistics of a Parquet file another writer made (Spark's own), read off its footer: the row
+    count, and per top-level column of `schema` its null count and, for the types FileWriter records them for
+    and where every row group has them, its least and greatest value."""
+    meta = pq.read_metadata(path)
+    stats: dict[str, Any] = {"numRecords": meta.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    for f in schema:
+        at = leaves.get(f.name)
+        if at is None or pa.types.is_nested(
+            f.type
+        ):  # (a nested column's leaves: no statistics, as FileWriter)
+            continue
+        found = [meta.row_group(g).column(at).statistics for g in range(meta.num_row_groups)]
+        if any(s is None or not s.has_null_count for s in found):
+            continue
+        stats["nullCount"][f.name] = sum(s.null_count for s in found)
+        ranged = [s for s in found if s.has_min_max]
+        if not _has_min_max(f.type) or not ranged or len(ranged) + _all_null(found, meta) < len(found):
+            continue
+        lo = _stat_value(min(s.min for s in ranged), f.type, upper=False)
+        hi = _stat_value(max(s.max for s in ranged), f.type, upper=True)
+        if lo is not None and hi is not None:
+            stats["minValues"][f.name], stats["maxValues"][f.name] = lo, hi
+    return json.dumps(stats)
+
+
+def _all_null(found: list[Any], meta: pq.FileMetaData) -> int:
+    """The row groups whose column holds only NULLs (no range to record, none needed)."""
+    return sum(
+        1 for g, s in enumerate(found) if not s.has_min_max and s.null_count == meta.row_group(g).num_rows
+    )
 
 
 def delete_files(ref: TableRef, paths: list[str]) -> None:

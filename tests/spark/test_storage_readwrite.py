@@ -1,4 +1,7 @@
-"""Writes and batch reads through the mvdelta data source: every supported type, time travel, partitions."""
+"""Writes and batch reads of Delta tables from Spark: every supported type, time travel, partitions. A local table
+is written by Spark's own Parquet writer and committed by delta-rs with statistics from the files' footers
+(storage/spark_files.py); a partitioned one, and one on an object store Spark cannot reach, by the mvdelta data
+source."""
 
 from __future__ import annotations
 
@@ -6,10 +9,13 @@ import datetime as dt
 import time
 from decimal import Decimal
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from deltalake import CommitProperties, DeltaTable
 
-from mvengine.errors import StorageError
+from mvengine.errors import KeyWrittenTwice, StorageError
 from mvengine.storage.api import read_table, write_table
 from mvengine.storage.tables import commit_history, commit_metadata
 from tests.conftest import bag, rows
@@ -197,3 +203,62 @@ def test_empty_table_reads_as_no_rows(spark, table):
     ref = table()
     write_table(spark.range(0), ref)
     assert read_table(spark, ref).count() == 0
+
+
+def test_a_spark_write_records_each_files_statistics_as_delta_does(spark, table):
+    """The statistics Spark's own writer leaves in each file's footer, in the log as Delta records them: the
+    row count, NULLs per column, and the least and greatest value of integers, strings (none where the
+    greatest is longer than 32 characters), dates and timestamps (to the millisecond, rounded outwards); a
+    column of NULLs only, and a nested one, without a range."""
+    ref = table()
+    longer = "z" * 40
+    df = spark.range(40).selectExpr(
+        "id",
+        "CAST(id - 20 AS INT) AS i",
+        f"CASE WHEN id % 4 = 0 THEN NULL WHEN id = 39 THEN '{longer}' ELSE concat('s', id) END AS s",
+        "date_add(DATE '2026-01-01', CAST(id AS INT)) AS day",
+        "timestamp_micros(1767225600000000 + id * 1001) AS ts",
+        "CAST(NULL AS BIGINT) AS nothing",
+        "array(id) AS arr",
+    )
+    assert write_table(df.repartition(2), ref, target_file_rows=15)
+    table_ = DeltaTable(ref.uri)
+    logged = pa.table(table_.get_add_actions(flatten=True)).to_pylist()
+    assert len(logged) >= 4 and sum(f["num_records"] for f in logged) == 40
+    for f in logged:
+        rows_ = pq.read_table(f"{ref.uri}/{f['path']}")
+        assert f["num_records"] == rows_.num_rows
+        for name in ("id", "i", "s", "day", "ts", "nothing"):
+            assert f[f"null_count.{name}"] == rows_.column(name).null_count, (name, f)
+        for name in ("id", "i", "day"):
+            low, high = pc.min_max(rows_.column(name)).values()
+            assert (f[f"min.{name}"], f[f"max.{name}"]) == (low.as_py(), high.as_py()), (name, f)
+        low, high = (v.as_py() for v in pc.min_max(rows_.column("ts")).values())
+        assert f["min.ts"] <= low and high <= f["max.ts"] and (f["max.ts"] - f["min.ts"]).total_seconds() < 1
+        strings = [v for v in rows_.column("s").to_pylist() if v is not None]
+        if strings and max(strings) == longer:  # (no greatest value to record, and so no range)
+            assert f["min.s"] is None and f["max.s"] is None
+        elif strings:
+            assert (f["min.s"], f["max.s"]) == (min(strings), max(strings))
+        assert f["min.nothing"] is None and "min.arr" not in f
+    assert bag(read_table(spark, ref)) == bag(df)
+
+
+def test_a_spark_write_whose_key_repeats_commits_nothing(spark, table):
+    """A write whose key must be unique (a view's first snapshot) fails at a key met twice, NULL as a key too,
+    before anything is committed, and leaves no file behind."""
+    ref = table()
+    for key in ("7", "NULL"):
+        df = spark.range(5000).selectExpr(f"IF(id IN (0, 4321), {key}, id) AS k", "id AS v").repartition(3)
+        with pytest.raises(KeyWrittenTwice, match=f"k={'7' if key == '7' else 'None'}"):
+            write_table(df, ref, cluster_by=["k"], unique=True)
+        assert not ref.exists()
+        written = [
+            p.name
+            for p in (pa.fs.LocalFileSystem().get_file_info(pa.fs.FileSelector(ref.uri, recursive=True)))
+            if p.type == pa.fs.FileType.File
+        ]
+        assert written == []
+    unique = spark.range(5000).selectExpr("IF(id = 0, NULL, id) AS k", "id AS v").repartition(3)
+    assert write_table(unique, ref, cluster_by=["k"], unique=True)
+    assert read_table(spark, ref).count() == 5000
