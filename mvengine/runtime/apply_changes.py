@@ -257,7 +257,7 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
                 plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None
             )
             zset = conform(zset, arrow_schema(tables.snapshot.open()))
-            zset = hold_back(plan, zset, state, marks)
+            zset = hold_back(plan, zset, batch, marks)
         with profile.phase("compute changes", spark=False):
             out = view_changes(
                 plan,
@@ -299,9 +299,7 @@ def _in_spark(work: _Work, changes: BatchChanges) -> tuple[ViewChanges, StateSto
         zset = view_delta(plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None)
     if plan.view.emit is not None:
         with profile.phase("emit policy"):
-            zset = ctx.spark.createDataFrame(
-                hold_back(plan, zset.toArrow(), state, marks), schema=zset.schema
-            )
+            zset = hold_back(plan, zset, batch, marks)
     with profile.phase("compute changes"):
         out = view_changes(
             plan,

@@ -23,16 +23,19 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from mvengine.incremental.batch import Batch
 from mvengine.incremental.clock import Clock, reads_clock
-from mvengine.incremental.driver import consolidated
+from mvengine.incremental.driver import DriverBatch
 from mvengine.incremental.driver_expressions import NotOnDriver, predicate_mask
-from mvengine.incremental.state import StateStore
-from mvengine.plan.nodes import Aggregate, WindowAssign
+from mvengine.incremental.engine import ArrowEngine, Engine, SparkEngine
+from mvengine.incremental.zset import MTIME, WEIGHT, quote
+from mvengine.plan.nodes import Aggregate, Node, WindowAssign
 from mvengine.plan.operators.aggregate import windowed
 from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, event_time_windows
@@ -43,6 +46,10 @@ from mvengine.sql.sources import SourceDef
 from mvengine.storage.api import read_arrow
 from mvengine.storage.tables import TableRef, arrow_dataset, commit_metadata, has_column_mapping
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+R = TypeVar("R")
 PENDING = "emit_pending"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DUE = "_due"  # when a held row is due in processing time (µs), NULL: when the watermark reaches its bound
@@ -356,50 +363,67 @@ def watermark_passed(plan: ViewPlan, marks: Watermarks | None):
 
 
 def hold_back(
-    plan: ViewPlan, zset: pa.Table, state: StateStore, marks: Watermarks | None, now_us: int | None = None
-) -> pa.Table:
+    plan: ViewPlan,
+    zset: DataFrame | pa.Table,
+    batch: Batch | DriverBatch,
+    marks: Watermarks | None,
+    now_us: int | None = None,
+) -> DataFrame | pa.Table:
     """The part of the batch's Z-set (view columns, _w, _mtime) the view's EMIT policy lets out now, with what
-    waits staged in `state`; the Z-set unchanged for a view without EMIT."""
-    emit = plan.view.emit
-    if emit is None:
+    waits staged in the batch's state; the Z-set unchanged for a view without EMIT. Computed where the Z-set is:
+    by the driver for an Arrow one, by Spark for a DataFrame, the rows never collected."""
+    if plan.view.emit is None:
         return zset
     now = now_micros() if now_us is None else now_us
-    pending = state.read_all(PENDING)
-    arriving = zset.append_column(DUE, pa.nulls(zset.num_rows, pa.int64()))
-    key = list(plan.key or [c.name for c in plan.columns])
-    if emit.watermark_past is not None:
-        column = emit_bound(plan)
-        bound = _micros(arriving.column(column))
+    if isinstance(zset, pa.Table):
+        driver = batch if isinstance(batch, DriverBatch) else DriverBatch({}, batch.state)
+        return _held(plan, zset, ArrowEngine(driver, _no_child), marks, now)
+    assert isinstance(batch, Batch)  # (Spark's changes come with Spark's batch)
+    return _held(plan, zset, SparkEngine(batch, _no_child), marks, now)
+
+
+def _held(plan: ViewPlan, zset: R, engine: Engine[R], marks: Watermarks | None, now: int) -> R:
+    """`hold_back` on either engine. A row that arrives waits with its due time (`_due`, µs of processing time;
+    NULL: until the watermark passes its bound) beside the rows held before; a key's rows all take the key's
+    earliest due time (a window comes out whole, not in parts); the rows due, or whose bound the watermark
+    passed, come out consolidated, the others are held again."""
+    emit = plan.view.emit
+    assert emit is not None  # (the caller's check)
+    columns = [c.name for c in plan.columns]
+    key = list(plan.key or columns)
+    arriving = engine.compute(zset, {DUE: "CAST(NULL AS BIGINT)"})
+    bound = quote(emit_bound(plan)) if emit.watermark_past is not None else None
+    if bound is not None:
         if marks is not None and marks.before is not None:
-            late = pc.fill_null(pc.less_equal(bound, marks.before), False)
+            late = f"coalesce({bound} <= timestamp_micros({marks.before}), false)"
             if emit.late_after is None:
-                arriving = arriving.filter(pc.invert(late))
+                arriving = engine.where(arriving, f"NOT {late}")
             else:
-                due = pa.array([now + emit.late_after] * arriving.num_rows, pa.int64())
-                arriving = arriving.set_column(
-                    arriving.num_columns - 1,
-                    DUE,
-                    pc.if_else(late, due, pa.nulls(arriving.num_rows, pa.int64())),
-                )
+                due = f"CAST({now + emit.late_after} AS BIGINT)"
+                arriving = engine.compute(arriving, {DUE: f"CASE WHEN {late} THEN {due} END"})
     else:
-        arriving = arriving.set_column(
-            arriving.num_columns - 1, DUE, pa.array([now + (emit.after or 0)] * arriving.num_rows, pa.int64())
-        )
-    if pending is not None:
-        pending = pending.select(arriving.column_names)
-        arriving = pa.concat_tables([pending, arriving.cast(pending.schema)])
-    waiting = arriving
-    waiting = _earliest_due_per_key(waiting, key)
-    ready = pc.fill_null(pc.less_equal(waiting.column(DUE), now), False)
-    if emit.watermark_past is not None and marks is not None and marks.after is not None:
-        column = emit_bound(plan)
-        reached = pc.and_(
-            pc.is_null(waiting.column(DUE)), pc.less_equal(_micros(waiting.column(column)), marks.after)
-        )
-        ready = pc.or_(ready, pc.fill_null(reached, False))
-    state.stage(PENDING, waiting.filter(pc.invert(ready)), ())
-    released = consolidated(waiting.filter(ready).drop_columns([DUE]).select(zset.column_names))
-    return released.rename_columns(zset.column_names).cast(zset.schema)
+        arriving = engine.compute(arriving, {DUE: f"CAST({now + (emit.after or 0)} AS BIGINT)"})
+    names = [*columns, WEIGHT, MTIME, DUE]
+    arriving = engine.select(arriving, names)
+    held = engine.read_state(PENDING, engine.empty(arriving), [], arriving)
+    waiting = engine.concat([engine.select(held, names), arriving])
+    keys = {f"_k{i}": k for i, k in enumerate(key)}
+    earliest = engine.aggregate(waiting, keys, {"_earliest": ("min", DUE)})
+    waiting = engine.lookup(
+        waiting, [(k, name) for name, k in keys.items()], earliest, "left", null_safe=True
+    )
+    ready = f"coalesce({DUE} <= {now}, false)"
+    if bound is not None and marks is not None and marks.after is not None:
+        ready += f" OR ({DUE} IS NULL AND coalesce({bound} <= timestamp_micros({marks.after}), false))"
+    waiting = engine.keep(engine.compute(engine.compute(waiting, {DUE: "_earliest"}), {"_ready": ready}))
+    engine.stage(PENDING, engine.where(waiting, "NOT _ready"), [], names)
+    return engine.consolidate(
+        engine.select(engine.where(waiting, "_ready"), [*columns, WEIGHT, MTIME]), columns
+    )
+
+
+def _no_child(node: Node, batch: Any) -> Any:
+    raise AssertionError("an EMIT policy reads no node's changes")
 
 
 def has_timers(plan: ViewPlan) -> bool:
@@ -444,17 +468,3 @@ def batch_clock(
     earlier = None if before is None else recorded_at(snapshot, before).clock
     now = recorded_at(snapshot, snapshot.open().version()).clock if finishing else committed
     return Clock(now_micros() if now is None else now, earlier, ttl)
-
-
-def _earliest_due_per_key(rows: pa.Table, key: list[str]) -> pa.Table:
-    """Every row of a key due with the key's earliest due time (a window comes out whole, not in parts); keys
-    compared as Python values, so that NULL parts match (the waiting rows are few: open windows)."""
-    dues = rows.column(DUE).to_pylist()
-    if all(d is None for d in dues):
-        return rows
-    keys = list(zip(*(rows.column(k).to_pylist() for k in key)))
-    earliest: dict[tuple, int] = {}
-    for k, d in zip(keys, dues):
-        if d is not None:
-            earliest[k] = min(earliest.get(k, d), d)
-    return rows.set_column(rows.num_columns - 1, DUE, pa.array([earliest.get(k) for k in keys], pa.int64()))

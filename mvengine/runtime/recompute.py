@@ -219,12 +219,7 @@ def recompute(
                     )
                 if plan.view.emit is not None and incremental:  # (re)built: nothing of it is late yet
                     fresh = Watermarks(None, marks.after if marks else None)
-                    if isinstance(new_rows, pa.Table):
-                        new_rows = hold_back(plan, new_rows, state, fresh)
-                    else:
-                        new_rows = ctx.spark.createDataFrame(
-                            hold_back(plan, new_rows.toArrow(), state, fresh), schema=new_rows.schema
-                        )
+                    new_rows = hold_back(plan, new_rows, batch, fresh)
                 elif plan.view.emit is not None:
                     assert isinstance(new_rows, DataFrame)
                     new_rows = new_rows.where(watermark_passed(plan, marks))
@@ -360,7 +355,7 @@ def _bootstrap_rows_on_driver(
         with profile.phase("delta rule", spark=False):
             batch = DriverBatch(changes, state, clock=clock)
             zset = conform(view_delta_on_driver(plan.root, batch), schema)
-            zset = hold_back(plan, zset, state, Watermarks(None, marks.after if marks else None))
+            zset = hold_back(plan, zset, batch, Watermarks(None, marks.after if marks else None))
             if snapshot_before is not None:  # a rebuild: the rows it had go
                 old = read_arrow(tables.snapshot, version=snapshot_before).select(schema.names)
                 zset = pa.concat_tables([zset, conform(_weighted(old, -1, mtime), schema)])

@@ -132,21 +132,27 @@ def _clock(value: dt.datetime) -> str:
     return value.strftime("%H:%M:%S").removesuffix(":00") if value.second == 0 else value.strftime("%H:%M:%S")
 
 
-@pytest.fixture(scope="module")
-def batches(spark, tmp_path_factory) -> dict[str, list[list[tuple]]]:
-    """Every view's changelog rows, per batch, after each score's commit and refresh."""
+@pytest.fixture(scope="module", params=["driver", "spark"])
+def batches(spark, tmp_path_factory, request) -> dict[str, list[list[tuple]]]:
+    """Every view's changelog rows, per batch, after each score's commit and refresh: every batch on the driver,
+    or every batch in Spark (`driver_max_changes = 0`: the EMIT policies' held rows never collected)."""
     root: Path = tmp_path_factory.mktemp("seed002")
     (root / "views").mkdir()
     (root / "views" / "sources.sql").write_text(SOURCES)
     (root / "views" / "views.sql").write_text(VIEWS)
+    if request.param == "spark":
+        (root / "conf").mkdir()
+        (root / "conf" / "mvengine.toml").write_text("[refresh]\ndriver_max_changes = 0\n")
     config = load_config(root)
     catalog = load_catalog(config)
-    refresher = Refresher(spark, config, catalog)
+    reports = []
+    refresher = Refresher(spark, config, catalog, report=reports.append)
     source = TableRef(catalog.sources["user_scores"].path)
     refresher.refresh()  # the views start empty
     for name, score, clock in SCORES:
         write_deltalake(source.uri, _score_row(name, score, _at(clock)), mode="append")
         refresher.refresh()
+    assert {r.engine for r in reports} == {request.param}
     found: dict[str, list[list[tuple]]] = {}
     for view in catalog.plans:
         log = read_arrow(view_tables(catalog.plans[view], {}).changelog).to_pylist()
