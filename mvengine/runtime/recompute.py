@@ -7,7 +7,9 @@ delta rules, from nothing, over every input row read by delta-rs, and no Spark j
 rows costs a second or more of jobs, and Spark's start when it is the refresh's first). It writes the snapshot
 in the types the plan gives the view's columns (plan/types.py, which are Spark's), and goes to Spark when the
 driver computes another type, when an input or the view declares expectations (they are checked on whole
-tables by Spark) or when the inputs hold more than `[refresh] driver_max_changes` rows (0: always Spark)."""
+tables by Spark) or when the inputs hold more than `[refresh] driver_max_changes` rows (0: always Spark). A
+larger bootstrap Spark starts, and the driver finishes where the view's top rule keeps few rows
+(incremental/hand_off.py)."""
 
 from __future__ import annotations
 
