@@ -143,14 +143,20 @@ def node_not_on_driver(node: Node, expiring: bool = False) -> str | None:
     return None
 
 
+# The nodes whose delta rule has a form per engine (incremental/over.py, session_window.py), not one rule that
+# either engine runs: a Spark batch's form of theirs takes Spark's changes only.
+SPARK_FORMS: tuple[type[Node], ...] = (Over, SessionAggregate)
+
+
 def driver_finishes(root: Node, expiring: bool = False) -> frozenset[int]:
     """The nodes (by id) whose rules may finish on the driver a batch that Spark started
-    (incremental/hand_off.py): from the root down while each node has one input and a driver rule, to the
-    lowest of them that keeps state (whose rule reduces its input to what it keeps); none without one. A node
-    of two inputs ends them: the input Spark computes would meet the one the driver does."""
+    (incremental/hand_off.py): from the root down while each node has one input and a driver rule written
+    once for both engines, to the lowest of them that keeps state (whose rule reduces its input to what it
+    keeps); none without one. A node of two inputs ends them: the input Spark computes would meet the one the
+    driver does; so does a rule of a form per engine (SPARK_FORMS)."""
     chain: list[Node] = []
     node = root
-    while node_not_on_driver(node, expiring) is None:
+    while not isinstance(node, SPARK_FORMS) and node_not_on_driver(node, expiring) is None:
         chain.append(node)
         if len(node.children) != 1:
             break

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from mvengine.config import Config
 from mvengine.errors import MvError
-from mvengine.incremental.driver_support import not_on_driver
+from mvengine.incremental.driver_support import driver_finishes, not_on_driver
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.policy import EngineChoice, ExecutionPolicy
 from mvengine.project.catalog import Catalog
@@ -69,6 +69,23 @@ class RefreshContext:
     def engine(self, plan: ViewPlan, changes: int) -> EngineChoice:
         """Where an incremental batch of the view with `changes` input rows runs: the policy's choice."""
         return self.policy.engine(unsupported=self.driver_reason(plan), changes=changes)
+
+    def finishing_nodes(self, plan: ViewPlan) -> frozenset[int]:
+        """The nodes (by id) where the view's Spark batches may be finished on the driver (incremental/hand_off.py):
+        none when the policy keeps Spark's batches in Spark (`driver_max_changes` or `hand_off_rows` 0), when a
+        column has no Arrow type, or when the view or a source it reads declares expectations (checked by
+        Spark on Spark's rows)."""
+        expected = plan.view.expectations or any(
+            self.catalog.sources[n].expectations for n in plan.inputs if n in self.catalog.sources
+        )
+        if (
+            self.policy.driver_max_changes <= 0
+            or self.policy.hand_off_rows <= 0
+            or plan.arrow_schema() is None
+            or expected
+        ):
+            return frozenset()
+        return driver_finishes(plan.root, plan.view.state_ttl is not None)
 
     def start_spark(self) -> None:
         """Spark's functions need a running session: start it (if it waits for its first use) before them."""

@@ -27,7 +27,6 @@ from mvengine.incremental.clock import Clock
 from mvengine.incremental.compiler import view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, conform
 from mvengine.incremental.driver_expressions import NotOnDriver
-from mvengine.incremental.driver_support import driver_finishes
 from mvengine.incremental.state import StateStore
 from mvengine.incremental.zset import MTIME, WEIGHT, inserts
 from mvengine.names import CHANGELOG_COLUMNS, quote_identifier
@@ -165,16 +164,7 @@ def recompute(
     mtime = F.lit(_latest_commit_time(refs, versions)).cast("timestamp")
     schema = plan.arrow_schema()
     # A bootstrap Spark starts may be finished on the driver, from where its rules keep few rows.
-    finishing = (
-        driver_finishes(plan.root, plan.view.state_ttl is not None)
-        if incremental
-        and not renewed
-        and schema is not None
-        and ctx.policy.driver_max_changes > 0
-        and ctx.policy.hand_off_rows > 0
-        and not expectations.expected(plan)
-        else frozenset()
-    )
+    finishing = ctx.finishing_nodes(plan) if incremental and not renewed else frozenset()
 
     def in_spark(hand_off: bool) -> tuple[Batch, StateStore, ViewChanges, Watermarks | None, list[Outcome]]:
         """The batch computed by Spark (`hand_off`: finished on the driver where it may be)."""
@@ -201,7 +191,7 @@ def recompute(
                     new_rows = view_delta(
                         plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None
                     )
-                    if isinstance(new_rows, pa.Table):  # (handed to the driver)
+                    if isinstance(new_rows, pa.Table):  # (handed to the driver: the view has Arrow types)
                         assert schema is not None
                         new_rows = conform(new_rows, schema)
                         if snapshot_before is not None:  # (a rebuild: diffed against the old rows by Spark)

@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from mvengine.incremental.accumulators import BUILDERS, Accumulator
 from mvengine.incremental.compiler import DRIVER_RULES, RULE_MODULES, RULES
+from mvengine.incremental.driver_support import SPARK_FORMS
 from mvengine.plan import nodes
 from mvengine.plan.analysis import full_refresh_reasons, is_append_only, state_of
 from mvengine.plan.nodes import Field, Node
@@ -51,6 +52,8 @@ def test_an_operator_has_its_rules_or_states_why_not():
             assert node_type in RULES and node_type in DRIVER_RULES
             continue
         assert callable(getattr(module, "delta", None)), f"{module.__name__} has no delta rule"
+        # (a Spark batch is finished on the driver only above such a node: its Spark form takes Spark's rows)
+        assert issubclass(node_type, SPARK_FORMS), f"driver_support.SPARK_FORMS lacks {node_type.__name__}"
         assert RULES[node_type] is module.delta
         if operator.on_driver:
             assert DRIVER_RULES[node_type] is module.driver_delta
@@ -123,3 +126,28 @@ def test_every_aggregate_kind_has_its_accumulator_and_every_call_a_kind():
         assert (built.how is not None) == ACCUMULATOR_KINDS[kind].multiset, kind
         # a multiset's value is its only column, and the only one no partial computes
         assert all((c.partial is None) == (built.how is not None) for c in built.columns), kind
+
+
+def test_a_spark_batch_is_finished_on_the_driver_only_from_rules_written_once(tmp_path):
+    """incremental/hand_off.py takes over from the view's top rule that keeps state, through rules of one input
+    written once for both engines: not below window functions (a form per engine), nor a join."""
+    from mvengine.config import load_config
+    from mvengine.incremental.driver_support import driver_finishes
+    from mvengine.project.catalog import load_catalog
+
+    (tmp_path / "views").mkdir()
+    (tmp_path / "views" / "v.sql").write_text(
+        """
+        CREATE TABLE t (k INT, g STRING, v INT);
+        CREATE MATERIALIZED VIEW totals AS SELECT g, SUM(v) AS s FROM t GROUP BY g HAVING COUNT(*) > 1;
+        CREATE MATERIALIZED VIEW top AS SELECT g, s FROM (SELECT g, SUM(v) AS s FROM t GROUP BY g)
+          ORDER BY s DESC LIMIT 3;
+        CREATE MATERIALIZED VIEW ranked AS SELECT g, k, s, RANK() OVER (PARTITION BY g ORDER BY s) AS r
+          FROM (SELECT g, k, SUM(v) AS s FROM t GROUP BY g, k) AS a;
+        CREATE MATERIALIZED VIEW rows_only AS SELECT k, v FROM t WHERE v > 0;
+        """
+    )
+    plans = load_catalog(load_config(tmp_path)).plans
+    finishing = {name: len(driver_finishes(plan.root)) for name, plan in plans.items()}
+    assert finishing["totals"] >= 2 and finishing["top"] >= 2  # (the filter or top-N, and the aggregate)
+    assert finishing["ranked"] == 0 and finishing["rows_only"] == 0
