@@ -12,8 +12,9 @@ from functools import reduce
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from mvengine.config import join_uri
 from mvengine.errors import MvError
-from mvengine.incremental.batch import Batch
+from mvengine.incremental.batch import Batch, HandOff
 from mvengine.incremental.clock import Clock
 from mvengine.incremental.compiler import view_delta, view_delta_on_driver
 from mvengine.incremental.driver import DriverBatch, KeyFilter, conform, read_before
@@ -43,6 +44,7 @@ from mvengine.runtime.profile import Profile
 from mvengine.runtime.recompute import recompute, version_before_batch
 from mvengine.runtime.steps import FINISH, REBUILD, Step
 from mvengine.storage.api import Bounds, arrow_schema, read_table
+from mvengine.storage.objects import list_folders
 from mvengine.storage.tables import TableRef, table_rows
 
 
@@ -125,7 +127,14 @@ def apply_changes(
     if computed is None:
         if not choice.on_driver:  # (else the driver met a value it does not compute exactly: noted)
             profile.notes.append(f"computed by Spark: {choice.reason}")
-        computed = _in_spark(work, changes)
+        nodes = _hand_off_nodes(work)
+        try:
+            computed = _in_spark(work, changes, nodes)
+        except NotOnDriver as e:  # (a hand-off staged nothing it commits: the state starts anew)
+            if not nodes:
+                raise
+            profile.notes.append(f"computed by Spark alone: {e}")
+            computed = _in_spark(work, changes, frozenset())
     out, state, unfiltered = computed
     if plan.view.expectations:
         with profile.phase("expectations", spark=engine == "spark"):
@@ -277,8 +286,28 @@ def _on_driver(work: _Work) -> tuple[ViewChanges, StateStore, pa.Table] | None:
     return out, state, unfiltered[0] if unfiltered else zset
 
 
-def _in_spark(work: _Work, changes: BatchChanges) -> tuple[ViewChanges, StateStore, DataFrame]:
-    """The batch computed by Spark, and the view's changes before its own expectations' filter."""
+def _hand_off_nodes(work: _Work) -> frozenset[int]:
+    """Where the batch Spark computes may be finished on the driver (RefreshContext.finishing_nodes), when the
+    driver can read what it then reads: every state table of the view at most `driver_read_rows` rows (read
+    whole, at worst), no row late (the late rows are Spark's to set apart) and no state_ttl (a group back after
+    it expired is counted from the input's rows before the batch, which Spark reads)."""
+    ctx, plan = work.ctx, work.plan
+    if plan.view.state_ttl is not None or late_cutoff(plan, work.marks) is not None:
+        return frozenset()
+    nodes = ctx.finishing_nodes(plan)
+    options = ctx.config.storage_options
+    for name in list_folders(work.tables.state, options) if nodes else []:
+        ref = TableRef(join_uri(work.tables.state, name), options)
+        if ref.exists() and table_rows(ref, ref.open().version()) > ctx.policy.driver_read_rows:
+            return frozenset()
+    return nodes
+
+
+def _in_spark(
+    work: _Work, changes: BatchChanges, hand_off: frozenset[int]
+) -> tuple[ViewChanges, StateStore, DataFrame | pa.Table]:
+    """The batch computed by Spark (and finished on the driver from the `hand_off` nodes, where one of them keeps
+    few rows: incremental/hand_off.py), and the view's changes before its own expectations' filter."""
     ctx, plan, tables, profile, marks = work.ctx, work.plan, work.tables, work.profile, work.marks
     rows_in = sum(c.rows for c in work.inputs.values())
     state = work.state(on_driver=rows_in <= ctx.policy.write_from_driver)
@@ -292,11 +321,18 @@ def _in_spark(work: _Work, changes: BatchChanges) -> tuple[ViewChanges, StateSto
         late_before=late_cutoff(plan, marks),
         clock=work.clock,
     )
+    handing = None
+    if hand_off:
+        driver = DriverBatch({}, state, moved=work.moved, clock=work.clock)
+        handing = batch.hand_off = HandOff(hand_off, driver, ctx.policy.hand_off_rows)
     state.purge = purge_conditions(plan, batch.late_before)
     changes.keep_until_released(batch)
     with profile.phase("plan delta rule"):
         unfiltered: list[DataFrame] = []
         zset = view_delta(plan.root, batch, unfiltered=unfiltered.append if plan.drops_own else None)
+        if isinstance(zset, pa.Table) and handing is not None:  # (handed to the driver)
+            zset = conform(zset, arrow_schema(tables.snapshot.open()))
+            profile.notes.append(f"finished on the driver from {', '.join(handing.handed)} Spark computed")
     if plan.view.emit is not None:
         with profile.phase("emit policy"):
             zset = hold_back(plan, zset, batch, marks)
