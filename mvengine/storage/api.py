@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 # keys into a 10M-row table costs 0.14 s with files of 1M rows and 0.03 s with files of 100k
 # (benchmarks/README.md, "Small commits"), while reading 100 files instead of 10 costs Spark little.
 CLUSTERED_FILE_ROWS = 100_000
+CLUSTERED_FILE_BYTES = 1024 * 1024
+TARGET_FILE_SIZE = "delta.targetFileSize"
 # The column of merged rows that says a row deletes (its key) rather than adds: named so that no table column
 # is likely to be called so.
 DELETE_MARK = "_mvengine_delete"
@@ -463,13 +465,16 @@ def write_table(
         raise StorageError(f"write mode must be 'append' or 'overwrite', not {mode!r}")
     if cluster_by and not target_file_rows:
         target_file_rows = CLUSTERED_FILE_ROWS
+    schema = _arrow_schema(df)
+    cluster_by = _times_first(cluster_by, schema)
+    # (a table clustered by key is merged into by key: delta-rs's MERGE then writes files of this size too)
+    properties = ((TARGET_FILE_SIZE, str(CLUSTERED_FILE_BYTES)),) if cluster_by else ()
     if txn is not None and is_committed(ref, *txn):
         return False
     if new_schema and mode != "overwrite":
         raise StorageError("new_schema needs mode 'overwrite'")
     if unique and not cluster_by:
         raise StorageError("unique needs the key columns as cluster_by: the rows are checked sorted by them")
-    schema = _arrow_schema(df)
     if ref.exists() and not new_schema:
         check_compatible(ref, schema, list(partition_by))
     if on_driver or isinstance(df, pa.Table):  # the data source's own file writer and commit, on the driver
@@ -480,6 +485,7 @@ def write_table(
             metadata=tuple(sorted((metadata or {}).items())),
             txn=txn,
             target_file_rows=target_file_rows or WriteOptions.target_file_rows,
+            properties=properties,
         )
         rows = _collected(df)
         if cluster_by:
@@ -504,6 +510,7 @@ def write_table(
             txn=txn,
             target_file_rows=target_file_rows or WriteOptions.target_file_rows,
             unique=tuple(cluster_by) if unique else (),
+            properties=properties,
         )
         try:
             return write_files(df, ref, schema, options, cluster_by)
@@ -533,6 +540,18 @@ def write_table(
         raise _written_twice(ref, e) or e from None
     ref.committed()  # (by a Python worker of Spark's: this process has not seen the commit)
     return True
+
+
+def _times_first(keys: Sequence[str], schema: pa.Schema) -> tuple[str, ...]:
+    """`keys` with the dates and timestamps among them first: a stream's keys arrive in time order (a window's
+    bounds, a day), so that rows clustered so keep a batch's keys in the newest files, which its MERGE rewrites,
+    and leave the older ones as they are."""
+    timed = [
+        k
+        for k in keys
+        if pa.types.is_timestamp(schema.field(k).type) or pa.types.is_date(schema.field(k).type)
+    ]
+    return (*timed, *[k for k in keys if k not in timed])
 
 
 def _partitioned(ref: TableRef) -> bool:

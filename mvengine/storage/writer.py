@@ -35,6 +35,8 @@ class WriteOptions:
     target_file_rows: int = 1_000_000
     # Key columns that each task's rows, sorted by them, must not repeat (unique_rows).
     unique: tuple[str, ...] = ()
+    # Table properties of a table the write creates, beside TABLE_PROPERTIES.
+    properties: tuple[tuple[str, str], ...] = ()
 
     def commit_properties(self) -> CommitProperties:
         return CommitProperties(
@@ -129,7 +131,7 @@ def commit_files(
                 mode="error",
                 partition_by=partition_by or None,
                 name=ref.name,
-                configuration=TABLE_PROPERTIES,
+                configuration=TABLE_PROPERTIES | dict(options.properties),
                 storage_options=ref.storage_options or None,
                 commit_properties=options.commit_properties(),
             )

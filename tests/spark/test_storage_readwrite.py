@@ -262,3 +262,36 @@ def test_a_spark_write_whose_key_repeats_commits_nothing(spark, table):
     unique = spark.range(5000).selectExpr("IF(id = 0, NULL, id) AS k", "id AS v").repartition(3)
     assert write_table(unique, ref, cluster_by=["k"], unique=True)
     assert read_table(spark, ref).count() == 5000
+
+
+@pytest.mark.parametrize("on_driver", [False, True], ids=["spark", "driver"])
+def test_a_table_clustered_by_a_key_with_a_time_keeps_a_batchs_keys_in_its_newest_files(
+    spark, table, on_driver
+):
+    """A key of a time and something else (a window's start and an auction) is clustered by the time first: a
+    batch's keys, of the latest windows, fall in the newest files, and a MERGE of them rewrites those files only,
+    not every file (as clustering by the auction first would); the table asks delta-rs's MERGE for small files
+    too (delta.targetFileSize)."""
+    from mvengine.storage.api import CLUSTERED_FILE_BYTES, merge_into
+
+    ref = table()
+    windows = spark.range(40 * 500).selectExpr(
+        "(id * 7919) % 500 AS auction", "timestamp_micros((id DIV 500) * 2000000) AS start", "id AS n"
+    )
+    write_table(windows, ref, cluster_by=["auction", "start"], target_file_rows=2000, on_driver=on_driver)
+    table_ = DeltaTable(ref.uri)
+    assert table_.metadata().configuration["delta.targetFileSize"] == str(CLUSTERED_FILE_BYTES)
+    files = pa.table(table_.get_add_actions(flatten=True)).sort_by("min.start")
+    lows, highs = files.column("min.start").to_pylist(), files.column("max.start").to_pylist()
+    assert len(lows) >= 10 and all(high <= low for high, low in zip(highs, lows[1:]))
+    latest = pa.table(
+        {
+            "auction": pa.array([1, 2, 3], pa.int64()),
+            "start": pa.array([39 * 2_000_000, 39 * 2_000_000, 40 * 2_000_000], pa.timestamp("us", tz="UTC")),
+            "n": pa.array([-1, -2, -3], pa.int64()),
+        }
+    )
+    merge_into(latest, ref, ["auction", "start"])
+    copied = DeltaTable(ref.uri).history(1)[0]["operationMetrics"]["num_target_rows_copied"]
+    assert copied <= 2000, copied  # (one file's rows at most, of 20,000)
+    assert read_table(spark, ref).count() == 20001
