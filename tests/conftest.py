@@ -227,8 +227,8 @@ def write_project(root: Path, sources: str, views: str, conf: str | None = None)
 
 
 def add_scores(catalog, rows: list[tuple[str, int, int]]) -> None:
-    """Append scores (team, score, seconds after 12:00 on SCORES_DAY) to the source `scores` (team STRING,
-    score INT, ts TIMESTAMP) of the event-time tests."""
+    """Append scores (team, score, seconds after 12:00 on SCORES_DAY, or None: no time) to the source `scores`
+    (team STRING, score INT, ts TIMESTAMP) of the event-time tests."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
@@ -239,7 +239,8 @@ def add_scores(catalog, rows: list[tuple[str, int, int]]) -> None:
                 "team": pa.array([r[0] for r in rows], pa.string()),
                 "score": pa.array([r[1] for r in rows], pa.int32()),
                 "ts": pa.array(
-                    [SCORES_DAY + dt.timedelta(seconds=r[2]) for r in rows], pa.timestamp("us", tz="UTC")
+                    [None if r[2] is None else SCORES_DAY + dt.timedelta(seconds=r[2]) for r in rows],
+                    pa.timestamp("us", tz="UTC"),
                 ),
             }
         ),

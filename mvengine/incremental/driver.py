@@ -39,6 +39,7 @@ class DriverState(Protocol):
 
     policy: ExecutionPolicy  # (its driver_read_rows bounds what a rule reads on the driver)
     purge: dict[str, str]  # table name prefix -> the condition its batch's MERGE deletes rows by
+    allows_lateness: bool  # as StateStore.allows_lateness
 
     def schema(self, name: str) -> pa.Schema | None:
         """The state table's columns with the Arrow types Spark reads them as (None when it does not exist

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch, ChildDelta
 from mvengine.incremental.driver import DriverBatch, consolidated, data, normalized, zset
 from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate_all
+from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
 from mvengine.incremental.partition_rows import (
+    NEEDED_UNTIL,
     batch_time,
     copies,
     expanded,
@@ -31,20 +34,27 @@ from mvengine.incremental.partition_rows import (
 )
 from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
 from mvengine.plan.nodes import Field, Node, Over
+from mvengine.plan.operators.over import rows_back
 
 NODE = Over  # the plan node type this module maintains (plan/operators/over.py)
 
 
 def delta(node: Over, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     names = [f.name for f in node.child.fields]
-    changed = batch.keep_small(consolidate(child_delta(node.child, batch), names))
+    arriving = child_delta(node.child, batch)
+    if batch.state.allows_lateness:
+        arriving = on_time(node, arriving, batch)
+    changed = batch.keep_small(consolidate(arriving, names))
     parts = [F.expr(local(p)) for p in node.partition]
 
     def prior() -> DataFrame | None:
         before = batch.as_before()
         return None if before is None else child_delta(node.child, before)
 
-    old, new, expired = partition_rows(batch, f"n{batch.node_id(node)}_rows", changed, names, parts, prior)
+    back = rows_back(node) if batch.state.allows_lateness else None
+    ends = None if back is None else _followed(node, parts, back)
+    name = f"n{batch.node_id(node)}_rows"
+    old, new, expired = partition_rows(batch, name, changed, names, parts, prior, ends)
     outputs = [f.name for f in node.fields]
 
     def evaluated(rows: DataFrame, sign: int) -> DataFrame:
@@ -58,6 +68,19 @@ def delta(node: Over, batch: Batch, child_delta: ChildDelta) -> DataFrame:
         leaving = evaluated(expired, -1).withColumn(MTIME, F.timestamp_micros(F.lit(batch.clock.now)))
         emitted = emitted.unionByName(leaving)
     return consolidate(emitted, outputs)
+
+
+def _followed(node: Over, parts: list[Column], back: int) -> Callable[[DataFrame], DataFrame]:
+    """A function giving the rows of the input (named columns, and any others) the event time of the row
+    `back` rows after each in its partition (NEEDED_UNTIL; NULL when there is none yet), as `_ends` does."""
+    time = F.unix_micros(F.col(quote(node.child.fields[time_position(node)].name)).cast("timestamp"))
+
+    def followed(rows: DataFrame) -> DataFrame:
+        return rows.withColumn(
+            NEEDED_UNTIL, F.lead(time, back).over(Window.partitionBy(*parts).orderBy(time))
+        )
+
+    return followed
 
 
 def _evaluated(node: Over, rows: DataFrame, names: list[str]) -> DataFrame:
@@ -91,14 +114,39 @@ def driver_delta(
     columns = [f.name for f in fields]
     if len(set(columns)) < len(columns):
         raise NotOnDriver("window functions over an input of two columns of one name")
-    changed = consolidated(child_delta(node.child, batch))
+    arriving = child_delta(node.child, batch)
+    if batch.state.allows_lateness:
+        arriving = on_time_on_driver(node, arriving, batch)
+    changed = consolidated(arriving)
     name = f"n{batch.node_id(node)}_rows"
-    old, new = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields)
+    back = rows_back(node) if batch.state.allows_lateness else None
+    ends = None if back is None else partial(_ends, node, fields, back)
+    old, new = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields, ends)
     emitted = pa.concat_tables([_windowed(node, new, fields, 1), _windowed(node, old, fields, -1)])
     latest = pc.max(changed.column(MTIME))
     return consolidated(
         emitted.set_column(emitted.num_columns - 1, MTIME, pa.repeat(latest, emitted.num_rows))
     )
+
+
+def _ends(node: Over, fields: list[Field], back: int, rows: pa.Table) -> pa.Array:
+    """Each row's NEEDED_UNTIL (`rows`: a Z-set of the input's rows): the event time of the row `back` rows after
+    it in its partition, by time (NULL first, as Spark sorts ascending); NULL when there is none."""
+    n = rows.num_rows
+    time = rows.column(time_position(node))
+    t = pc.fill_null(pc.cast(time, pa.int64()), -(2**63)).to_numpy() if n else np.zeros(0, np.int64)
+    timed = np.asarray(pc.is_valid(time), bool) if n else np.zeros(0, bool)
+    partition = partition_ids(evaluate_all(node.partition, rows, fields), n)
+    order = np.lexsort((t, partition))
+    follower = np.arange(n) + back
+    inside = follower < n
+    inside[inside] = partition[order][follower[inside]] == partition[order][inside]
+    at = order[np.where(inside, follower, 0)] if n else order
+    ends = np.zeros(n, np.int64)
+    ends[order] = np.where(inside, t[at], 0)
+    known = np.zeros(n, bool)
+    known[order] = inside & timed[at]
+    return pa.array(ends, pa.int64(), mask=~known)
 
 
 def _windowed(node: Over, rows: pa.Table, fields: list[Field], sign: int) -> pa.Table:

@@ -9,7 +9,15 @@ one partition).
 With the view's state_ttl, every row also holds `_touched` (the clock of the batch that last changed its
 partition; a touched partition's rows are all written again with it): a partition untouched for the TTL leaves
 state, and its rows go back to the rule to retract what it gave; a touched partition without state is read
-from the input's rows before the batch as well, so that one coming back after it expired is exact."""
+from the input's rows before the batch as well, so that one coming back after it expired is exact.
+
+With the view's allowed_lateness (session windows, window functions that read a bounded number of rows back),
+every row also holds `_end` (NEEDED_UNTIL, µs): the event time from which no row still to come can need it (its
+session's end; the time of the n-th row after it, for windows that read n rows back), which the rule keeps
+exact: the rows of a touched partition whose `_end` moved are written again with it, and an untouched
+partition's rows do not move. Once the batch's late cutoff is past it, the rows it would serve are late, so the
+row leaves state by that column alone (runtime/event_time.purge_conditions), whether or not its partition is
+touched."""
 
 from __future__ import annotations
 
@@ -32,6 +40,7 @@ from mvengine.plan.nodes import Field
 
 COUNT = "_n"
 DELETE = "_delete"
+NEEDED_UNTIL = "_end"
 
 
 class Partitions(NamedTuple):
@@ -50,20 +59,25 @@ def partition_rows(
     columns: list[str],
     partition: list[Column],
     prior: Callable[[], DataFrame | None],
+    ends: Callable[[DataFrame], DataFrame] | None = None,
 ) -> Partitions:
     """The partitions that `changed` (a consolidated Z-set over `columns`) touches, before and after the batch;
     the change of state table `name` is staged. `prior` gives the input's rows before the batch (`columns`,
     `_w`, `_mtime`; None when the view starts), read only when the view has a state_ttl and a touched
-    partition has no state."""
+    partition has no state. `ends` (when the view allows a lateness) adds each row's NEEDED_UNTIL to rows of
+    the partitions (their columns and more), which the state keeps beside them."""
     clock = batch.clock
     now = None if clock is None or clock.state_ttl is None else clock.now
     parts = [p.alias(f"_p{i}") for i, p in enumerate(partition)]
     touched = batch.keep_small(changed.select(*parts).distinct())
-    template = changed.select(*[quote(c) for c in columns], F.col(WEIGHT).alias(COUNT)).limit(0)
-    old = batch.state.read(name, template)
+    held = [COUNT] if ends is None else [COUNT, NEEDED_UNTIL]
+    template = changed.select(
+        *[quote(c) for c in columns], F.col(WEIGHT).alias(COUNT), F.lit(None).cast("long").alias(NEEDED_UNTIL)
+    ).limit(0)
+    old = batch.state.read(name, template.select(*[quote(c) for c in columns], *held))
     if partition:
         old = old.join(touched, _matches(old, touched, partition), "left_semi")
-    old = batch.keep_small(old.select(*[quote(c) for c in columns], COUNT))
+    old = batch.keep_small(old.select(*[quote(c) for c in columns], *held))
     if now is not None:
         changed = _with_returning_partitions(batch, changed, old, touched, columns, partition, prior)
     d, o = changed.alias("d"), old.alias("o")
@@ -79,13 +93,19 @@ def partition_rows(
             (F.coalesce(F.col(f"o.{COUNT}"), F.lit(0)) + F.coalesce(F.col(f"d.{WEIGHT}"), F.lit(0))).alias(
                 COUNT
             ),
+            *([] if ends is None else [F.col(f"o.{NEEDED_UNTIL}").alias("_end_before")]),
         )
     )
     gone = F.col(COUNT) <= 0
     data = [quote(c) for c in columns]
     new = merged.where(~gone).select(*data, COUNT)
+    if ends is not None:
+        _stage_ends(batch, name, merged, columns, ends)
+        return Partitions(old.select(*data, COUNT), new, None)
     if now is None:
-        moved = merged.where(F.col(COUNT) != F.col("_before"))
+        moved = merged.where(
+            (F.col(COUNT) != F.col("_before")) & ((F.col(COUNT) > 0) | (F.col("_before") > 0))
+        )
         batch.state.stage(name, moved.select(*data, COUNT, gone.alias(DELETE)), columns, DELETE)
         return Partitions(old, new, None)
     # Every row of a touched partition is written again with the batch's clock: it tells when they expire.
@@ -97,6 +117,23 @@ def partition_rows(
         expired = expired.select(*data, COUNT)
     batch.state.stage(name, staged, columns, DELETE)
     return Partitions(old, new, expired)
+
+
+def _stage_ends(
+    batch: Batch, name: str, merged: DataFrame, columns: list[str], ends: Callable[[DataFrame], DataFrame]
+) -> None:
+    """Stage the rows whose count or NEEDED_UNTIL the batch moved, with their NEEDED_UNTIL (a row gone, its
+    removal). Nothing expires: a view with a lateness has no state_ttl."""
+    data = [quote(c) for c in columns]
+    alive = ends(merged.where(F.col(COUNT) > 0))
+    moved = alive.where(
+        (F.col(COUNT) != F.col("_before")) | ~F.col(NEEDED_UNTIL).eqNullSafe(F.col("_end_before"))
+    )
+    gone = merged.where((F.col(COUNT) <= 0) & (F.col("_before") > 0))
+    staged = moved.select(*data, COUNT, NEEDED_UNTIL, F.lit(False).alias(DELETE)).unionByName(
+        gone.select(*data, COUNT, F.lit(None).cast("long").alias(NEEDED_UNTIL), F.lit(True).alias(DELETE))
+    )
+    batch.state.stage(name, staged, columns, DELETE)
 
 
 def _with_returning_partitions(
@@ -166,18 +203,63 @@ def partition_rows_on_driver(
     columns: list[str],
     partition: Sequence[exp.Expression],
     fields: Sequence[Field],
+    ends: Callable[[pa.Table], pa.Array] | None = None,
 ) -> tuple[pa.Table, pa.Table]:
     """`partition_rows` on the driver: the rows of the partitions that `changed` (a consolidated Z-set whose
     columns are state table `name`'s `columns`, of `fields`) touches, before and after the batch, as Z-sets
-    weighted by multiplicity (at no time); the change of the state table is staged."""
+    weighted by multiplicity (at no time); the change of the state table is staged. `ends` gives the
+    NEEDED_UNTIL of each row of such a Z-set, as `partition_rows`'s."""
     if batch.clock is not None and batch.clock.state_ttl is not None:
         raise NotOnDriver("partitions expiring (state_ttl)")
-    old = _held_rows(batch, name, changed, columns, partition, fields)
+    old, old_ends = _held_rows(batch, name, changed, columns, partition, fields, ends is not None)
     index = align([normalized(c) for c in changed.columns[:-2]], [normalized(c) for c in old.columns[:-2]])
-    count = pc.add(pc.fill_null(old.column(WEIGHT).take(index), 0), changed.column(WEIGHT))
-    staged = pa.table(
-        [*changed.columns[:-2], count, pc.less_equal(count, 0)], names=[*columns, COUNT, DELETE]
-    )
+    before = pc.fill_null(old.column(WEIGHT).take(index), 0)
+    count = pc.add(before, changed.column(WEIGHT))
+    # (a row neither held nor kept, a retraction of one that left state, is not staged: nothing to delete)
+    held = pc.or_(pc.greater(count, 0), pc.greater(before, 0))
+    new = consolidated(pa.concat_tables([old, changed]))
+    new = new.filter(pc.greater(new.column(WEIGHT), 0))
+    if ends is None:
+        staged = pa.table(
+            [*changed.columns[:-2], count, pc.less_equal(count, 0)], names=[*columns, COUNT, DELETE]
+        ).filter(held)
+    else:
+        assert old_ends is not None
+        # The rows whose count or NEEDED_UNTIL moved, with it, and the removal of those gone.
+        at = align(
+            [normalized(c) for c in new.columns[:-2]], [normalized(c) for c in old.columns[:-2]]
+        ).combine_chunks()
+        end = ends(new)
+        moved = pc.or_(
+            pc.not_equal(new.column(WEIGHT), pc.fill_null(old.column(WEIGHT).take(at), 0)),
+            pc.not_equal(_or_least(end), _or_least(old_ends.take(at))),
+        ).combine_chunks()
+        gone = pc.and_(pc.less_equal(count, 0), held).combine_chunks()
+        kept, n_gone = new.filter(moved), pc.sum(gone).as_py() or 0
+        names = [*columns, COUNT, NEEDED_UNTIL, DELETE]
+        staged = pa.concat_tables(
+            [
+                pa.table(
+                    [
+                        *kept.columns[:-2],
+                        kept.column(WEIGHT),
+                        end.filter(moved),
+                        pa.repeat(False, kept.num_rows),
+                    ],
+                    names=names,
+                ),
+                pa.table(
+                    [
+                        *[c.filter(gone) for c in changed.columns[:-2]],
+                        count.filter(gone),
+                        pa.nulls(n_gone, pa.int64()),
+                        pa.repeat(True, n_gone),
+                    ],
+                    names=names,
+                ),
+            ],
+            promote_options="permissive",
+        )
     schema = batch.state.schema(name)
     if schema is not None:
         staged = pa.table(
@@ -185,8 +267,12 @@ def partition_rows_on_driver(
             names=[*schema.names, DELETE],
         )
     batch.state.stage(name, staged, columns, DELETE)
-    new = consolidated(pa.concat_tables([old, changed]))
-    return old, new.filter(pc.greater(new.column(WEIGHT), 0))
+    return old, new
+
+
+def _or_least(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """int64 values with NULL as the least int64: compared so, NULL equals only NULL."""
+    return pc.fill_null(values, -(2**63))
 
 
 def _held_rows(
@@ -196,14 +282,16 @@ def _held_rows(
     columns: list[str],
     partition: Sequence[exp.Expression],
     fields: Sequence[Field],
-) -> pa.Table:
+    with_ends: bool,
+) -> tuple[pa.Table, pa.Array | None]:
     """The state's rows of the partitions `changed` touches, as a Z-set like `changed`, weighted by their
-    multiplicity (at no time). Partitions by plain columns are looked up by their values; by expressions, the
-    whole state is read and its rows matched by their partitions' values."""
+    multiplicity (at no time), and (`with_ends`) their NEEDED_UNTIL. Partitions by plain columns are looked up
+    by their values; by expressions, the whole state is read and its rows matched by their partitions'
+    values."""
     schema = batch.state.schema(name)
     if schema is None:
-        return changed.slice(0, 0)
-    if set(schema.names) != {*columns, COUNT}:
+        return changed.slice(0, 0), pa.array([], pa.int64()) if with_ends else None
+    if set(schema.names) != {*columns, COUNT, *([NEEDED_UNTIL] if with_ends else [])}:
         raise NotOnDriver(f"state {name} holds other columns than this rule keeps")
     keys = [columns[_position(p, fields)] for p in partition if isinstance(p, exp.Column)]
     if partition and len(keys) == len(partition):
@@ -222,12 +310,14 @@ def _held_rows(
         found.column(COUNT),
         pa.nulls(found.num_rows, changed.schema.field(MTIME).type),
     )
+    ends = pc.cast(found.column(NEEDED_UNTIL), pa.int64()).combine_chunks() if with_ends else None
     if partition and len(keys) < len(partition):  # (the partitions `changed` touches, by their values)
         mine = evaluate_all(partition, rows, fields)
         theirs = evaluate_all(partition, changed, fields)
         at = align([normalized(c) for c in mine], [normalized(c) for c in _distinct(theirs)])
         rows = rows.filter(pc.is_valid(at))
-    return rows
+        ends = None if ends is None else ends.filter(pc.is_valid(at))
+    return rows, ends
 
 
 def _position(column: exp.Column, fields: Sequence[Field]) -> int:

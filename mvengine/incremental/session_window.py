@@ -6,7 +6,9 @@ and inserts the merged one.
 
 State: the input rows of each partition with their multiplicity (incremental/partition_rows.py), of only the
 columns the sessions read (plan/operators/session.kept_positions), read back for the touched partitions only;
-with the view's state_ttl, a partition untouched for that long leaves the view with its sessions. In Spark,
+with the view's state_ttl, a partition untouched for that long leaves the view with its sessions; with its
+allowed_lateness, each row also keeps its session's end, and the rows of the sessions the watermark closed leave
+state (the sessions stay in the view). In Spark,
 sessions are formed by Spark's own `session_window()` and aggregated by Spark's own functions over those rows,
 so every aggregate Spark has works there.
 
@@ -24,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -38,6 +40,7 @@ from mvengine.incremental.driver import (
 from mvengine.incremental.driver_expressions import evaluate_all
 from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
 from mvengine.incremental.partition_rows import (
+    NEEDED_UNTIL,
     batch_time,
     copies,
     expanded,
@@ -71,7 +74,9 @@ def delta(node: SessionAggregate, batch: Batch, child_delta: ChildDelta) -> Data
         before = batch.as_before()
         return None if before is None else of_input(child_delta(window.child, before))
 
-    old, new, expired = partition_rows(batch, f"n{batch.node_id(node)}_rows", changed, columns, parts, prior)
+    ends = _with_ends(node, parts, fields) if batch.state.allows_lateness else None
+    name = f"n{batch.node_id(node)}_rows"
+    old, new, expired = partition_rows(batch, name, changed, columns, parts, prior, ends)
     mtime = batch_time(changed)
     before = _sessions(node, old, fields, partition)
     after = _sessions(node, new, fields, partition)
@@ -119,6 +124,26 @@ def _sessions(
     return grouped.select(*out).toDF(*[f.name for f in node.fields])
 
 
+def _with_ends(
+    node: SessionAggregate, parts: list[Column], fields: tuple[Field, ...]
+) -> Callable[[DataFrame], DataFrame]:
+    """A function giving rows of the window's input (its positional columns, and any others) their session's
+    end, µs (NEEDED_UNTIL; NULL without a time): the sessions the driver cuts (`_cut`), by window functions."""
+    gap = node.window.spec.size
+    time = F.unix_micros(F.col(f"_c{position(node.window.time, fields)}").cast("timestamp"))
+
+    def ended(rows: DataFrame) -> DataFrame:
+        by_time = Window.partitionBy(*parts).orderBy(time)
+        previous = F.lag(time).over(by_time)
+        starts = F.when(previous.isNull() | (time > previous + gap), 1).otherwise(0)
+        so_far = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        numbered = rows.withColumn("_session", F.sum(starts).over(so_far))
+        last = F.max(time).over(Window.partitionBy(*parts, F.col("_session")))
+        return numbered.withColumn(NEEDED_UNTIL, last + gap).drop("_session")
+
+    return ended
+
+
 def _is_bound(e: exp.Expression, window_fields: tuple[Field, ...]) -> Field | None:
     """The session's start or end field that `e` refers to (None for another expression)."""
     bounds = [f for f in window_fields if f.window_bound in ("session start", "session end")]
@@ -153,7 +178,21 @@ def driver_delta(
     )
     columns = [f"_c{i}" for i in keep]
     name = f"n{batch.node_id(node)}_rows"
-    old, now = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields)
+
+    def ends(rows: pa.Table) -> pa.Array:
+        """Each row's NEEDED_UNTIL (`rows`: a Z-set of the kept columns; NULL without a time)."""
+        at, gap = keep.index(time_position(window)), window.spec.size
+        timed = pc.is_valid(rows.column(at)).to_numpy(zero_copy_only=False)
+        rows = rows.filter(pa.array(timed))
+        t = _micros(rows.column(at))
+        session, _, last = _cut(t, partition_ids(evaluate_all(node.partition, rows, fields), len(t)), gap)
+        end = np.zeros(len(timed), np.int64)
+        end[timed] = t[last][session] + gap
+        return pa.array(end, pa.int64(), mask=~timed)
+
+    old, now = partition_rows_on_driver(
+        batch, name, changed, columns, node.partition, fields, ends if batch.state.allows_lateness else None
+    )
     emitted = pa.concat_tables(
         [_driver_sessions(node, now, fields, keep, 1), _driver_sessions(node, old, fields, keep, -1)]
     )
@@ -174,19 +213,9 @@ def _driver_sessions(
     rows = expanded(rows)  # (each copy of a row counts)
     n = rows.num_rows
     time = rows.column(keep.index(time_position(window)))
-    t = pc.cast(time, pa.int64()).to_numpy() if n else np.zeros(0, np.int64)
+    t = _micros(time)
     parts = evaluate_all(node.partition, rows, fields)
-    partition = partition_ids(parts, n)
-    order = np.lexsort((t, partition))
-    starts = np.ones(n, bool)
-    if n:
-        t_sorted, p_sorted = t[order], partition[order]
-        starts[1:] = (p_sorted[1:] != p_sorted[:-1]) | (t_sorted[1:] > t_sorted[:-1] + window.spec.size)
-    session_sorted = np.cumsum(starts) - 1
-    first = order[np.flatnonzero(starts)]  # each session's first row, and its last
-    last = order[np.r_[np.flatnonzero(starts)[1:] - 1, n - 1]] if n else first
-    session = np.empty(n, np.int64)
-    session[order] = session_sorted
+    session, first, last = _cut(t, partition_ids(parts, n), window.spec.size)
     arguments = pa.table({"_s": pa.array(session)})
     how: dict[str, object] = {}
     for j, call in enumerate(node.aggregates):
@@ -215,3 +244,25 @@ def _driver_sessions(
     out += [grouped.column(f"a{j}").take(by_session) for j in range(len(node.aggregates))]
     weight = pa.repeat(pa.scalar(sign, pa.int64()), len(first))
     return zset(out, weight, pa.nulls(len(first), pa.timestamp("us", tz="UTC")))
+
+
+def _micros(time: pa.ChunkedArray) -> np.ndarray:
+    """Times (none NULL) as µs."""
+    return pc.cast(time, pa.int64()).to_numpy() if len(time) else np.zeros(0, np.int64)
+
+
+def _cut(t: np.ndarray, partition: np.ndarray, gap: int) -> tuple[np.ndarray, ...]:
+    """The sessions of rows at times `t` (µs) in partitions `partition` (ids): each row's session, and each
+    session's first and last row. A session starts where a row's time passes the one before it in its
+    partition by more than the gap."""
+    n = len(t)
+    order = np.lexsort((t, partition))
+    starts = np.ones(n, bool)
+    if n:
+        t_sorted, p_sorted = t[order], partition[order]
+        starts[1:] = (p_sorted[1:] != p_sorted[:-1]) | (t_sorted[1:] > t_sorted[:-1] + gap)
+    first = order[np.flatnonzero(starts)]
+    last = order[np.r_[np.flatnonzero(starts)[1:] - 1, n - 1]] if n else first
+    session = np.empty(n, np.int64)
+    session[order] = np.cumsum(starts) - 1
+    return session, first, last

@@ -41,6 +41,9 @@ class StateStore:
     # Table name prefix → a condition on its rows (`t."col"`) that the batch's MERGE into it deletes: the rows of
     # windows past the view's allowed lateness (runtime/event_time.purge_conditions).
     purge: dict[str, str] = field(default_factory=dict)
+    # The view allows a lateness: the rows a session window or window function keeps carry the time from which
+    # no row to come needs them, by which they leave state (incremental/partition_rows.py, NEEDED_UNTIL).
+    allows_lateness: bool = False
     # Custom commit metadata of every write: the batch's clock, in a view with a state_ttl, whose expiries
     # depend on it (a batch replayed after its state committed takes that clock: runtime/expiry.py).
     metadata: dict[str, str] = field(default_factory=dict)

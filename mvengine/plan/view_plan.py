@@ -15,6 +15,7 @@ from mvengine.plan.analysis import (
     by_arrival,
     changelog_kind,
     full_refresh_reasons,
+    is_append_only,
     is_deterministic,
     row_by_row,
     state_of,
@@ -29,12 +30,14 @@ from mvengine.plan.nodes import (
     Node,
     Over,
     Project,
+    Scan,
     SessionAggregate,
     TopN,
     WindowAssign,
     show,
     show_name,
 )
+from mvengine.plan.operators.over import event_time_order
 from mvengine.plan.rewrites.passes import rewritten
 from mvengine.plan.scope import Relation, Scope
 from mvengine.plan.temporal_sql import spell_temporal_joins
@@ -177,7 +180,7 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
         reasons = ["refresh_policy 'full'"]
     strategy = "full" if reasons else "incremental"
     if view.allowed_lateness is not None:
-        _check_lateness(view, root)
+        _check_lateness(view, root, strategy)
     state = state_of(root, strategy, purged=view.allowed_lateness is not None)
     expiring = None if view.state_ttl is None else _check_state_ttl(view, root, strategy)
     key = None if root.key is None else tuple(columns[i].name for i in root.key)
@@ -238,15 +241,50 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
     )
 
 
-def _check_lateness(view: ViewDef, root: Node) -> None:
+def _check_lateness(view: ViewDef, root: Node, strategy: str) -> None:
     """allowed_lateness drops late rows where they meet their window: every window must be what an aggregate
-    groups by (a window under a join would see rows its other input kept)."""
+    groups by (a window under a join would see rows its other input kept); window functions must order by an
+    event-time attribute first and read an append-only, stateless input (scans, filters, projections: what
+    they read of it is their own rows; a late deletion of a row would leave it in the view beside its update,
+    whose key it shares, as Flink refuses OVER over a retracting input)."""
     where: dict[str, Any] = {"file": view.file, "line": view.line, "obj": f"view {view.name}"}
     windows = event_time_windows(root)
     grouped = {id(n.child) for n in root.walk() if isinstance(n, Aggregate)}
+    overs = [n for n in root.walk() if isinstance(n, Over)]
+    for over in overs:
+        if (
+            any(not isinstance(n, (Scan, Filter, Project)) for n in over.child.walk())
+            or strategy != "incremental"
+        ):
+            raise SqlError(
+                "allowed_lateness on window functions needs them maintained incrementally over a source's "
+                "rows (scans, filters and projections under them)",
+                **where,
+                hint="make the join or aggregate a view of its own and compute the window functions over "
+                "it, or drop the option (mv plan says why a view is recomputed in full)",
+            )
+        if event_time_order(over) is None:
+            raise SqlError(
+                "allowed_lateness on window functions needs each to ORDER BY the same event-time column "
+                "first, ascending",
+                **where,
+                hint="order the windows by a source's WATERMARK column first (ORDER BY ts, ...), or drop "
+                "the option",
+            )
+        if not is_append_only(over.child):
+            raise SqlError(
+                "allowed_lateness on window functions needs an append-only input: a late update would "
+                "leave the row it replaces in the view",
+                **where,
+                hint="declare the source WITH ('append_only' = 'true') if rows are only ever added, or "
+                "drop the option",
+            )
+    if overs and not windows:
+        return
     if not windows:
         raise SqlError(
-            "allowed_lateness is for views that group by an event-time window",
+            "allowed_lateness is for views that group by an event-time window or order window functions "
+            "by event time",
             **where,
             hint="group by window(ts, ...) of a source's WATERMARK column, or drop the option",
         )

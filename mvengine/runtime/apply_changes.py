@@ -230,6 +230,7 @@ class _Work:
             fresh=False,
             on_driver=on_driver,
             policy=ctx.policy,
+            allows_lateness=self.plan.view.allowed_lateness is not None,
             metadata=clock_metadata(self.plan, None if self.clock is None else self.clock.now),
         )
 

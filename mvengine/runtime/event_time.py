@@ -34,9 +34,11 @@ from mvengine.incremental.clock import Clock, reads_clock
 from mvengine.incremental.driver import DriverBatch
 from mvengine.incremental.driver_expressions import NotOnDriver, predicate_mask
 from mvengine.incremental.engine import ArrowEngine, Engine, SparkEngine
+from mvengine.incremental.partition_rows import NEEDED_UNTIL
 from mvengine.incremental.zset import MTIME, WEIGHT, quote
-from mvengine.plan.nodes import Aggregate, Node, WindowAssign
+from mvengine.plan.nodes import Aggregate, Node, Over, SessionAggregate, WindowAssign
 from mvengine.plan.operators.aggregate import windowed
+from mvengine.plan.operators.over import rows_back
 from mvengine.plan.scope import Relation
 from mvengine.plan.view_plan import ViewPlan, event_time_windows
 from mvengine.project.catalog import Catalog, source_relation
@@ -243,12 +245,19 @@ def late_rows(rows, inputs: dict[str, int], marks: Watermarks, batch_id: int):
 
 def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, str]:
     """The state rows of windows that ended by `cutoff` (no row can change them any more), per state table
-    (name prefix, as StateStore.purge takes them): each windowed aggregate's accumulators and multisets, and
-    the emit revisions of the view's keys."""
+    (name prefix, as StateStore.purge takes them): each windowed aggregate's accumulators and multisets, each
+    session window's rows of the sessions that ended before it (a row at the cutoff would still join one that
+    ends there) and those without a time (in no session), the rows of window functions reading n rows back
+    whose n-th row after is before it, and the emit revisions of the view's keys."""
     if cutoff is None:
         return {}
     conditions: dict[str, str] = {}
     for i, node in enumerate(plan.root.walk()):
+        if isinstance(node, SessionAggregate) and node.window.time.meta.get("time_attr"):
+            ended = _condition(NEEDED_UNTIL, cutoff - 1)
+            conditions[f"n{i}_rows"] = f'(t."{NEEDED_UNTIL}" IS NULL OR {ended})'
+        if isinstance(node, Over) and rows_back(node) is not None:
+            conditions[f"n{i}_rows"] = _condition(NEEDED_UNTIL, cutoff - 1)
         window = windowed(node)
         if window is None or not isinstance(node, Aggregate):
             continue
@@ -259,6 +268,9 @@ def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, str]:
     end = window_end(plan)
     if end is not None and plan.key is not None and end[0] in plan.key:
         conditions[EMIT_STATE] = _condition(end[0], cutoff - end[1])
+    session_end = next((c.name for c in plan.columns if c.window_bound == "session end"), None)
+    if end is None and session_end is not None and plan.key is not None and session_end in plan.key:
+        conditions[EMIT_STATE] = _condition(session_end, cutoff - 1)
     return conditions
 
 

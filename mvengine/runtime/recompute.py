@@ -95,6 +95,7 @@ def recompute(
             persistent=frozenset({EMIT_STATE}),
             on_driver=on_driver,
             policy=ctx.policy,
+            allows_lateness=plan.view.allowed_lateness is not None,
             metadata=clock_metadata(plan, None if clock is None else clock.now),
         )
 

@@ -25,9 +25,10 @@ VIEW_OPTIONS = {
     "refresh_policy": "auto (default: the delta rule, or a recomputation when a batch changes much of the "
     "inputs), incremental (the delta rule in every batch), incremental_strict (a view without a delta rule is "
     "an error), full (recomputed in every batch where an input moved)",
-    "allowed_lateness": "on a windowed view (an interval such as '1 hour'): an input row more than this behind "
-    "the watermark is not applied but written to <view>/late, and windows that ended this long before the "
-    "watermark leave the view's state (bounded)",
+    "allowed_lateness": "on a windowed or session-window view, or window functions ordered by event time (an "
+    "interval such as '1 hour'): an input row more than this behind the watermark is not applied but written "
+    "to <view>/late, and windows and sessions that ended this long before the watermark leave the view's state "
+    "(bounded), as do the rows of window functions that read n rows back once n rows after them are",
     "state_ttl": "a group, distinct row or partition untouched by the input for this long (batch clock, an "
     "interval such as '7 days') leaves the view with its state",
     "target_lag": "how fresh `mv refresh --continuous` keeps the view: an interval such as '5 minutes' (its "

@@ -441,3 +441,70 @@ def test_an_or_whose_branches_repeat_a_conjunct_keeps_its_value_when_it_is_taken
         after = [_truth(e, row) for e in [*taken, *([either] if either is not None else [])]]
         together = False if False in after else None if None in after else True
         assert together == _truth(formula, row), (written, [e.sql() for e in taken], either)
+
+
+@pytest.mark.parametrize(
+    "select, state, bounded",
+    [
+        (
+            "SELECT user_id, ts, LAG(url, 3) OVER (PARTITION BY user_id ORDER BY ts) AS before3 FROM clicks",
+            "each with the time of the row 3 after it",
+            True,
+        ),
+        (
+            "SELECT user_id, ts, COUNT(*) OVER (PARTITION BY user_id ORDER BY ts, url ROWS BETWEEN 5 PRECEDING "
+            "AND 2 PRECEDING) AS n, LAG(url) OVER (PARTITION BY user_id ORDER BY ts) AS prev FROM clicks",
+            "each with the time of the row 5 after it",
+            True,
+        ),
+        (  # (a running count reads every row before)
+            "SELECT user_id, ts, COUNT(*) OVER (PARTITION BY user_id ORDER BY ts) AS n FROM clicks",
+            "its input rows, to evaluate its windows again",
+            False,
+        ),
+        (  # (LEAD reads the row after, which may be still to come)
+            "SELECT user_id, ts, LEAD(url) OVER (PARTITION BY user_id ORDER BY ts) AS next FROM clicks",
+            "its input rows, to evaluate its windows again",
+            False,
+        ),
+        (
+            "SELECT user_id, session_window.end AS e, COUNT(*) AS n FROM clicks "
+            "GROUP BY user_id, session_window(ts, '5 minutes')",
+            "each with its session's end",
+            True,
+        ),
+    ],
+)
+def test_allowed_lateness_bounds_what_reads_a_bounded_past(tmp_path, select, state, bounded):
+    view = catalog(tmp_path, f"CREATE MATERIALIZED VIEW v WITH ('allowed_lateness' = '1 hour') AS {select};")
+    plan = view.plans["v"]
+    assert state in plan.state and plan.bounded_state is bounded
+
+
+@pytest.mark.parametrize(
+    "select, error",
+    [
+        (
+            "SELECT user_id, ts, LAG(url) OVER (PARTITION BY user_id ORDER BY ts DESC) AS prev FROM clicks",
+            "needs each to ORDER BY the same event-time column first, ascending",
+        ),
+        (
+            "SELECT user_id, ts, LAG(url) OVER (PARTITION BY user_id ORDER BY url, ts) AS prev FROM clicks",
+            "needs each to ORDER BY the same event-time column first, ascending",
+        ),
+        (
+            "SELECT id, ts, LAG(qty) OVER (PARTITION BY customer_id ORDER BY ts) AS prev FROM orders",
+            "needs an append-only input",
+        ),
+        (
+            "SELECT c.user_id, c.ts, LAG(c.url) OVER (PARTITION BY c.user_id ORDER BY c.ts) AS prev "
+            "FROM clicks c JOIN customers k ON c.user_id = k.id",
+            "needs them maintained incrementally over a source's rows",
+        ),
+    ],
+)
+def test_allowed_lateness_on_window_functions_it_cannot_bound_is_an_error_at_the_view(
+    tmp_path, select, error
+):
+    with pytest.raises(SqlError, match=r"views/views.sql:1: view v: .*" + re.escape(error)):
+        catalog(tmp_path, f"CREATE MATERIALIZED VIEW v WITH ('allowed_lateness' = '1 hour') AS {select};")

@@ -8,13 +8,71 @@ values (a running total, a rank, an average over the last rows)."""
 
 from __future__ import annotations
 
+from sqlglot import exp
+
 from mvengine.plan.nodes import Over, show
 from mvengine.plan.operators.base import Claim, Operator, never_append_only, no_reasons
 
 
 def state(node: Over, claim: Claim, purged: bool) -> tuple[str, bool]:
     partition = ", ".join(show(p, node.child.fields) for p in node.partition)
-    return f"per partition ({partition}): its input rows, to evaluate its windows again", False
+    rows = f"per partition ({partition}): its input rows, to evaluate its windows again"
+    back = rows_back(node)
+    if purged and back is not None and event_time_order(node) is not None:
+        return (
+            f"{rows}, each with the time of the row {back} after it, dropped once the watermark is past that "
+            "and the lateness",
+            True,
+        )
+    return rows, False
+
+
+def event_time_order(node: Over) -> exp.Column | None:
+    """The event-time attribute (a source's WATERMARK column) that all the windows order by first, ascending:
+    with the view's allowed_lateness, a row behind the watermark by more than it then sorts before every row
+    still to come, and none of its values can change; None when they do not."""
+    firsts = []
+    for window in node.windows:
+        order = window.args.get("order")
+        first = order.expressions[0] if order is not None and order.expressions else None
+        if first is None or first.args.get("desc") or not isinstance(first.this, exp.Column):
+            return None
+        firsts.append(first.this)
+    if not firsts or not firsts[0].meta.get("time_attr"):
+        return None
+    same = {(c.name, c.table or None) for c in firsts}
+    return firsts[0] if len(same) == 1 else None
+
+
+def rows_back(node: Over) -> int | None:
+    """How many rows before a row its windows read at most (`LAG(x, n)`, `ROWS BETWEEN n PRECEDING AND CURRENT
+    ROW` or an earlier end); None when one reads further back (an UNBOUNDED or RANGE frame, a rank) or ahead
+    (`LEAD`, FOLLOWING). A row with that many rows after it that sort before every row to come is read by
+    none of them."""
+    most = 0
+    for window in node.windows:
+        f = window.this
+        if isinstance(f, exp.Lag):
+            offset = f.args.get("offset")
+            if offset is not None and not (isinstance(offset, exp.Literal) and offset.is_int):
+                return None
+            most = max(most, int(offset.name) if offset is not None else 1)
+            continue
+        spec = window.args.get("spec")
+        if isinstance(f, (exp.Lead, exp.RowNumber, exp.Rank, exp.DenseRank)) or spec is None:
+            return None
+        start, end = spec.args.get("start"), spec.args.get("end") or "CURRENT ROW"
+        if str(spec.args.get("kind")).upper() != "ROWS" or not isinstance(start, exp.Literal):
+            return None
+        if str(spec.args.get("start_side")).upper() != "PRECEDING" or not start.is_int:
+            return None
+        if isinstance(end, exp.Literal):
+            if str(spec.args.get("end_side")).upper() != "PRECEDING":
+                return None
+        elif str(end).upper() != "CURRENT ROW":
+            return None
+        most = max(most, int(start.name))
+    return most
 
 
 OPERATOR = Operator(Over, True, True, never_append_only, state, no_reasons)

@@ -1,7 +1,8 @@
 """SessionAggregate: GROUP BY a session window. Not linear (a row may merge two sessions, its retraction split
 one): the rule re-forms the sessions of the partitions a batch touches from their input rows, kept in state
-(unbounded; the columns the sessions read), with Spark's own session_window and aggregates, or on the driver
-(incremental/session_window.py)."""
+(the columns the sessions read), with Spark's own session_window and aggregates, or on the driver
+(incremental/session_window.py). Unbounded, but with the view's allowed_lateness: the rows of a session the
+watermark has passed by the lateness leave state."""
 
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ def state(node: SessionAggregate, claim: Claim, purged: bool) -> tuple[str, bool
     ]
     fields = node.window.child.fields
     read = ", ".join(fields[i].name for i in kept_positions(node))
-    return (
-        f"per partition ({', '.join(groups) or 'one'}): its input rows ({read}), to re-form its sessions",
-        False,
-    )
+    rows = f"per partition ({', '.join(groups) or 'one'}): its input rows ({read}), to re-form its sessions"
+    if purged and node.window.time.meta.get("time_attr"):
+        return (
+            f"{rows}, each with its session's end, dropped once the watermark is past it and the lateness",
+            True,
+        )
+    return rows, False
 
 
 def kept_positions(node: SessionAggregate) -> list[int]:
