@@ -57,10 +57,19 @@ def query_file(name: str) -> Path:
     raise SystemExit(f"no query {name} in {EXAMPLE}")
 
 
-def project(root: Path, query: Path) -> Path:
+def project(root: Path, query: Path, name: str, lateness: str | None = None) -> Path:
+    """The example's sources and the query's file; with `lateness`, its view `name` allows that lateness."""
     (root / "views").mkdir(parents=True)
     shutil.copy(EXAMPLE / "sources.sql", root / "views")
-    shutil.copy(query, root / "views")
+    text = query.read_text()
+    if lateness is not None:
+        text = re.sub(
+            rf"CREATE MATERIALIZED VIEW {name} AS",
+            f"CREATE MATERIALIZED VIEW {name} WITH ('allowed_lateness' = '{lateness}') AS",
+            text,
+            flags=re.IGNORECASE,
+        )
+    (root / "views" / query.name).write_text(text)
     (root / "conf").mkdir()
     (root / "conf" / "mvengine.toml").write_text(
         '[spark.conf]\n"spark.sql.shuffle.partitions" = "2"\n[catalog]\nregister = false\n'
@@ -115,9 +124,28 @@ def phase_medians(reports: list[list[BatchReport]]) -> dict[str, dict[str, float
     }
 
 
-def run(folder: Path, name: str, files_per_batch: int, full: bool, batches: int | None) -> dict:
+def state_rows(state: str) -> dict[str, int]:
+    """The rows of each of a view's state tables, from their logs (delta-rs's add actions)."""
+    from deltalake import DeltaTable
+
+    found = {}
+    for table in sorted(Path(state).glob("*")) if Path(state).is_dir() else []:
+        if (table / "_delta_log").is_dir():
+            actions = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
+            found[table.name] = sum(actions.column("num_records").to_pylist()) if actions.num_rows else 0
+    return found
+
+
+def run(
+    folder: Path,
+    name: str,
+    files_per_batch: int,
+    full: bool,
+    batches: int | None,
+    lateness: str | None = None,
+) -> dict:
     manifest = json.loads((folder / "events.json").read_text())
-    root = project(Path(tempfile.mkdtemp(prefix=f"saturation-{name}-")), query_file(name))
+    root = project(Path(tempfile.mkdtemp(prefix=f"saturation-{name}-")), query_file(name), name, lateness)
     config = load_config(root)
     catalog = load_catalog(config)
     plan = catalog.plans[name]
@@ -164,6 +192,8 @@ def run(folder: Path, name: str, files_per_batch: int, full: bool, batches: int 
         "engines": dict(engines),
         "phases": phase_medians(rounds),
         "peak_rss_mib": peak_rss_mib(),
+        "lateness": lateness,
+        "state_rows": state_rows(view_tables(plan, {}).state),
     }
     if full:
         snapshot = view_tables(plan, {}).snapshot
@@ -198,8 +228,14 @@ def main() -> None:
     parser.add_argument("--files-per-batch", type=int, default=1, help="event files appended per refresh")
     parser.add_argument("--batches", type=int, help="refresh only this many batches (default: all files)")
     parser.add_argument("--full", action="store_true", help="then time Spark's recomputation and compare")
+    parser.add_argument(
+        "--lateness",
+        help="give the view this allowed_lateness (an interval such as '1 minute'), bounding its state",
+    )
     args = parser.parse_args()
-    print(json.dumps(run(args.events, args.query, args.files_per_batch, args.full, args.batches)))
+    print(
+        json.dumps(run(args.events, args.query, args.files_per_batch, args.full, args.batches, args.lateness))
+    )
 
 
 if __name__ == "__main__":

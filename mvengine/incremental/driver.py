@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from mvengine.incremental.clock import Clock, clock_moves
 from mvengine.incremental.driver_expressions import NotOnDriver
+from mvengine.incremental.purge import Purge
 from mvengine.incremental.zset import MTIME, WEIGHT, ReadOnDemand
 from mvengine.plan.nodes import Node, Scan
 from mvengine.policy import ExecutionPolicy
@@ -38,7 +39,7 @@ class DriverState(Protocol):
     """What the rules read and write of a view's state tables (incremental.state.StateStore on Delta)."""
 
     policy: ExecutionPolicy  # (its driver_read_rows bounds what a rule reads on the driver)
-    purge: dict[str, str]  # table name prefix -> the condition its batch's MERGE deletes rows by
+    purge: dict[str, Purge]  # table name prefix -> the rows its batch's MERGE deletes
     allows_lateness: bool  # as StateStore.allows_lateness
 
     def schema(self, name: str) -> pa.Schema | None:

@@ -12,12 +12,13 @@ state, and its rows go back to the rule to retract what it gave; a touched parti
 from the input's rows before the batch as well, so that one coming back after it expired is exact.
 
 With the view's allowed_lateness (session windows, window functions that read a bounded number of rows back),
-every row also holds `_end` (NEEDED_UNTIL, µs): the event time from which no row still to come can need it (its
-session's end; the time of the n-th row after it, for windows that read n rows back), which the rule keeps
-exact: the rows of a touched partition whose `_end` moved are written again with it, and an untouched
-partition's rows do not move. Once the batch's late cutoff is past it, the rows it would serve are late, so the
-row leaves state by that column alone (runtime/event_time.purge_conditions), whether or not its partition is
-touched."""
+every row also holds `_end` (NEEDED_UNTIL, µs): an event time from which no row still to come can need it, at or
+after the exact one (its session's end; the time of the n-th row after it, for windows that read n rows back).
+The rule keeps it so: a row of a touched partition whose exact time passed its `_end` is written again, with the
+exact time plus a slack (a session's gap: a session that goes on rewrites its rows once a gap, not every
+batch), and an untouched partition's rows do not move. Once the batch's late cutoff is past a row's `_end`, the
+rows it would serve are late, so it leaves state by that column alone (runtime/event_time.purge_conditions),
+whether or not its partition is touched."""
 
 from __future__ import annotations
 
@@ -60,12 +61,13 @@ def partition_rows(
     partition: list[Column],
     prior: Callable[[], DataFrame | None],
     ends: Callable[[DataFrame], DataFrame] | None = None,
+    slack: int = 0,
 ) -> Partitions:
     """The partitions that `changed` (a consolidated Z-set over `columns`) touches, before and after the batch;
     the change of state table `name` is staged. `prior` gives the input's rows before the batch (`columns`,
     `_w`, `_mtime`; None when the view starts), read only when the view has a state_ttl and a touched
-    partition has no state. `ends` (when the view allows a lateness) adds each row's NEEDED_UNTIL to rows of
-    the partitions (their columns and more), which the state keeps beside them."""
+    partition has no state. `ends` (when the view allows a lateness) adds each row's exact NEEDED_UNTIL to rows
+    of the partitions (their columns and more), which the state keeps beside them with `slack` µs added."""
     clock = batch.clock
     now = None if clock is None or clock.state_ttl is None else clock.now
     parts = [p.alias(f"_p{i}") for i, p in enumerate(partition)]
@@ -100,7 +102,7 @@ def partition_rows(
     data = [quote(c) for c in columns]
     new = merged.where(~gone).select(*data, COUNT)
     if ends is not None:
-        _stage_ends(batch, name, merged, columns, ends)
+        _stage_ends(batch, name, merged, columns, ends, slack)
         return Partitions(old.select(*data, COUNT), new, None)
     if now is None:
         moved = merged.where(
@@ -120,17 +122,24 @@ def partition_rows(
 
 
 def _stage_ends(
-    batch: Batch, name: str, merged: DataFrame, columns: list[str], ends: Callable[[DataFrame], DataFrame]
+    batch: Batch,
+    name: str,
+    merged: DataFrame,
+    columns: list[str],
+    ends: Callable[[DataFrame], DataFrame],
+    slack: int,
 ) -> None:
-    """Stage the rows whose count or NEEDED_UNTIL the batch moved, with their NEEDED_UNTIL (a row gone, its
-    removal). Nothing expires: a view with a lateness has no state_ttl."""
+    """Stage the rows whose count moved or whose exact NEEDED_UNTIL passed the one held, with it and the slack
+    (a row gone, its removal). Nothing expires: a view with a lateness has no state_ttl."""
     data = [quote(c) for c in columns]
     alive = ends(merged.where(F.col(COUNT) > 0))
-    moved = alive.where(
-        (F.col(COUNT) != F.col("_before")) | ~F.col(NEEDED_UNTIL).eqNullSafe(F.col("_end_before"))
-    )
+    exact, held = F.col(NEEDED_UNTIL), F.col("_end_before")
+    passed = exact.isNull() != held.isNull()
+    moved = alive.where((F.col(COUNT) != F.col("_before")) | passed | F.coalesce(exact > held, F.lit(False)))
     gone = merged.where((F.col(COUNT) <= 0) & (F.col("_before") > 0))
-    staged = moved.select(*data, COUNT, NEEDED_UNTIL, F.lit(False).alias(DELETE)).unionByName(
+    staged = moved.select(
+        *data, COUNT, (exact + slack).alias(NEEDED_UNTIL), F.lit(False).alias(DELETE)
+    ).unionByName(
         gone.select(*data, COUNT, F.lit(None).cast("long").alias(NEEDED_UNTIL), F.lit(True).alias(DELETE))
     )
     batch.state.stage(name, staged, columns, DELETE)
@@ -204,11 +213,12 @@ def partition_rows_on_driver(
     partition: Sequence[exp.Expression],
     fields: Sequence[Field],
     ends: Callable[[pa.Table], pa.Array] | None = None,
+    slack: int = 0,
 ) -> tuple[pa.Table, pa.Table]:
     """`partition_rows` on the driver: the rows of the partitions that `changed` (a consolidated Z-set whose
     columns are state table `name`'s `columns`, of `fields`) touches, before and after the batch, as Z-sets
-    weighted by multiplicity (at no time); the change of the state table is staged. `ends` gives the
-    NEEDED_UNTIL of each row of such a Z-set, as `partition_rows`'s."""
+    weighted by multiplicity (at no time); the change of the state table is staged. `ends` gives the exact
+    NEEDED_UNTIL of each row of such a Z-set, held with `slack` added, as `partition_rows`'s."""
     if batch.clock is not None and batch.clock.state_ttl is not None:
         raise NotOnDriver("partitions expiring (state_ttl)")
     old, old_ends = _held_rows(batch, name, changed, columns, partition, fields, ends is not None)
@@ -225,15 +235,20 @@ def partition_rows_on_driver(
         ).filter(held)
     else:
         assert old_ends is not None
-        # The rows whose count or NEEDED_UNTIL moved, with it, and the removal of those gone.
+        # The rows whose count moved or whose exact NEEDED_UNTIL passed the one held (as _stage_ends), and the
+        # removal of those gone.
         at = align(
             [normalized(c) for c in new.columns[:-2]], [normalized(c) for c in old.columns[:-2]]
         ).combine_chunks()
-        end = ends(new)
+        exact, held_end = ends(new), old_ends.take(at)
         moved = pc.or_(
-            pc.not_equal(new.column(WEIGHT), pc.fill_null(old.column(WEIGHT).take(at), 0)),
-            pc.not_equal(_or_least(end), _or_least(old_ends.take(at))),
+            pc.or_(
+                pc.not_equal(new.column(WEIGHT), pc.fill_null(old.column(WEIGHT).take(at), 0)),
+                pc.not_equal(pc.is_null(exact), pc.is_null(held_end)),
+            ),
+            pc.fill_null(pc.greater(exact, held_end), False),
         ).combine_chunks()
+        end = pc.add(exact, slack)
         gone = pc.and_(pc.less_equal(count, 0), held).combine_chunks()
         kept, n_gone = new.filter(moved), pc.sum(gone).as_py() or 0
         names = [*columns, COUNT, NEEDED_UNTIL, DELETE]
@@ -268,11 +283,6 @@ def partition_rows_on_driver(
         )
     batch.state.stage(name, staged, columns, DELETE)
     return old, new
-
-
-def _or_least(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """int64 values with NULL as the least int64: compared so, NULL equals only NULL."""
-    return pc.fill_null(values, -(2**63))
 
 
 def _held_rows(

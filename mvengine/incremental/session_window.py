@@ -76,7 +76,7 @@ def delta(node: SessionAggregate, batch: Batch, child_delta: ChildDelta) -> Data
 
     ends = _with_ends(node, parts, fields) if batch.state.allows_lateness else None
     name = f"n{batch.node_id(node)}_rows"
-    old, new, expired = partition_rows(batch, name, changed, columns, parts, prior, ends)
+    old, new, expired = partition_rows(batch, name, changed, columns, parts, prior, ends, window.spec.size)
     mtime = batch_time(changed)
     before = _sessions(node, old, fields, partition)
     after = _sessions(node, new, fields, partition)
@@ -191,7 +191,14 @@ def driver_delta(
         return pa.array(end, pa.int64(), mask=~timed)
 
     old, now = partition_rows_on_driver(
-        batch, name, changed, columns, node.partition, fields, ends if batch.state.allows_lateness else None
+        batch,
+        name,
+        changed,
+        columns,
+        node.partition,
+        fields,
+        ends if batch.state.allows_lateness else None,
+        window.spec.size,
     )
     emitted = pa.concat_tables(
         [_driver_sessions(node, now, fields, keep, 1), _driver_sessions(node, old, fields, keep, -1)]

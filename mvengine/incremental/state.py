@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from mvengine.config import join_uri
 from mvengine.incremental.driver import match
+from mvengine.incremental.purge import Purge
 from mvengine.incremental.zset import null_safe_equal, quote
 from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
 from mvengine.storage.api import arrow_schema, merge_into, read_arrow, read_table, write_table
@@ -40,7 +41,7 @@ class StateStore:
     policy: ExecutionPolicy = DEFAULT_POLICY
     # Table name prefix → a condition on its rows (`t."col"`) that the batch's MERGE into it deletes: the rows of
     # windows past the view's allowed lateness (runtime/event_time.purge_conditions).
-    purge: dict[str, str] = field(default_factory=dict)
+    purge: dict[str, Purge] = field(default_factory=dict)
     # The view allows a lateness: the rows a session window or window function keeps carry the time from which
     # no row to come needs them, by which they leave state (incremental/partition_rows.py, NEEDED_UNTIL).
     allows_lateness: bool = False
@@ -219,8 +220,8 @@ class StateStore:
             return
         purge = next(
             (
-                c
-                for prefix, c in self.purge.items()
+                p
+                for prefix, p in self.purge.items()
                 if name == prefix or (name.startswith(prefix) and name[len(prefix) :].isdigit())
             ),
             None,
@@ -233,7 +234,7 @@ class StateStore:
             metadata=self.metadata or None,
             txn=txn,
             on_driver=self.on_driver,
-            purge=purge,
+            purge=purge.condition() if purge is not None and purge.may_match(ref) else None,
         )
 
     @property

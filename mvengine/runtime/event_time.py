@@ -35,6 +35,7 @@ from mvengine.incremental.driver import DriverBatch
 from mvengine.incremental.driver_expressions import NotOnDriver, predicate_mask
 from mvengine.incremental.engine import ArrowEngine, Engine, SparkEngine
 from mvengine.incremental.partition_rows import NEEDED_UNTIL
+from mvengine.incremental.purge import Purge
 from mvengine.incremental.zset import MTIME, WEIGHT, quote
 from mvengine.plan.nodes import Aggregate, Node, Over, SessionAggregate, WindowAssign
 from mvengine.plan.operators.aggregate import windowed
@@ -243,7 +244,7 @@ def late_rows(rows, inputs: dict[str, int], marks: Watermarks, batch_id: int):
     )
 
 
-def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, str]:
+def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, Purge]:
     """The state rows of windows that ended by `cutoff` (no row can change them any more), per state table
     (name prefix, as StateStore.purge takes them): each windowed aggregate's accumulators and multisets, each
     session window's rows of the sessions that ended before it (a row at the cutoff would still join one that
@@ -251,13 +252,12 @@ def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, str]:
     whose n-th row after is before it, and the emit revisions of the view's keys."""
     if cutoff is None:
         return {}
-    conditions: dict[str, str] = {}
+    conditions: dict[str, Purge] = {}
     for i, node in enumerate(plan.root.walk()):
         if isinstance(node, SessionAggregate) and node.window.time.meta.get("time_attr"):
-            ended = _condition(NEEDED_UNTIL, cutoff - 1)
-            conditions[f"n{i}_rows"] = f'(t."{NEEDED_UNTIL}" IS NULL OR {ended})'
+            conditions[f"n{i}_rows"] = Purge(NEEDED_UNTIL, cutoff - 1, nulls=True)
         if isinstance(node, Over) and rows_back(node) is not None:
-            conditions[f"n{i}_rows"] = _condition(NEEDED_UNTIL, cutoff - 1)
+            conditions[f"n{i}_rows"] = Purge(NEEDED_UNTIL, cutoff - 1)
         window = windowed(node)
         if window is None or not isinstance(node, Aggregate):
             continue
@@ -267,25 +267,21 @@ def purge_conditions(plan: ViewPlan, cutoff: int | None) -> dict[str, str]:
             conditions[f"n{i}_acc"] = conditions[f"n{i}_ms"] = bound
     end = window_end(plan)
     if end is not None and plan.key is not None and end[0] in plan.key:
-        conditions[EMIT_STATE] = _condition(end[0], cutoff - end[1])
+        conditions[EMIT_STATE] = Purge(end[0], cutoff - end[1])
     session_end = next((c.name for c in plan.columns if c.window_bound == "session end"), None)
     if end is None and session_end is not None and plan.key is not None and session_end in plan.key:
-        conditions[EMIT_STATE] = _condition(session_end, cutoff - 1)
+        conditions[EMIT_STATE] = Purge(session_end, cutoff - 1)
     return conditions
 
 
-def _bound_condition(fields, cutoff: int, size: int) -> str | None:
+def _bound_condition(fields, cutoff: int, size: int) -> Purge | None:
     for f in fields:
         if f.window_bound == "end":
-            return _condition(f.name, cutoff)
+            return Purge(f.name, cutoff)
     for f in fields:
         if f.window_bound == "start":
-            return _condition(f.name, cutoff - size)
+            return Purge(f.name, cutoff - size)
     return None
-
-
-def _condition(column: str, at_most: int) -> str:
-    return f'CAST(t."{column.replace(chr(34), chr(34) * 2)}" AS BIGINT) <= {at_most}'
 
 
 # -- which column says when a row's window ends ----------------------------------------------------------------

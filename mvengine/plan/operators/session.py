@@ -24,7 +24,8 @@ def state(node: SessionAggregate, claim: Claim, purged: bool) -> tuple[str, bool
     rows = f"per partition ({', '.join(groups) or 'one'}): its input rows ({read}), to re-form its sessions"
     if purged and node.window.time.meta.get("time_attr"):
         return (
-            f"{rows}, each with its session's end, dropped once the watermark is past it and the lateness",
+            f"{rows}, each with its session's end (or up to a gap later), dropped once the watermark is past it "
+            "and the lateness",
             True,
         )
     return rows, False
