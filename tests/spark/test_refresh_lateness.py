@@ -173,27 +173,9 @@ SESSION_BATCHES = [
 def test_a_session_windows_rows_leave_state_once_the_watermark_passes_their_session(spark, tmp_path, engine):
     """Its state keeps each row with its session's end (plus the gap, written again only when the end passes
     that), and drops the rows held to before the late cutoff: a session open across it keeps all its rows."""
-    conf = "[plan]\nrequire_bounded_state = true\n" + (
-        "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
-    )
-    config = load_config(_project(tmp_path, views=SESSION_VIEW, conf=conf))
-    catalog = load_catalog(config)  # require_bounded_state accepts it
-    plan = catalog.plans["visits"]
+    plan, tables, states = _refreshed(spark, tmp_path, SESSION_VIEW, "visits", engine, SESSION_BATCHES)
     assert plan.bounded_state and "each with its session's end" in plan.state
-    tables = view_tables(plan, {})
-    refresher = Refresher(spark, config, catalog, report=(reports := []).append)
-    refresher.refresh()  # (the source made, empty)
-    held = []
-    for rows in SESSION_BATCHES:
-        add_scores(catalog, rows)
-        refresher.refresh()
-        state = next(Path(tables.state).glob("n*_rows"))
-        held.append(
-            sorted(
-                r["_c2"].second + 60 * r["_c2"].minute for r in read_arrow(TableRef(str(state))).to_pylist()
-            )
-        )
-    assert {r.engine for r in reports[1:] if r.view == "visits"} == {engine}
+    held = [sorted(r["_c2"].second + 60 * r["_c2"].minute for r in rows) for rows in states]
     assert held == [
         [0, 5, 10, 40, 55, 70],
         [0, 5, 10, 40, 55, 70, 85, 130],
@@ -233,6 +215,8 @@ CREATE MATERIALIZED VIEW play_sessions WITH ('allowed_lateness' = '30 seconds') 
 SELECT team, session_window.start AS s, session_window.end AS e, COUNT(*) AS n, SUM(score) AS total
 FROM plays GROUP BY team, session_window(ts, '20 seconds');
 """
+PLAY_SESSIONS_SQL = """SELECT team, unix_micros(session_window.start), unix_micros(session_window.end), COUNT(*),
+       SUM(score) FROM plays_on_time GROUP BY team, session_window(ts, '20 seconds')"""
 # A batch: how far its time moves on (s), then upserts (id, team, score, seconds before that time, or None: no
 # time) and deletes (id, None, None, None) of the source `plays`.
 PLAY = st.one_of(
@@ -244,18 +228,27 @@ PLAY = st.one_of(
     ),
     st.tuples(st.integers(1, 12), st.none(), st.none(), st.none()),
 )
-PLAY_STEPS = st.lists(
-    st.tuples(st.integers(0, 40), st.lists(PLAY, min_size=1, max_size=6)), min_size=3, max_size=6
-)
-
-
-@pytest.mark.parametrize("engine", ["driver", "spark"])
-@settings(  # generated examples too in make test-nightly (each example refreshes a few times)
+# Generated examples too in make test-nightly (each example refreshes a few times).
+COSTLY = settings(
     max_examples=examples(1),
     deadline=None,
     phases=phases_of_costly(),
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+
+
+def batches_of(changes: st.SearchStrategy) -> st.SearchStrategy:
+    """Three to six batches: how far time moves on (s), then one to six changes."""
+    return st.lists(
+        st.tuples(st.integers(0, 40), st.lists(changes, min_size=1, max_size=6)), min_size=3, max_size=6
+    )
+
+
+PLAY_STEPS = batches_of(PLAY)
+
+
+@pytest.mark.parametrize("engine", ["driver", "spark"])
+@COSTLY
 @given(steps=PLAY_STEPS)
 # Always run: a session open across the cutoff taking an on-time row, a row updated from on time to late and
 # one deleted late (both still counted), a late row that would bridge two closed sessions, NULL times and teams,
@@ -307,37 +300,7 @@ def test_a_session_window_with_lateness_equals_its_sql_over_the_rows_on_time(
         refresher.refresh()
     assert {r.engine for r in reports[1:] if r.view == "play_sessions" and r.rows_in} == {engine}
     tables = view_tables(catalog.plans["play_sessions"], {})
-    on_time = Counter(
-        (r["team"], r["score"], r["ts"])
-        for r in read_arrow(TableRef(catalog.sources["plays"].path)).to_pylist()
-    )
-    for r in read_arrow(tables.late).to_pylist() if tables.late.exists() else []:
-        row = json.loads(r["row"])
-        on_time[(row["team"], row["score"], dt.datetime.fromisoformat(row["ts"]))] -= r["_w"]
-    assert all(n >= 0 for n in on_time.values()), on_time
-    rows = [key for key, n in on_time.items() for _ in range(n)]
-    spark.createDataFrame(rows, "team STRING, score INT, ts TIMESTAMP").createOrReplaceTempView(
-        "plays_on_time"
-    )
-    expected = sorted(
-        (
-            tuple(r)
-            for r in spark.sql(
-                """SELECT team, unix_micros(session_window.start), unix_micros(session_window.end), COUNT(*), SUM(score)
-            FROM plays_on_time GROUP BY team, session_window(ts, '20 seconds')"""
-            ).collect()
-        ),
-        key=repr,
-    )
-    micros = dt.timedelta(microseconds=1)
-    got = sorted(
-        (
-            (r["team"], (r["s"] - EPOCH) // micros, (r["e"] - EPOCH) // micros, r["n"], r["total"])
-            for r in read_arrow(tables.snapshot).to_pylist()
-        ),
-        key=repr,
-    )
-    assert got == expected
+    _assert_on_time(spark, catalog, tables, "plays", PLAY_SESSIONS_SQL)
 
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -372,26 +335,20 @@ def test_window_functions_reading_n_rows_back_keep_n_rows_before_the_late_cutoff
     """ROWS BETWEEN 2 PRECEDING AND CURRENT ROW and LAG over rows ordered by event time: a row whose second row
     after is before the late cutoff is read by no row to come and leaves state; the last rows of a partition
     stay, however old. The view equals its SQL over the rows on time throughout."""
-    conf = "[plan]\nrequire_bounded_state = true\n" + (
-        "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
+    plan, tables, states = _refreshed(
+        spark,
+        tmp_path,
+        LAST_SCORES,
+        "last_scores",
+        engine,
+        OVER_BATCHES,
+        lambda catalog, tables: _assert_on_time(spark, catalog, tables, "scores", LAST_SCORES_SQL),
     )
-    config = load_config(_project(tmp_path, views=LAST_SCORES, conf=conf))
-    catalog = load_catalog(config)  # require_bounded_state accepts it
-    plan = catalog.plans["last_scores"]
     assert plan.bounded_state and "the time of the row 2 after it" in plan.state
-    tables = view_tables(plan, {})
-    refresher = Refresher(spark, config, catalog, report=(reports := []).append)
-    refresher.refresh()  # (the source made, empty)
-    held = []
-    for rows in OVER_BATCHES:
-        add_scores(catalog, rows)
-        refresher.refresh()
-        state = next(Path(tables.state).glob("n*_rows"))
-        kept = read_arrow(TableRef(str(state))).to_pylist()
-        held.append(sorted((r["team"], int((r["ts"] - SCORES_DAY).total_seconds())) for r in kept))
-        _assert_on_time(spark, catalog, tables, LAST_SCORES_SQL)
-    assert {r.engine for r in reports[1:] if r.view == "last_scores"} == {engine}
-    x = [[t for team, t in h if team == "x"] for h in held]
+    x = [
+        sorted(int((r["ts"] - SCORES_DAY).total_seconds()) for r in rows if r["team"] == "x")
+        for rows in states
+    ]
     assert x == [
         [0, 10, 20, 30, 40, 50],
         [0, 10, 20, 30, 40, 50, 60],
@@ -406,11 +363,36 @@ def test_window_functions_reading_n_rows_back_keep_n_rows_before_the_late_cutoff
     assert late == [256]
 
 
-def _assert_on_time(spark, catalog, tables, sql: str) -> None:
-    """The view's snapshot equals `sql` over the source `scores` less the rows the view set aside as late."""
+def _refreshed(spark, root: Path, views: str, name: str, engine: str, batches, after_each=None):
+    """View `name` of `views` (its state bounded, as `require_bounded_state` checks), refreshed on `engine` after
+    each batch of scores is added; its plan, its tables, and the rows of its `n<i>_rows` state after each batch.
+    `after_each(catalog, tables)` checks more after each."""
+    conf = "[plan]\nrequire_bounded_state = true\n" + (
+        "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
+    )
+    config = load_config(_project(root, views=views, conf=conf))
+    catalog = load_catalog(config)
+    plan = catalog.plans[name]
+    tables = view_tables(plan, {})
+    refresher = Refresher(spark, config, catalog, report=(reports := []).append)
+    refresher.refresh()  # (the source made, empty)
+    states = []
+    for rows in batches:
+        add_scores(catalog, rows)
+        refresher.refresh()
+        states.append(read_arrow(TableRef(str(next(Path(tables.state).glob("n*_rows"))))).to_pylist())
+        if after_each is not None:
+            after_each(catalog, tables)
+    assert {r.engine for r in reports[1:] if r.view == name and r.rows_in} == {engine}
+    return plan, tables, states
+
+
+def _assert_on_time(spark, catalog, tables, source: str, sql: str) -> None:
+    """The view's snapshot equals `sql` over `<source>_on_time`: the rows (team, score, ts) of the source
+    `source` less the changes the view set aside as late (their inserts taken out, their deletes put back)."""
     on_time = Counter(
         (r["team"], r["score"], r["ts"])
-        for r in read_arrow(TableRef(catalog.sources["scores"].path)).to_pylist()
+        for r in read_arrow(TableRef(catalog.sources[source].path)).to_pylist()
     )
     for r in read_arrow(tables.late).to_pylist() if tables.late.exists() else []:
         row = json.loads(r["row"])
@@ -419,7 +401,7 @@ def _assert_on_time(spark, catalog, tables, sql: str) -> None:
     assert all(n >= 0 for n in on_time.values()), on_time
     rows = [key for key, n in on_time.items() for _ in range(n)]
     spark.createDataFrame(rows, "team STRING, score INT, ts TIMESTAMP").createOrReplaceTempView(
-        "scores_on_time"
+        f"{source}_on_time"
     )
     expected = Counter(tuple(r) for r in spark.sql(sql).collect())
     micros = dt.timedelta(microseconds=1)
@@ -446,18 +428,11 @@ RUNNING_SCORES_SQL = """SELECT team, unix_micros(ts), score, SUM(score) OVER (PA
 SCORE = st.tuples(
     st.sampled_from(["a", "b", None]), st.integers(-3, 50), st.one_of(st.none(), st.integers(0, 70))
 )
-SCORE_STEPS = st.lists(
-    st.tuples(st.integers(0, 40), st.lists(SCORE, min_size=1, max_size=6)), min_size=3, max_size=6
-)
+SCORE_STEPS = batches_of(SCORE)
 
 
 @pytest.mark.parametrize("engine", ["driver", "spark"])
-@settings(  # generated examples too in make test-nightly (each example refreshes a few times)
-    max_examples=examples(1),
-    deadline=None,
-    phases=phases_of_costly(),
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@COSTLY
 @given(steps=SCORE_STEPS)
 # Always run: rows out of order but on time among rows whose frames they enter, late ones, ties in time, rows
 # without a time (applied before the first watermark, late after it), NULL teams.
@@ -490,4 +465,4 @@ def test_window_functions_with_lateness_equal_their_sql_over_the_rows_on_time(
         refresher.refresh()
     assert {r.engine for r in reports[2:] if r.rows_in} == {engine}
     for name, sql in (("last_scores", LAST_SCORES_SQL), ("running_scores", RUNNING_SCORES_SQL)):
-        _assert_on_time(spark, catalog, view_tables(catalog.plans[name], {}), sql)
+        _assert_on_time(spark, catalog, view_tables(catalog.plans[name], {}), "scores", sql)
