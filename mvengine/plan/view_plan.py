@@ -266,7 +266,7 @@ def _check_lateness(view: ViewDef, root: Node, strategy: str) -> None:
         if event_time_order(over) is None:
             raise SqlError(
                 "allowed_lateness on window functions needs each to ORDER BY the same event-time column "
-                "first, ascending",
+                "first, ascending (NULLs first)",
                 **where,
                 hint="order the windows by a source's WATERMARK column first (ORDER BY ts, ...), or drop "
                 "the option",

@@ -492,6 +492,10 @@ def test_allowed_lateness_bounds_what_reads_a_bounded_past(tmp_path, select, sta
             "SELECT user_id, ts, LAG(url) OVER (PARTITION BY user_id ORDER BY url, ts) AS prev FROM clicks",
             "needs each to ORDER BY the same event-time column first, ascending",
         ),
+        (  # (a row without a time would sort after rows still to come, and its values change with them)
+            "SELECT user_id, ts, LAG(url) OVER (PARTITION BY user_id ORDER BY ts NULLS LAST) AS prev FROM clicks",
+            "needs each to ORDER BY the same event-time column first, ascending",
+        ),
         (
             "SELECT id, ts, LAG(qty) OVER (PARTITION BY customer_id ORDER BY ts) AS prev FROM orders",
             "needs an append-only input",

@@ -28,14 +28,17 @@ def state(node: Over, claim: Claim, purged: bool) -> tuple[str, bool]:
 
 
 def event_time_order(node: Over) -> exp.Column | None:
-    """The event-time attribute (a source's WATERMARK column) that all the windows order by first, ascending:
-    with the view's allowed_lateness, a row behind the watermark by more than it then sorts before every row
-    still to come, and none of its values can change; None when they do not."""
+    """The event-time attribute (a source's WATERMARK column) that all the windows order by first, ascending,
+    NULLs first (Spark's default): with the view's allowed_lateness, a row behind the watermark by more than it
+    then sorts before every row still to come, and none of its values can change (nor can those of rows without
+    a time, which come only before there is a watermark); None when they do not."""
     firsts = []
     for window in node.windows:
         order = window.args.get("order")
         first = order.expressions[0] if order is not None and order.expressions else None
-        if first is None or first.args.get("desc") or not isinstance(first.this, exp.Column):
+        if first is None or first.args.get("desc") or first.args.get("nulls_first") is False:
+            return None
+        if not isinstance(first.this, exp.Column):
             return None
         firsts.append(first.this)
     if not firsts or not firsts[0].meta.get("time_attr"):
