@@ -51,6 +51,10 @@ class ExecutionPolicy:
     # of the batch and its writes take, and the driver holds no more than this (benchmarks/README.md, "Issue 39,
     # point 4", run I: a 100M-row GROUP BY's bootstrap 1.38x -> 1.23x CTAS at a million groups).
     hand_off_rows: int = 1_000_000
+    # A batch's MERGE that drops the state rows past a view's allowed lateness reads the whole state table: a
+    # table of n times this many rows is purged in every n-th batch (by batch id), so that the batches read about
+    # this many rows a batch for it (benchmarks/README.md, "Issue 39, point 3": 0.5 s a purge at 2-3M rows).
+    purge_scan_rows: int = 500_000
     # Rows a driver batch may read of one table (a join's other side, a bag view's snapshot): past this, Spark.
     driver_read_rows: int = 2_000_000
     # A state read in Spark of a table past state_pushdown_min_bytes is narrowed to the batch's keys: up to

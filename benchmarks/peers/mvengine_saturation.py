@@ -50,7 +50,10 @@ EXAMPLE = ROOT / "examples" / "nexmark" / "views"
 
 
 def query_file(name: str) -> Path:
-    """The example's file whose last view is `name` (q0 ... q22)."""
+    """The example's file whose last view is `name` (q0 ... q22), or the file `name` (a .sql file of views over
+    the example's sources, its last view measured)."""
+    if name.endswith(".sql"):
+        return Path(name)
     for path in sorted(EXAMPLE.glob("q*.sql")):
         if re.findall(r"CREATE MATERIALIZED VIEW (\w+)", path.read_text(), re.IGNORECASE)[-1] == name:
             return path
@@ -145,7 +148,9 @@ def run(
     lateness: str | None = None,
 ) -> dict:
     manifest = json.loads((folder / "events.json").read_text())
-    root = project(Path(tempfile.mkdtemp(prefix=f"saturation-{name}-")), query_file(name), name, lateness)
+    query = query_file(name)
+    name = re.findall(r"CREATE MATERIALIZED VIEW (\w+)", query.read_text(), re.IGNORECASE)[-1]
+    root = project(Path(tempfile.mkdtemp(prefix=f"saturation-{name}-")), query, name, lateness)
     config = load_config(root)
     catalog = load_catalog(config)
     plan = catalog.plans[name]
@@ -224,7 +229,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("events", type=Path, help="a folder of benchmarks/peers/events.py")
-    parser.add_argument("query", help="q0 ... q22")
+    parser.add_argument("query", help="q0 ... q22, or a .sql file of views over the example's sources")
     parser.add_argument("--files-per-batch", type=int, default=1, help="event files appended per refresh")
     parser.add_argument("--batches", type=int, help="refresh only this many batches (default: all files)")
     parser.add_argument("--full", action="store_true", help="then time Spark's recomputation and compare")

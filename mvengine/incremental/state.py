@@ -23,7 +23,7 @@ from mvengine.incremental.purge import Purge
 from mvengine.incremental.zset import null_safe_equal, quote
 from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
 from mvengine.storage.api import arrow_schema, merge_into, read_arrow, read_table, write_table
-from mvengine.storage.tables import TableRef, version_before
+from mvengine.storage.tables import TableRef, table_rows, version_before
 
 TOUCHED = "_touched"  # µs: the batch clock when a key's state last changed (views with a state_ttl)
 
@@ -234,8 +234,18 @@ class StateStore:
             metadata=self.metadata or None,
             txn=txn,
             on_driver=self.on_driver,
-            purge=purge.condition() if purge is not None and purge.may_match(ref) else None,
+            purge=purge.condition() if purge is not None and self._purges(ref, purge) else None,
         )
+
+    def _purges(self, ref: TableRef, purge: Purge) -> bool:
+        """Whether this batch's MERGE into the table drops its rows past the lateness: when a file may hold one,
+        and the table is small enough to read whole every batch or this is its batch to (policy.purge_scan_rows;
+        by batch id, so that a replay decides as its first attempt). Rows dropped later are dropped all the
+        same: nothing can change them any more."""
+        if not purge.may_match(ref):
+            return False
+        every = table_rows(ref, ref.open().version()) // self.policy.purge_scan_rows
+        return every <= 1 or self.batch_id % every == 0
 
     @property
     def staged(self) -> set[str]:

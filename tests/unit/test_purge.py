@@ -46,3 +46,21 @@ def test_a_purge_may_match_only_where_a_files_least_value_is_at_most_its_bound(t
 def test_a_purge_writes_the_condition_delta_rs_merges_by():
     assert Purge('a"b', 5).condition() == 'CAST(t."a""b" AS BIGINT) <= 5'
     assert Purge("_end", 5, nulls=True).condition() == '(t."_end" IS NULL OR CAST(t."_end" AS BIGINT) <= 5)'
+
+
+def test_a_large_state_table_is_purged_in_every_nth_batch_only(table):
+    """A purge reads the whole table: one of n times policy.purge_scan_rows rows (here 4 rows, 2 a purge) is
+    purged in every 2nd batch, by batch id; a small one in every batch."""
+    from dataclasses import replace
+
+    from mvengine.incremental.state import StateStore
+    from mvengine.policy import DEFAULT_POLICY
+
+    def purges(batch_id: int, scan_rows: int, at_most: int = 100_000) -> bool:
+        policy = replace(DEFAULT_POLICY, purge_scan_rows=scan_rows)
+        state = StateStore(None, "", {}, "app", batch_id, fresh=False, policy=policy)  # type: ignore[arg-type]
+        return state._purges(table, Purge("_end", at_most))
+
+    assert [purges(b, 2) for b in range(4)] == [True, False, True, False]
+    assert [purges(b, 4) for b in range(4)] == [True] * 4
+    assert not purges(0, 4, at_most=99_999)  # (no file can hold a row to drop)
