@@ -74,9 +74,11 @@ def partition_rows(
     touched = batch.keep_small(changed.select(*parts).distinct())
     held = [COUNT] if ends is None else [COUNT, NEEDED_UNTIL]
     template = changed.select(
-        *[quote(c) for c in columns], F.col(WEIGHT).alias(COUNT), F.lit(None).cast("long").alias(NEEDED_UNTIL)
+        *[quote(c) for c in columns],
+        F.col(WEIGHT).alias(COUNT),
+        *([] if ends is None else [F.lit(None).cast("long").alias(NEEDED_UNTIL)]),
     ).limit(0)
-    old = batch.state.read(name, template.select(*[quote(c) for c in columns], *held))
+    old = batch.state.read(name, template)
     if partition:
         old = old.join(touched, _matches(old, touched, partition), "left_semi")
     old = batch.keep_small(old.select(*[quote(c) for c in columns], *held))
