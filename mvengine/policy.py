@@ -55,6 +55,10 @@ class ExecutionPolicy:
     # table of n times this many rows is purged in every n-th batch (by batch id), so that the batches read about
     # this many rows a batch for it (benchmarks/README.md, "Issue 39, point 3": 0.5 s a purge at 2-3M rows).
     purge_scan_rows: int = 500_000
+    # A pipeline batch commits this many views computed on the driver at once, on threads, while it computes
+    # the next (runtime/background_commits.py): their commits are most of a small batch, and delta-rs writes
+    # without the GIL. 0 commits each view before the next one starts.
+    background_commits: int = 2
     # Rows a driver batch may read of one table (a join's other side, a bag view's snapshot): past this, Spark.
     driver_read_rows: int = 2_000_000
     # A state read in Spark of a table past state_pushdown_min_bytes is narrowed to the batch's keys: up to

@@ -251,6 +251,11 @@ class StateStore:
     def staged(self) -> set[str]:
         return {p[0] for p in self._pending}
 
+    @property
+    def staged_in_arrow(self) -> bool:
+        """Whether every staged table is an Arrow table (its writes run no Spark job)."""
+        return all(isinstance(p[1], pa.Table) for p in self._pending)
+
 
 def _without_deleted(rows: DataFrame | pa.Table, delete_column: str | None) -> DataFrame | pa.Table:
     if delete_column is None:

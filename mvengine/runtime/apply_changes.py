@@ -146,25 +146,55 @@ def apply_changes(
                 after=lambda: expectations.table_after(tables, snapshot_before, out.zset),
             )
     out.changelog = with_emit_timing(out.changelog, plan, marks)
-    commit_batch(
-        ctx,
-        plan,
-        tables,
-        state,
-        out,
-        batch_id=batch_id,
-        generation=generation,
-        kind="stream",
-        inputs=targets,
-        profile=profile,
-        spark=engine == "spark",
-        marks=marks,
-        outcomes=outcomes,
-        started=started,
-        rows_in=rows_in,
-        clock=clock,
-        expired=out.expired + _expired_before(plan, tables, snapshot_before),
-    )
+
+    def commit() -> None:
+        commit_batch(
+            ctx,
+            plan,
+            tables,
+            state,
+            out,
+            batch_id=batch_id,
+            generation=generation,
+            kind="stream",
+            inputs=targets,
+            profile=profile,
+            spark=engine == "spark",
+            marks=marks,
+            outcomes=outcomes,
+            started=started,
+            rows_in=rows_in,
+            clock=clock,
+            expired=out.expired + _expired_before(plan, tables, snapshot_before),
+        )
+
+    def report() -> None:
+        ctx.report(
+            BatchReport(
+                plan.name,
+                batch_id,
+                "stream",
+                targets,
+                rows_in,
+                out.rows,
+                ctx.recorded_ms(plan, started),
+                "; ".join(n for n in (note, *profile.notes) if n),
+                profile.phases,
+                engine,
+                expectations=outcomes,
+                rows_read=out.rows_read,
+                expired=out.expired,
+            )
+        )
+
+    # (only Arrow tables are written off the main thread: no Spark job runs there)
+    in_arrow = engine == "driver" and out.in_arrow and state.staged_in_arrow
+    commits = ctx.commits if in_arrow else None
+    if commits is not None:
+        ctx.writing.add(plan.name)  # (before its thread starts: a failure from here on may have written)
+        commits.submit(plan.name, commit, report)
+    else:
+        commit()
     version_before = -1 if snapshot_before is None else snapshot_before
     zset = out.zset
     output = (
@@ -173,24 +203,8 @@ def apply_changes(
         else InputChanges(ctx.spark, out.rows, out.retractions, _frame=zset)
     )
     changes.outputs[plan.name] = ViewOutput(version_before, version_before + 1, output)
-    note = "; ".join(n for n in (note, *profile.notes) if n)
-    ctx.report(
-        BatchReport(
-            plan.name,
-            batch_id,
-            "stream",
-            targets,
-            rows_in,
-            out.rows,
-            ctx.recorded_ms(plan, started),
-            note,
-            profile.phases,
-            engine,
-            expectations=outcomes,
-            rows_read=out.rows_read,
-            expired=out.expired,
-        )
-    )
+    if commits is None:
+        report()
 
 
 def _expired_before(plan: ViewPlan, tables: ViewTables, snapshot_before: int | None) -> int:

@@ -15,6 +15,7 @@ from mvengine.plan.view_plan import ViewPlan
 from mvengine.policy import EngineChoice, ExecutionPolicy
 from mvengine.project.catalog import Catalog
 from mvengine.project.layout import source_table, view_tables
+from mvengine.runtime.background_commits import BackgroundCommits
 from mvengine.runtime.batch_report import BatchReport
 from mvengine.runtime.session import SparkOnDemand
 from mvengine.storage.sources import SchemaDrift
@@ -34,6 +35,8 @@ class RefreshContext:
     # or retyped column stops, each with its located error (the others are refreshed)
     drifts: dict[str, SchemaDrift] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
+    # during a pipeline batch: where a view computed on the driver commits while the next one is computed
+    commits: BackgroundCommits | None = None
     _driver_reasons: dict[str, str | None] = field(default_factory=dict)  # see engine()
 
     @property

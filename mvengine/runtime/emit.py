@@ -70,6 +70,12 @@ class ViewChanges:
     # in Spark, whose rows are too many to shuffle once more only to count each key).
     unique_on_write: bool = False
 
+    @property
+    def in_arrow(self) -> bool:
+        """Whether every table the batch writes is an Arrow table (its writes run no Spark job)."""
+        written = (self.changelog, self.deletes, self.inserts, self.upserts, self.late)
+        return self.history is None and all(t is None or isinstance(t, pa.Table) for t in written)
+
 
 def view_changes(
     plan: ViewPlan,

@@ -23,13 +23,14 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from mvengine.errors import MvError
 from mvengine.incremental.clock import reads_clock
 from mvengine.plan.view_plan import ViewPlan
 from mvengine.project.drift import source_drifts
-from mvengine.project.layout import last_commit, view_tables
+from mvengine.project.layout import CommitRecord, last_commit, view_tables
+from mvengine.runtime.background_commits import BackgroundCommits, CommitFailed
 from mvengine.runtime.changes import BatchChanges
 from mvengine.runtime.crash_points import boundary
 from mvengine.runtime.diagnose import cause_of
@@ -228,7 +229,8 @@ class Pipeline:
 
     def advance(self, cut: dict[str, int]) -> None:
         """Bring every view whose inputs allow it to `cut`, in DAG order: each view's step decided
-        (steps.decide), then run."""
+        (steps.decide), then run; the commits of a view computed on the driver run on a thread while the views
+        after it are computed, up to the first view that reads it (runtime/background_commits.py)."""
         ctx, views = self.ctx, self.views
         options = ctx.config.storage_options
         changes = BatchChanges(ctx.spark, ctx.policy)
@@ -246,6 +248,9 @@ class Pipeline:
             if self.interval_us and any(p.view.target_lag is not None for p in self.plans)
             else {}
         )
+        commits = ctx.policy.background_commits
+        ctx.commits = BackgroundCommits(commits) if commits > 0 else None
+        attempts: dict[str, tuple[ViewPlan, CommitRecord | None, str]] = {}  # view -> (plan, last, during)
         try:
             try:
                 views.expectations.before_batch(self.plans, cut, changes)
@@ -253,6 +258,7 @@ class Pipeline:
                 self.cuts.fail(cut, e.view, str(e))  # nothing written: the next refresh plans its batch anew
                 raise
             for plan in self.plans:
+                self._committed(plan.inputs, cut, attempts)  # it reads them as they are once committed
                 facts = views.facts(plan)
                 if waiting_for(facts, cut, at_cut):
                     continue  # an input is not at this cut (yet)
@@ -268,6 +274,7 @@ class Pipeline:
                     + ", ".join(f"{n}@{v}" for n, v in targets.items())
                     + ")"
                 )
+                attempts[plan.name] = (plan, last, during)
                 rebuild = plan.name in self.rebuild
                 try:
                     if not rebuild:
@@ -282,14 +289,46 @@ class Pipeline:
                     if step.action != SKIP:
                         views.guarded(plan, views.run, plan, step, changes, during=during)
                 except Exception as e:
-                    cause = cause_of(ctx, plan, last, cut, during, e)
-                    if plan.name not in ctx.writing:
-                        self.cuts.fail(cut, plan.name, str(cause or e))
+                    self._committed(None, cut, attempts)  # (a view before it whose commit failed: that first)
+                    cause = self._failed(plan, last, cut, during, e)
                     if cause is not None:
                         raise cause from e
                     raise
                 self.rebuild.discard(plan.name)
                 output = changes.outputs.get(plan.name)
                 at_cut[plan.name] = output.version if output is not None else tables.snapshot.open().version()
+            self._committed(None, cut, attempts)
         finally:
+            if ctx.commits is not None:
+                ctx.commits.close()
+                ctx.commits = None
             changes.release()
+
+    def _committed(
+        self,
+        views: Iterable[str] | None,
+        cut: dict[str, int],
+        attempts: dict[str, tuple[ViewPlan, CommitRecord | None, str]],
+    ) -> None:
+        """Wait for the commits of `views` (None: every view's) that run on threads (background_commits.py);
+        one that failed fails the batch as its view's failure."""
+        if self.ctx.commits is None:
+            return
+        try:
+            self.ctx.commits.wait(views)
+        except CommitFailed as failed:
+            if not isinstance(failed.error, Exception):
+                raise failed.error from None
+            plan, last, during = attempts[failed.view]
+            error = self.views.attributed(plan, failed.error, during)
+            raise self._failed(plan, last, cut, during, error) or error from failed.error
+
+    def _failed(
+        self, plan: ViewPlan, last: CommitRecord | None, cut: dict[str, int], during: str, error: Exception
+    ) -> MvError | None:
+        """What to raise instead of `error`, which stopped the view's batch (None: `error` itself). A view that
+        wrote nothing is recorded as the batch's failure: the next refresh plans its batch anew."""
+        cause = cause_of(self.ctx, plan, last, cut, during, error)
+        if plan.name not in self.ctx.writing:
+            self.cuts.fail(cut, plan.name, str(cause or error))
+        return cause

@@ -57,16 +57,18 @@ class ViewRunner:
     def guarded(
         self, plan: ViewPlan, work: Callable[..., object], *args: object, during: str = "", **kwargs: object
     ) -> None:
-        """Run a view's work, its failures attributed to it and to the batch it was `during` (_view_error)."""
+        """Run a view's work, its failures attributed to it and to the batch it was `during` (attributed)."""
         try:
             work(*args, **kwargs)
-        except MvError:
-            raise
         except Exception as e:
-            error = _view_error(plan, e, during)
+            error = self.attributed(plan, e, during)
             if error is e:
                 raise
             raise error from e
+
+    def attributed(self, plan: ViewPlan, e: Exception, during: str = "") -> Exception:
+        """The error a failure of the view's work becomes (_view_error); an MvError stays itself."""
+        return e if isinstance(e, MvError) else _view_error(plan, e, during)
 
     def run(self, plan: ViewPlan, step: Step, changes: BatchChanges) -> None:
         """Run the view's step (any but SKIP and WAIT) in a pipeline batch whose changes are `changes`."""

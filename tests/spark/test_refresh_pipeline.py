@@ -11,13 +11,16 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 from mvengine.api import Project
 from mvengine.config import load_config
+from mvengine.errors import MvError
 from mvengine.project.catalog import load_catalog
 from mvengine.reading.versions import Versions
-from mvengine.runtime.refresh import Refresher
+from mvengine.runtime.refresh import Refresher, view_tables
 from tests.conftest import NO_REGISTRATION
 from tests.spark import test_refresh_differential as differential
 
@@ -298,3 +301,51 @@ def test_issue_43_a_helper_views_empty_batch_is_a_version_the_cost_check_can_rea
         assert versions.latest("q7__b1") == versions.latest("q7")  # one version per batch, each view
         for name in catalog.plans:
             differential.check_view(spark, catalog, name)
+
+
+def test_views_that_do_not_read_each_other_commit_side_by_side(spark, tmp_path):
+    """A view computed on the driver commits on a thread while the next view is computed
+    (runtime/background_commits.py). The view that reads both waits for their commits. A commit that fails
+    fails the batch as its own view's failure, and the next refresh finishes the batch to its cut."""
+    root = differential.make_project(tmp_path, DIAMOND)
+    config = load_config(root)
+    catalog = load_catalog(config)
+    Refresher(spark, config, catalog).refresh()
+    differential.apply_commit(spark, catalog, ("upsert_t", [(1, "a", 4), (2, "b", 5)]))
+    reports = []
+    Refresher(spark, config, catalog, report=reports.append).refresh()
+    assert [(r.view, r.engine) for r in reports] == [
+        ("counts", "driver"),
+        ("sums", "driver"),
+        ("both_sides", "driver"),
+    ]  # (the batch lines in DAG order, each once its commits are done)
+    for name in catalog.plans:
+        differential.check_view(spark, catalog, name)
+
+    # Another writer replaces counts's changelog with a table of other columns: its last commit fails.
+    changelog = view_tables(catalog.plans["counts"], config.storage_options).changelog
+    good = DeltaTable(changelog.uri).version()
+    write_deltalake(changelog.uri, pa.table({"x": [1]}), mode="overwrite", schema_mode="overwrite")
+    differential.apply_commit(spark, catalog, ("upsert_t", [(3, "c", 1)]))
+    cut = Versions(config, catalog).latest("t")
+    with pytest.raises(MvError, match="changelog") as failed:
+        Refresher(spark, config, catalog).refresh()
+    assert "counts" in str(failed.value), failed.value
+    versions = Versions(config, catalog)
+    # counts's snapshot committed before its changelog failed; sums, computed meanwhile, committed whole;
+    # both_sides waited for counts and never started.
+    assert versions.source_versions("counts", versions.latest("counts")) == {"t": [cut]}
+    assert versions.source_versions("sums", versions.latest("sums")) == {"t": [cut]}
+    assert versions.source_versions("both_sides", versions.latest("both_sides")) == {"t": [cut - 1]}
+
+    DeltaTable(changelog.uri).restore(good)
+    differential.apply_commit(spark, catalog, ("delete_t", [1]))
+    Refresher(spark, config, catalog).refresh()
+    versions = Versions(config, catalog)
+    sides = [
+        versions.source_versions("both_sides", v)["t"]
+        for v in sorted(versions.snapshot_commits("both_sides"))
+    ]
+    assert sides[-2:] == [[cut], [cut + 1]], sides  # first exactly the failed batch's cut, then the new one
+    for name in catalog.plans:
+        differential.check_view(spark, catalog, name)
