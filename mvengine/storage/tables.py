@@ -140,8 +140,8 @@ class TableRef:
         if found is None or found[1] != entry:
             found = (self._load(version), entry)
         _AT[key] = found  # (the most recent last)
-        while len(_AT) > 16:
-            _AT.pop(next(iter(_AT)))
+        for oldest in list(_AT)[:-16]:  # (a copy: a view's commits open tables on a thread too)
+            _AT.pop(oldest, None)
         return found[0]
 
     def committed(self) -> None:

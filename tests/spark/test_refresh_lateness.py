@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -387,32 +390,51 @@ def _refreshed(spark, root: Path, views: str, name: str, engine: str, batches, a
     return plan, tables, states
 
 
-def _assert_on_time(spark, catalog, tables, source: str, sql: str) -> None:
-    """The view's snapshot equals `sql` over `<source>_on_time`: the rows (team, score, ts) of the source
-    `source` less the changes the view set aside as late (their inserts taken out, their deletes put back)."""
+SCORE_COLUMNS = "team STRING, score INT, ts TIMESTAMP"
+
+
+def _assert_on_time(spark, catalog, tables, source: str, sql: str, columns: str = SCORE_COLUMNS) -> None:
+    """The view's snapshot equals `sql` over `<source>_on_time`: the rows (`columns`, a Spark schema) of the
+    source `source` less the changes the view set aside as late (their inserts taken out, their deletes put
+    back). NaN equals NaN here, as Spark's own comparisons have it."""
+    names = [c.split()[0] for c in columns.split(", ")]
+    types = dict(c.split(" ", 1) for c in columns.split(", "))
     on_time = Counter(
-        (r["team"], r["score"], r["ts"])
+        tuple(_same(r[n]) for n in names)
         for r in read_arrow(TableRef(catalog.sources[source].path)).to_pylist()
     )
     for r in read_arrow(tables.late).to_pylist() if tables.late.exists() else []:
-        row = json.loads(r["row"])
-        ts = None if row["ts"] is None else dt.datetime.fromisoformat(row["ts"])
-        on_time[(row["team"], row["score"], ts)] -= r["_w"]
+        row = json.loads(r["row"], parse_float=Decimal)  # (DECIMAL exact; a DOUBLE made a float below)
+        on_time[tuple(_same(_from_json(row[n], types[n])) for n in names)] -= r["_w"]
     assert all(n >= 0 for n in on_time.values()), on_time
-    rows = [key for key, n in on_time.items() for _ in range(n)]
-    spark.createDataFrame(rows, "team STRING, score INT, ts TIMESTAMP").createOrReplaceTempView(
-        f"{source}_on_time"
-    )
-    expected = Counter(tuple(r) for r in spark.sql(sql).collect())
+    rows = [tuple(_NAN_BACK.get(v, v) for v in key) for key, n in on_time.items() for _ in range(n)]
+    spark.createDataFrame(rows, columns).createOrReplaceTempView(f"{source}_on_time")
+    expected = Counter(tuple(_same(v) for v in r) for r in spark.sql(sql).collect())
     micros = dt.timedelta(microseconds=1)
     got = Counter(
-        tuple(
-            None if v is None else (v - EPOCH) // micros if isinstance(v, dt.datetime) else v
-            for v in r.values()
-        )
+        tuple(_same((v - EPOCH) // micros if isinstance(v, dt.datetime) else v) for v in r.values())
         for r in read_arrow(tables.snapshot).to_pylist()
     )
     assert got == expected
+
+
+_NAN = "NaN (a double)"  # a NaN compared by value: float('nan') equals only itself
+_NAN_BACK = {_NAN: math.nan}
+
+
+def _same(value):
+    return _NAN if isinstance(value, float) and math.isnan(value) else value
+
+
+def _from_json(value, sql_type: str):
+    """A value of a late row's JSON (storage/row_json.py) as the source holds it."""
+    if value is None:
+        return None
+    if sql_type == "TIMESTAMP":
+        return dt.datetime.fromisoformat(value)
+    if sql_type == "DOUBLE":
+        return float(value)  # ("NaN", "Infinity", "-Infinity", or a number)
+    return value
 
 
 RUNNING_SCORES = """
@@ -466,3 +488,105 @@ def test_window_functions_with_lateness_equal_their_sql_over_the_rows_on_time(
     assert {r.engine for r in reports[2:] if r.rows_in} == {engine}
     for name, sql in (("last_scores", LAST_SCORES_SQL), ("running_scores", RUNNING_SCORES_SQL)):
         _assert_on_time(spark, catalog, view_tables(catalog.plans[name], {}), "scores", sql)
+
+
+READINGS = """
+CREATE TABLE readings (team STRING, x DOUBLE, big BIGINT, money DECIMAL(12, 2), ts TIMESTAMP,
+                       WATERMARK FOR ts AS ts - INTERVAL '10' SECOND)
+WITH ('append_only' = 'true');
+"""
+READINGS_COLUMNS = "team STRING, x DOUBLE, big BIGINT, money DECIMAL(12,2), ts TIMESTAMP"
+READING_VIEWS = """
+CREATE MATERIALIZED VIEW reading_sessions WITH ('allowed_lateness' = '30 seconds') AS
+SELECT team, session_window.start AS s, session_window.end AS e, COUNT(*) AS n, SUM(big) AS bigs,
+       MAX(money) AS money, MIN(big) AS least, COUNT(x) AS xn
+FROM readings GROUP BY team, session_window(ts, '20 seconds');
+
+CREATE MATERIALIZED VIEW last_readings WITH ('allowed_lateness' = '30 seconds') AS
+SELECT team, ts, big, x,
+       SUM(big) OVER (PARTITION BY team ORDER BY ts, big ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS big3,
+       LAG(x, 2) OVER (PARTITION BY team ORDER BY ts, big) AS x2,
+       LAG(money) OVER (PARTITION BY team ORDER BY ts, big) AS prev_money
+FROM readings;
+"""
+READING_SESSIONS_SQL = """SELECT team, unix_micros(session_window.start), unix_micros(session_window.end),
+       COUNT(*), SUM(big), MAX(money), MIN(big), COUNT(x)
+       FROM readings_on_time GROUP BY team, session_window(ts, '20 seconds')"""
+LAST_READINGS_SQL = """SELECT team, unix_micros(ts), big, x,
+       SUM(big) OVER (PARTITION BY team ORDER BY ts, big ROWS BETWEEN 2 PRECEDING AND CURRENT ROW),
+       LAG(x, 2) OVER (PARTITION BY team ORDER BY ts, big),
+       LAG(money) OVER (PARTITION BY team ORDER BY ts, big) FROM readings_on_time"""
+BIG = 2**53 + 1
+MONEY = Decimal("9999999999.99")  # DECIMAL(12, 2)'s largest
+# Each batch's readings (team, x, big, money, seconds after 12:00, or None: no time), as SESSION_BATCHES: the
+# watermark is the latest time less 10 s, a row before it less 30 s is late. Late rows carry NaN, -inf, a BIGINT
+# past 2^53 and the largest DECIMAL too; ties in time are ordered by big.
+READING_BATCHES = [
+    [
+        ("x", 1.5, BIG, MONEY, 0),
+        ("x", math.nan, -BIG - 2, Decimal("-0.01"), 10),
+        ("x", math.inf, 2**58, None, 40),
+        ("x", -0.0, 7, MONEY, 55),
+        ("y", -math.inf, BIG, Decimal("0.10"), 5),
+        ("y", None, None, None, None),
+    ],
+    [
+        ("x", 0.1, 2**58, MONEY, 85),
+        ("x", 1e16, -(2**58), Decimal("-9999999999.99"), 85),
+        ("z", 2.0, 1, None, 130),
+    ],
+    [
+        ("x", math.nan, BIG, MONEY, 100),
+        ("x", -math.inf, 2**58, MONEY, 26),  # late
+        ("y", math.nan, -BIG, Decimal("1.00"), 6),  # late
+        ("z", math.inf, 3, Decimal("0.01"), 160),
+    ],
+    [("x", -1.0, BIG + 2, None, 120), ("y", math.nan, 0, MONEY, None)],  # a row without a time: late
+    [("z", 0.0, 2**58, MONEY, 300), ("x", math.nan, 1, None, 110)],  # 110: late
+]
+
+
+def _add_readings(catalog, rows) -> None:
+    write_deltalake(
+        TableRef(catalog.sources["readings"].path).uri,
+        pa.table(
+            {
+                "team": pa.array([r[0] for r in rows], pa.string()),
+                "x": pa.array([r[1] for r in rows], pa.float64()),
+                "big": pa.array([r[2] for r in rows], pa.int64()),
+                "money": pa.array([r[3] for r in rows], pa.decimal128(12, 2)),
+                "ts": pa.array(
+                    [None if r[4] is None else SCORES_DAY + dt.timedelta(seconds=r[4]) for r in rows],
+                    pa.timestamp("us", tz="UTC"),
+                ),
+            }
+        ),
+        mode="append",
+    )
+
+
+@pytest.mark.parametrize("engine", ["driver", "spark"])
+def test_lateness_over_the_values_real_tables_hold(spark, tmp_path, engine):
+    """Sessions and window functions with a lateness over doubles with NaN, ±inf and -0.0, BIGINTs past 2^53 and
+    DECIMALs at their limit, NULL among them, late rows among them: after each batch both views equal their SQL
+    over the rows on time, and the late rows read back from their JSON as they were written. (The aggregates
+    are the ones the driver computes: a session's DOUBLE aggregates and DECIMAL sums are Spark's, and the
+    driver's refusal is what sends such a view there.)"""
+    conf = "[plan]\nrequire_bounded_state = true\n" + (
+        "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
+    )
+    config = load_config(_project(tmp_path, views=READING_VIEWS, conf=conf, sources=READINGS))
+    catalog = load_catalog(config)
+    refresher = Refresher(spark, config, catalog, report=(reports := []).append)
+    refresher.refresh()  # (the source made, empty)
+    for rows in READING_BATCHES:
+        _add_readings(catalog, rows)
+        refresher.refresh()
+        for name, sql in (("reading_sessions", READING_SESSIONS_SQL), ("last_readings", LAST_READINGS_SQL)):
+            tables = view_tables(catalog.plans[name], {})
+            _assert_on_time(spark, catalog, tables, "readings", sql, READINGS_COLUMNS)
+    assert {r.engine for r in reports[2:] if r.rows_in} == {engine}
+    late = Counter(
+        r["row"] for r in read_arrow(view_tables(catalog.plans["last_readings"], {}).late).to_pylist()
+    )
+    assert sum(late.values()) == 4, late
