@@ -117,8 +117,10 @@ class TableRef:
         if dt is not None and _LOOKED is not None and key in _LOOKED:
             return dt
         if dt is not None:
+            # (by the version it was read to: a MERGE through it moves it to the version it commits)
+            version, entry = _ENTRY.get(key, (-1, None))
             try:
-                if _log_entry(self.uri, dt.version()) != _ENTRY.get(key):
+                if version < 0 or _log_entry(self.uri, version) != entry:
                     dt = None  # the table went away, or was made anew: open it anew
                 else:
                     dt.update_incremental()
@@ -126,7 +128,7 @@ class TableRef:
                 dt = None
         if dt is None:
             dt = _OPEN[key] = self._load()
-        _ENTRY[key] = _log_entry(self.uri, dt.version())
+        _ENTRY[key] = (dt.version(), _log_entry(self.uri, dt.version()))
         if _LOOKED is not None:
             _LOOKED.add(key)
         return dt
@@ -176,7 +178,8 @@ class TableRef:
 
 _OPEN: dict[tuple[str, tuple], DeltaTable] = {}  # see TableRef.open
 _AT: dict[tuple, tuple[DeltaTable, tuple[int, int] | None]] = {}  # see TableRef._at
-_ENTRY: dict[tuple[str, tuple], tuple[int, int] | None] = {}  # the log entry each open table was read to
+# the version each open table was read to, and its log entry
+_ENTRY: dict[tuple[str, tuple], tuple[int, tuple[int, int] | None]] = {}
 _LOOKED: set[tuple[str, tuple]] | None = None  # see logs_read_once
 
 
