@@ -43,10 +43,6 @@ class BackgroundCommits:
         """Run the view's `commit` on a thread, and `then` on the caller's once it is done."""
         self._pending.append(_Commit(view, self._pool.submit(commit), then))
 
-    def pending(self, views: Iterable[str]) -> bool:
-        wanted = set(views)
-        return any(c.view in wanted for c in self._pending)
-
     def wait(self, views: Iterable[str] | None = None) -> None:
         """Wait for the commits of `views` (None: all) and for every commit submitted before theirs, so that
         the batch lines keep their order. Raises CommitFailed for the first of them that failed, after the
