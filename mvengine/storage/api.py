@@ -37,7 +37,7 @@ from mvengine.names import quote_identifier, validate_name
 from mvengine.storage.change_reader import VersionRange, change_batches, change_fields
 from mvengine.storage.datasource import FORMAT
 from mvengine.storage.files import DUPLICATE_KEY, STAGING_DIR, FileWriter, delete_files, unique_rows
-from mvengine.storage.objects import is_local, remove_tree
+from mvengine.storage.objects import is_local, remove_staging, remove_tree
 from mvengine.storage.spark_files import write_files
 from mvengine.storage.stream_reader import batch_ranges as batch_ranges  # re-exported for consumers
 from mvengine.storage.tables import (
@@ -775,7 +775,8 @@ def _merge(
         return metrics
     finally:
         if not on_driver:
-            remove_folder(staging)
+            staging.forget()
+            remove_staging(staging.uri, staging.storage_options)
 
 
 def _null_columns(ref: TableRef, columns: Sequence[str]) -> dict[str, bool]:

@@ -102,6 +102,17 @@ def remove_tree(uri: str, storage_options: dict[str, str]) -> None:
         raise _failed("remove", uri, e, storage_options) from None
 
 
+def remove_staging(uri: str, storage_options: dict[str, str]) -> None:
+    """Delete a write's staging folder (`<table>/_mvengine_staging/<id>`), and the staging root with it once no
+    other write stages there (on a local disk: on an object store a folder goes with its last key)."""
+    remove_tree(uri, storage_options)
+    if is_local(uri):
+        try:
+            os.rmdir(os.path.dirname(local_path(uri).rstrip("/")))
+        except OSError:  # another write's staging folder is in it (or it is gone)
+            pass
+
+
 def _filesystem(uri: str, storage_options: dict[str, str]) -> tuple[pafs.FileSystem, str]:
     """delta-rs's object store as a pyarrow filesystem rooted at the bucket (or container), and the path of
     `uri` in it."""

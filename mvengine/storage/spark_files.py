@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from mvengine.names import quote_identifier
 from mvengine.storage.files import DUPLICATE_KEY, STAGING_DIR, WrittenFile, delete_files, footer_stats
-from mvengine.storage.objects import local_path, remove_tree
+from mvengine.storage.objects import local_path, remove_staging
 from mvengine.storage.tables import TableRef, is_committed
 from mvengine.storage.writer import WriteOptions, commit_files
 
@@ -56,7 +56,7 @@ def write_files(
                 os.replace(os.path.join(staging, name), os.path.join(root, path))
                 files.append(WrittenFile(path, os.path.getsize(os.path.join(root, path)), {}, ""))
     finally:
-        remove_tree(staging, ref.storage_options)
+        remove_staging(staging, ref.storage_options)
     if options.txn is not None and is_committed(ref, *options.txn):
         delete_files(ref, [f.path for f in files])
         return False
