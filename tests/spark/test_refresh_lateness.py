@@ -541,8 +541,12 @@ READING_BATCHES = [
         ("y", math.nan, -BIG, Decimal("1.00"), 6),  # late
         ("z", math.inf, 3, Decimal("0.01"), 160),
     ],
-    [("x", -1.0, BIG + 2, None, 120), ("y", math.nan, 0, MONEY, None)],  # a row without a time: late
-    [("z", 0.0, 2**58, MONEY, 300), ("x", math.nan, 1, None, 110)],  # 110: late
+    [  # cutoff 120: 120 is on time, 110 and the row without a time are late
+        ("x", -1.0, BIG + 2, None, 120),
+        ("y", math.nan, 0, MONEY, None),
+        ("z", 0.0, 2**58, MONEY, 300),
+        ("x", math.nan, 1, None, 110),
+    ],
 ]
 
 
