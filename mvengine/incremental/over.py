@@ -20,21 +20,24 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch, ChildDelta
-from mvengine.incremental.driver import DriverBatch, consolidated, data, normalized, zset
+from mvengine.incremental.driver import DriverBatch, consolidated, data, match, normalized, zset
 from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate_all
 from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
+from mvengine.incremental.over_carry import CARRY_ROW, INPUT_ROW, ROW, Carry, carry_of
 from mvengine.incremental.partition_rows import (
+    COUNT,
     NEEDED_UNTIL,
     batch_time,
     copies,
+    distinct_values,
     expanded,
     partition_ids,
     partition_rows,
     partition_rows_on_driver,
 )
-from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, quote
+from mvengine.incremental.zset import MTIME, WEIGHT, consolidate, null_safe_equal, quote
 from mvengine.plan.nodes import Field, Node, Over
-from mvengine.plan.operators.over import rows_back
+from mvengine.plan.operators.over import rows_back, running
 
 NODE = Over  # the plan node type this module maintains (plan/operators/over.py)
 
@@ -46,6 +49,8 @@ def delta(node: Over, batch: Batch, child_delta: ChildDelta) -> DataFrame:
         arriving = on_time(node, arriving, batch)
     changed = batch.keep_small(consolidate(arriving, names))
     parts = [F.expr(local(p)) for p in node.partition]
+    if batch.state.allows_lateness and running(node):
+        return _carried_delta(node, batch, changed, names, parts)
 
     def prior() -> DataFrame | None:
         before = batch.as_before()
@@ -54,7 +59,7 @@ def delta(node: Over, batch: Batch, child_delta: ChildDelta) -> DataFrame:
     back = rows_back(node) if batch.state.allows_lateness else None
     ends = None if back is None else _followed(node, parts, back)
     name = f"n{batch.node_id(node)}_rows"
-    old, new, expired = partition_rows(batch, name, changed, names, parts, prior, ends)
+    old, new, expired, _ = partition_rows(batch, name, changed, names, parts, prior, ends)
     outputs = [f.name for f in node.fields]
 
     def evaluated(rows: DataFrame, sign: int) -> DataFrame:
@@ -68,6 +73,85 @@ def delta(node: Over, batch: Batch, child_delta: ChildDelta) -> DataFrame:
         leaving = evaluated(expired, -1).withColumn(MTIME, F.timestamp_micros(F.lit(batch.clock.now)))
         emitted = emitted.unionByName(leaving)
     return consolidate(emitted, outputs)
+
+
+def _carried_delta(
+    node: Over, batch: Batch, changed: DataFrame, names: list[str], parts: list[Column]
+) -> DataFrame:
+    """`delta` for running windows under a lateness (incremental/over_carry.py): the touched partitions' rows
+    behind the late cutoff are folded into their carry rows; the rest are evaluated after those, before and
+    after the batch."""
+    carry = carry_of(node)
+    i = batch.node_id(node)
+    time = F.unix_micros(F.col(quote(names[time_position(node)])).cast("timestamp"))
+    fold = None if batch.late_before is None else F.coalesce(time < F.lit(batch.late_before), F.lit(True))
+    old, new, _, folded = partition_rows(batch, f"n{i}_rows", changed, names, parts, lambda: None, fold=fold)
+    keys = list(carry.parts)
+    touched = batch.keep_small(changed.select(*[p.alias(k) for p, k in zip(parts, keys)]).distinct())
+    template = touched.select(
+        *keys, *[F.lit(None).cast(f.type.sql("spark")).alias(f.name) for f in carry.carries]
+    ).limit(0)
+    held = batch.state.read_for(f"n{i}_carry", template, touched, keys).select(
+        *keys, *[f.name for f in carry.carries]
+    )
+    child = [(c, changed.schema[c].dataType) for c in names]
+    rows = [*(quote(c) for c in names), *keys, ROW, *(f.name for f in carry.carries), COUNT]
+
+    def as_rows(partition_rows: DataFrame) -> DataFrame:
+        return partition_rows.select(
+            *[quote(c) for c in names],
+            *[p.alias(k) for p, k in zip(parts, keys)],
+            F.lit(INPUT_ROW).alias(ROW),
+            *[F.lit(None).cast(f.type.sql("spark")).alias(f.name) for f in carry.carries],
+            COUNT,
+        )
+
+    def carry_rows(carried: DataFrame) -> DataFrame:
+        return carried.select(
+            *[F.lit(None).cast(t).alias(c) for c, t in child],
+            *keys,
+            F.lit(CARRY_ROW).alias(ROW),
+            *[f.name for f in carry.carries],
+            F.lit(1).cast("long").alias(COUNT),
+        ).select(*rows)
+
+    def evaluated(partition_rows: DataFrame) -> DataFrame:
+        values = [F.expr(local(w)).alias(v.name) for w, v in zip(carry.node.windows, carry.values)]
+        return copies(partition_rows).select(*rows, *values)
+
+    if folded is not None and not folded.isEmpty():
+        folding = folded.select(*[p.alias(k) for p, k in zip(parts, keys)]).distinct()
+        h, f = held.alias("h"), folding.alias("f")
+        before = carry_rows(held.join(folding, null_safe_equal(h, f, keys), "left_semi"))
+        last = (
+            evaluated(before.unionByName(as_rows(folded)))
+            .groupBy(*keys)
+            .agg(
+                F.max_by(
+                    F.struct(*[F.expr(local(e)).alias(c.name) for e, c in zip(carry.folded, carry.carries)]),
+                    F.col(carry.position.name),
+                ).alias("_last")
+            )
+            .where(F.col("_last").isNotNull())  # (a global aggregate: one row, also over none)
+            .select(*keys, *[F.col(f"_last.{c.name}").alias(c.name) for c in carry.carries])
+        )
+        last = batch.keep_small(last)
+        batch.state.stage(f"n{i}_carry", last, keys)
+        h, n = held.alias("h"), last.alias("n")
+        held = held.join(last, null_safe_equal(h, n, keys), "left_anti").unionByName(last)
+    carried = carry_rows(held)
+    outputs = [f.name for f in node.fields]
+
+    def emitted(partition_rows: DataFrame, sign: int) -> DataFrame:
+        values = evaluated(carried.unionByName(as_rows(partition_rows))).where(F.col(ROW) == INPUT_ROW)
+        return values.select(
+            *[quote(c) for c in names],
+            *[F.expr(local(o)).alias(f.name) for o, f in zip(carry.outputs, node.fields[len(names) :])],
+            F.lit(sign).cast("long").alias(WEIGHT),
+        )
+
+    both = emitted(new, 1).unionByName(emitted(old, -1)).withColumn(MTIME, batch_time(changed))
+    return consolidate(both, outputs)
 
 
 def _followed(node: Over, parts: list[Column], back: int) -> Callable[[DataFrame], DataFrame]:
@@ -118,14 +202,135 @@ def driver_delta(
     if batch.state.allows_lateness:
         arriving = on_time_on_driver(node, arriving, batch)
     changed = consolidated(arriving)
+    if batch.state.allows_lateness and running(node):
+        emitted = _carried_on_driver(node, batch, changed, fields, columns)
+        latest = pc.max(changed.column(MTIME))
+        return consolidated(
+            emitted.set_column(emitted.num_columns - 1, MTIME, pa.repeat(latest, emitted.num_rows))
+        )
     name = f"n{batch.node_id(node)}_rows"
     back = rows_back(node) if batch.state.allows_lateness else None
     ends = None if back is None else partial(_ends, node, fields, back)
-    old, new = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields, ends)
+    old, new, _ = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields, ends)
     emitted = pa.concat_tables([_windowed(node, new, fields, 1), _windowed(node, old, fields, -1)])
     latest = pc.max(changed.column(MTIME))
     return consolidated(
         emitted.set_column(emitted.num_columns - 1, MTIME, pa.repeat(latest, emitted.num_rows))
+    )
+
+
+def _carried_on_driver(
+    node: Over, batch: DriverBatch, changed: pa.Table, fields: list[Field], columns: list[str]
+) -> pa.Table:
+    """`_carried_delta` on the driver: what the touched partitions emit, at no time."""
+    carry = carry_of(node)
+    i = batch.node_id(node)
+    t = time_position(node)
+    cutoff = batch.late_before
+
+    def fold(rows: pa.Table) -> pa.Array:
+        assert cutoff is not None
+        return pc.fill_null(pc.less(pc.cast(rows.column(t), pa.int64()), cutoff), True)
+
+    name = f"n{i}_rows"
+    old, new, folded = partition_rows_on_driver(
+        batch, name, changed, columns, node.partition, fields, fold=None if cutoff is None else fold
+    )
+    keys = list(carry.parts)
+    held = _held_carries(batch, f"n{i}_carry", carry, evaluate_all(node.partition, changed, fields))
+    if folded.num_rows:
+        parts = evaluate_all(node.partition, folded, fields)
+        before = held
+        if keys:
+            before = held.take(
+                match([held.column(k) for k in keys], distinct_values(parts), "left semi", null_safe=True)[0]
+            )
+        last = _at_last(carry, _carried_values(carry, before, folded, parts))
+        schema = batch.state.schema(f"n{i}_carry")
+        if schema is not None:
+            last = pa.table([cast(last.column(n), schema.field(n).type) for n in schema.names], schema=schema)
+        batch.state.stage(f"n{i}_carry", last, keys)
+        if keys:
+            kept, _ = match(
+                [held.column(k) for k in keys], [last.column(k) for k in keys], "left anti", null_safe=True
+            )
+            held = pa.concat_tables([held.take(kept), last.cast(held.schema)])
+        else:
+            held = last.cast(held.schema)
+    n = len(columns)
+
+    def emitted(rows: pa.Table, sign: int) -> pa.Table:
+        values = _carried_values(carry, held, rows, evaluate_all(node.partition, rows, fields))
+        values = values.filter(pc.equal(values.column(ROW), INPUT_ROW))
+        outputs = evaluate_all(carry.outputs, values, [*carry.fields, *carry.values])
+        weight = pa.repeat(pa.scalar(sign, pa.int64()), values.num_rows)
+        return zset(
+            [*values.columns[:n], *outputs], weight, pa.nulls(values.num_rows, pa.timestamp("us", tz="UTC"))
+        )
+
+    return pa.concat_tables([emitted(new, 1), emitted(old, -1)])
+
+
+def _held_carries(batch: DriverBatch, name: str, carry: Carry, touched: list[pa.ChunkedArray]) -> pa.Table:
+    """The carry rows (`carry.parts`, then the carries) of the partitions whose values are `touched`."""
+    keys = list(carry.parts)
+    schema = batch.state.schema(name)
+    if schema is None:
+        types = [*(p.type for p in touched), *carry.arrow_types()]
+        return pa.table([pa.array([], t) for t in types], names=[*keys, *(f.name for f in carry.carries)])
+    if not keys:
+        found = batch.state.read_all(name)
+    else:
+        values = [cast(v, schema.field(k).type) for k, v in zip(keys, distinct_values(touched))]
+        found = batch.state.lookup(name, pa.table(values, names=keys), keys)
+    assert found is not None  # (its schema was found)
+    return found.select(schema.names)
+
+
+def _carried_values(carry: Carry, held: pa.Table, rows: pa.Table, parts: list[pa.ChunkedArray]) -> pa.Table:
+    """The carry rows `held` and the input's `rows` (a Z-set weighted by multiplicity, the partitions' values
+    `parts`) as the rows of `carry.fields`, a row per copy, with the evaluated windows (`carry.values`)."""
+    n, m = rows.num_rows, held.num_rows
+    inputs = [
+        *data(rows),
+        *parts,
+        pa.repeat(pa.scalar(INPUT_ROW, pa.int32()), n),
+        *(pa.nulls(n, t) for t in carry.arrow_types()),
+    ]
+    carried = [
+        *(pa.nulls(m, c.type) for c in data(rows)),
+        *(held.column(k) for k in carry.parts),
+        pa.repeat(pa.scalar(CARRY_ROW, pa.int32()), m),
+        *(held.column(f.name) for f in carry.carries),
+    ]
+    names = [f.name for f in carry.fields]
+    table = pa.concat_tables(
+        [
+            pa.table([*inputs, rows.column(WEIGHT)], names=[*names, WEIGHT]),
+            pa.table([*carried, pa.repeat(pa.scalar(1, pa.int64()), m)], names=[*names, WEIGHT]),
+        ],
+        promote_options="permissive",
+    )
+    fields = list(carry.fields)
+    rows = zset(
+        table.columns[:-1], table.column(WEIGHT), pa.nulls(table.num_rows, pa.timestamp("us", tz="UTC"))
+    )
+    values = _windowed(carry.node, rows, fields, 1)
+    return values.rename_columns([*names, *(v.name for v in carry.values), WEIGHT, MTIME])
+
+
+def _at_last(carry: Carry, values: pa.Table) -> pa.Table:
+    """The carry rows after the rows of `values` (`_carried_values`): each partition's new carries, as its last
+    row (by its position) has them."""
+    partition = partition_ids([values.column(k) for k in carry.parts], values.num_rows)
+    position = values.column(carry.position.name).to_numpy(zero_copy_only=False)
+    order = np.lexsort((position, partition))
+    ends = np.r_[partition[order][1:] != partition[order][:-1], True] if len(order) else np.zeros(0, bool)
+    last = pa.array(order[ends], pa.int64())
+    folded = evaluate_all(carry.folded, values, [*carry.fields, *carry.values])
+    return pa.table(
+        [*(values.column(k).take(last) for k in carry.parts), *(f.take(last) for f in folded)],
+        names=[*carry.parts, *(f.name for f in carry.carries)],
     )
 
 

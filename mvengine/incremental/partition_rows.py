@@ -18,7 +18,11 @@ The rule keeps it so: a row of a touched partition whose exact time passed its `
 exact time plus a slack (a session's gap: a session that goes on rewrites its rows once a gap, not every
 batch), and an untouched partition's rows do not move. Once the batch's late cutoff is past a row's `_end`, the
 rows it would serve are late, so it leaves state by that column alone (runtime/event_time.purge_conditions),
-whether or not its partition is touched."""
+whether or not its partition is touched.
+
+Window functions that fold the rows before a row (running sums, ranks: incremental/over_carry.py) take the
+rows of the touched partitions behind the late cutoff out of state instead (`fold`): the rule folds them into
+one row per partition, and evaluates the rest after it."""
 
 from __future__ import annotations
 
@@ -45,12 +49,14 @@ NEEDED_UNTIL = "_end"
 
 
 class Partitions(NamedTuple):
-    """The rows (`columns`, `_n`) of the partitions a batch touches, before and after it; and the rows the
-    partitions that the view's state_ttl expires held (None: none expires)."""
+    """The rows (`columns`, `_n`) of the partitions a batch touches, before and after it; the rows the
+    partitions that the view's state_ttl expires held (None: none expires); and the rows folded out of state
+    (`partition_rows`'s `fold`: in neither `old` nor `new`; None without one)."""
 
     old: DataFrame
     new: DataFrame
     expired: DataFrame | None
+    folded: DataFrame | None = None
 
 
 def partition_rows(
@@ -62,12 +68,14 @@ def partition_rows(
     prior: Callable[[], DataFrame | None],
     ends: Callable[[DataFrame], DataFrame] | None = None,
     slack: int = 0,
+    fold: Column | None = None,
 ) -> Partitions:
     """The partitions that `changed` (a consolidated Z-set over `columns`) touches, before and after the batch;
     the change of state table `name` is staged. `prior` gives the input's rows before the batch (`columns`,
     `_w`, `_mtime`; None when the view starts), read only when the view has a state_ttl and a touched
     partition has no state. `ends` (when the view allows a lateness) adds each row's exact NEEDED_UNTIL to rows
-    of the partitions (their columns and more), which the state keeps beside them with `slack` µs added."""
+    of the partitions (their columns and more), which the state keeps beside them with `slack` µs added. The
+    touched partitions' rows that `fold` holds for leave state, and come back as `folded`."""
     clock = batch.clock
     now = None if clock is None or clock.state_ttl is None else clock.now
     parts = [p.alias(f"_p{i}") for i, p in enumerate(partition)]
@@ -82,6 +90,16 @@ def partition_rows(
     if partition:
         old = old.join(touched, _matches(old, touched, partition), "left_semi")
     old = batch.keep_small(old.select(*[quote(c) for c in columns], *held))
+    folded = None
+    if fold is not None:  # (their removal, as a change: none of the batch's rows is among them)
+        folded = batch.keep_small(old.where(fold))
+        changed = changed.select(*[quote(c) for c in columns], WEIGHT, MTIME).unionByName(
+            folded.select(
+                *[quote(c) for c in columns],
+                (-F.col(COUNT)).alias(WEIGHT),
+                F.lit(None).cast("timestamp").alias(MTIME),
+            )
+        )
     if now is not None:
         changed = _with_returning_partitions(batch, changed, old, touched, columns, partition, prior)
     d, o = changed.alias("d"), old.alias("o")
@@ -111,7 +129,7 @@ def partition_rows(
             (F.col(COUNT) != F.col("_before")) & ((F.col(COUNT) > 0) | (F.col("_before") > 0))
         )
         batch.state.stage(name, moved.select(*data, COUNT, gone.alias(DELETE)), columns, DELETE)
-        return Partitions(old, new, None)
+        return Partitions(old if fold is None else old.where(~fold), new, None, folded)
     # Every row of a touched partition is written again with the batch's clock: it tells when they expire.
     kept = merged.where((F.col(COUNT) > 0) | (F.col("_before") > 0))
     staged = kept.select(*data, COUNT, F.lit(now).cast("long").alias(TOUCHED), gone.alias(DELETE))
@@ -216,14 +234,25 @@ def partition_rows_on_driver(
     fields: Sequence[Field],
     ends: Callable[[pa.Table], pa.Array] | None = None,
     slack: int = 0,
-) -> tuple[pa.Table, pa.Table]:
+    fold: Callable[[pa.Table], pa.Array] | None = None,
+) -> tuple[pa.Table, pa.Table, pa.Table]:
     """`partition_rows` on the driver: the rows of the partitions that `changed` (a consolidated Z-set whose
     columns are state table `name`'s `columns`, of `fields`) touches, before and after the batch, as Z-sets
     weighted by multiplicity (at no time); the change of the state table is staged. `ends` gives the exact
-    NEEDED_UNTIL of each row of such a Z-set, held with `slack` added, as `partition_rows`'s."""
+    NEEDED_UNTIL of each row of such a Z-set, held with `slack` added, as `partition_rows`'s. The rows of the
+    touched partitions that `fold` (a mask over such a Z-set) holds for leave state: they are returned third
+    (empty without `fold`), and in neither of the others."""
     if batch.clock is not None and batch.clock.state_ttl is not None:
         raise NotOnDriver("partitions expiring (state_ttl)")
     old, old_ends = _held_rows(batch, name, changed, columns, partition, fields, ends is not None)
+    remaining = old
+    if fold is not None:  # (their removal, as a change: none of the batch's rows is among them)
+        folding = fold(old)
+        remaining = old.filter(pc.invert(folding))
+        folded = old.filter(folding)
+        changed = pa.concat_tables(
+            [changed, folded.set_column(len(columns), WEIGHT, pc.negate(folded.column(WEIGHT)))]
+        )
     index = align([normalized(c) for c in changed.columns[:-2]], [normalized(c) for c in old.columns[:-2]])
     before = pc.fill_null(old.column(WEIGHT).take(index), 0)
     count = pc.add(before, changed.column(WEIGHT))
@@ -284,7 +313,7 @@ def partition_rows_on_driver(
             names=[*schema.names, DELETE],
         )
     batch.state.stage(name, staged, columns, DELETE)
-    return old, new
+    return remaining, new, old.slice(0, 0) if fold is None else folded
 
 
 def _held_rows(
@@ -326,7 +355,7 @@ def _held_rows(
     if partition and len(keys) < len(partition):  # (the partitions `changed` touches, by their values)
         mine = evaluate_all(partition, rows, fields)
         theirs = evaluate_all(partition, changed, fields)
-        at = align([normalized(c) for c in mine], [normalized(c) for c in _distinct(theirs)])
+        at = align([normalized(c) for c in mine], [normalized(c) for c in distinct_values(theirs)])
         rows = rows.filter(pc.is_valid(at))
         ends = None if ends is None else ends.filter(pc.is_valid(at))
     return rows, ends
@@ -338,7 +367,8 @@ def _position(column: exp.Column, fields: Sequence[Field]) -> int:
     )
 
 
-def _distinct(columns: Sequence[pa.ChunkedArray]) -> list[pa.ChunkedArray]:
+def distinct_values(columns: Sequence[pa.ChunkedArray]) -> list[pa.ChunkedArray]:
+    """The distinct rows of `columns` (NULL with NULL, -0.0 with 0.0), as columns."""
     table = pa.table([normalized(c) for c in columns], names=[f"k{i}" for i in range(len(columns))])
     distinct = group_by(table, table.column_names).aggregate([])
     return [distinct.column(n) for n in table.column_names]
@@ -349,7 +379,7 @@ def partition_ids(parts: Sequence[pa.ChunkedArray], n: int) -> np.ndarray:
     with NULL) share one."""
     if not parts:
         return np.zeros(n, np.int64)
-    at = align([normalized(c) for c in parts], _distinct(parts))
+    at = align([normalized(c) for c in parts], distinct_values(parts))
     ids: np.ndarray = at.to_numpy(zero_copy_only=False)
     return ids
 

@@ -76,7 +76,7 @@ def delta(node: SessionAggregate, batch: Batch, child_delta: ChildDelta) -> Data
 
     ends = _with_ends(node, parts, fields) if batch.state.allows_lateness else None
     name = f"n{batch.node_id(node)}_rows"
-    old, new, expired = partition_rows(batch, name, changed, columns, parts, prior, ends, window.spec.size)
+    old, new, expired, _ = partition_rows(batch, name, changed, columns, parts, prior, ends, window.spec.size)
     mtime = batch_time(changed)
     before = _sessions(node, old, fields, partition)
     after = _sessions(node, new, fields, partition)
@@ -190,7 +190,7 @@ def driver_delta(
         end[timed] = t[last][session] + gap
         return pa.array(end, pa.int64(), mask=~timed)
 
-    old, now = partition_rows_on_driver(
+    old, now, _ = partition_rows_on_driver(
         batch,
         name,
         changed,

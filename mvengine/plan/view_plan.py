@@ -167,6 +167,14 @@ def plan_view(view: ViewDef, lookup: Callable[[str], Relation | None], known: li
         root = Filter(fields=columns, child=root, predicate=predicate)
         drops.append(f"{view.name}: {kept.sql('spark')}")
     reasons = binder.full_reasons + [r for r in full_refresh_reasons(root) if r not in binder.full_reasons]
+    if view.allowed_lateness is None:
+        reasons += [
+            f"window functions without PARTITION BY ({', '.join(show(w, n.child.fields) for w in n.windows)}) "
+            "read every row at every batch, unless the view sets allowed_lateness: then the rows behind it fold "
+            "into one row of running values"
+            for n in root.walk()
+            if isinstance(n, Over) and not n.partition
+        ]
     if reasons and view.refresh_policy == "incremental_strict":
         raise SqlError(
             f"refresh_policy 'incremental_strict', but the view cannot be maintained incrementally: "

@@ -366,13 +366,92 @@ def test_window_functions_reading_n_rows_back_keep_n_rows_before_the_late_cutoff
     assert late == [256]
 
 
+RUNNING_TOTALS = """
+CREATE MATERIALIZED VIEW running_totals WITH ('allowed_lateness' = '30 seconds') AS
+SELECT team, ts, score,
+       SUM(score) OVER (PARTITION BY team ORDER BY ts, score) AS so_far,
+       COUNT(*) OVER (PARTITION BY team ORDER BY ts, score ROWS UNBOUNDED PRECEDING) AS n,
+       AVG(score) OVER (PARTITION BY team ORDER BY ts, score) AS mean,
+       MIN(score) OVER (PARTITION BY team ORDER BY ts, score) AS least,
+       ROW_NUMBER() OVER (PARTITION BY team ORDER BY ts, score) AS nth,
+       RANK() OVER (PARTITION BY team ORDER BY ts, score) AS r,
+       DENSE_RANK() OVER (PARTITION BY team ORDER BY ts, score) AS dr
+FROM scores;
+"""
+RUNNING_ALL = """
+CREATE MATERIALIZED VIEW running_all WITH ('allowed_lateness' = '30 seconds') AS
+SELECT team, ts, score, SUM(score) OVER (ORDER BY ts, score) AS so_far,
+       ROW_NUMBER() OVER (ORDER BY ts, score) AS nth
+FROM scores;
+"""
+RUNNING_ALL_SQL = """SELECT team, unix_micros(ts), score, SUM(score) OVER (ORDER BY ts, score),
+       ROW_NUMBER() OVER (ORDER BY ts, score) FROM scores_on_time"""
+RUNNING_TOTALS_SQL = """SELECT team, unix_micros(ts), score,
+       SUM(score) OVER (PARTITION BY team ORDER BY ts, score),
+       COUNT(*) OVER (PARTITION BY team ORDER BY ts, score ROWS UNBOUNDED PRECEDING),
+       AVG(score) OVER (PARTITION BY team ORDER BY ts, score),
+       MIN(score) OVER (PARTITION BY team ORDER BY ts, score),
+       ROW_NUMBER() OVER (PARTITION BY team ORDER BY ts, score),
+       RANK() OVER (PARTITION BY team ORDER BY ts, score),
+       DENSE_RANK() OVER (PARTITION BY team ORDER BY ts, score) FROM scores_on_time"""
+
+
+@pytest.mark.parametrize("engine", ["driver", "spark", "mixed"])
+def test_running_windows_fold_the_rows_behind_the_late_cutoff_into_one_row(spark, tmp_path, engine):
+    """Running sums, counts, averages, extremes and ranks over rows ordered by event time: a touched
+    partition's rows behind the late cutoff leave state, folded into the partition's one carry row; the rows
+    since stay, and an untouched partition's rows do not move. The view equals its SQL over the rows on time
+    throughout."""
+
+    everyone = {}
+
+    def both_equal_their_sql(catalog, tables):
+        _assert_on_time(spark, catalog, tables, "scores", RUNNING_TOTALS_SQL)
+        everyone["tables"] = view_tables(catalog.plans["running_all"], {})
+        _assert_on_time(spark, catalog, everyone["tables"], "scores", RUNNING_ALL_SQL)
+
+    plan, tables, states = _refreshed(
+        spark,
+        tmp_path,
+        RUNNING_TOTALS + RUNNING_ALL,
+        "running_totals",
+        engine,
+        OVER_BATCHES,
+        both_equal_their_sql,
+    )
+    assert plan.bounded_state and "folded into one row of its windows' running values" in plan.state
+    x = [
+        sorted(int((r["ts"] - SCORES_DAY).total_seconds()) for r in rows if r["team"] == "x")
+        for rows in states
+    ]
+    assert x == [
+        [0, 10, 20, 30, 40, 50],
+        [10, 20, 30, 40, 50, 60],
+        [20, 30, 40, 45, 50, 60],
+        [20, 30, 40, 45, 50, 60],
+        [100],
+        [90, 100],
+        [90, 100],
+        [90, 100],
+    ]
+    carries = read_arrow(TableRef(str(next(Path(tables.state).glob("n*_carry"))))).to_pylist()
+    # (per window: the sum, the count, an average's sum and count, the least, then the rows for ROW_NUMBER and
+    # RANK, the peer groups for DENSE_RANK, all of the rows folded: x's up to 60, y's at 120)
+    assert {tuple(c.values()) for c in carries} == {
+        ("x", 255, 8, 255.0, 8, 1, 8, 8, 8),
+        ("y", 1, 1, 1.0, 1, 1, 1, 1, 1),
+    }
+    # Without PARTITION BY every batch touches the one partition: it keeps the rows since the last cutoff, 160.
+    state = Path(everyone["tables"].state)
+    kept = read_arrow(TableRef(str(next(state.glob("n*_rows"))))).to_pylist()
+    assert sorted(int((r["ts"] - SCORES_DAY).total_seconds()) for r in kept) == [200, 201]
+
+
 def _refreshed(spark, root: Path, views: str, name: str, engine: str, batches, after_each=None):
     """View `name` of `views` (its state bounded, as `require_bounded_state` checks), refreshed on `engine` after
     each batch of scores is added; its plan, its tables, and the rows of its `n<i>_rows` state after each batch.
     `after_each(catalog, tables)` checks more after each."""
-    conf = "[plan]\nrequire_bounded_state = true\n" + (
-        "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
-    )
+    conf = "[plan]\nrequire_bounded_state = true\n" + _ENGINE_CONF[engine]
     config = load_config(_project(root, views=views, conf=conf))
     catalog = load_catalog(config)
     plan = catalog.plans[name]
@@ -386,8 +465,17 @@ def _refreshed(spark, root: Path, views: str, name: str, engine: str, batches, a
         states.append(read_arrow(TableRef(str(next(Path(tables.state).glob("n*_rows"))))).to_pylist())
         if after_each is not None:
             after_each(catalog, tables)
-    assert {r.engine for r in reports[1:] if r.view == name and r.rows_in} == {engine}
+    used = {r.engine for r in reports[1:] if r.view == name and r.rows_in}
+    assert used == ({"driver", "spark"} if engine == "mixed" else {engine})
     return plan, tables, states
+
+
+# (mixed: batches of more than one row in Spark, the others on the driver, each reading what the other wrote)
+_ENGINE_CONF = {
+    "driver": "",
+    "spark": "[refresh]\ndriver_max_changes = 0\n",
+    "mixed": "[refresh]\ndriver_max_changes = 1\n",
+}
 
 
 SCORE_COLUMNS = "team STRING, score INT, ts TIMESTAMP"
@@ -470,12 +558,15 @@ def test_window_functions_with_lateness_equal_their_sql_over_the_rows_on_time(
     spark, tmp_path_factory, engine, steps
 ):
     """After random appends, in and out of order, each view equals its SQL over the rows it did not set aside as
-    late: one whose windows read three rows back (its state bounded), one with a running sum (unbounded)."""
+    late: one whose windows read three rows back (its state bounded), one with running windows only (bounded:
+    rows behind the cutoff fold into a carry), one with a running sum beside a frame that ends before the
+    current row (unbounded)."""
     conf = "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
     root = tmp_path_factory.mktemp("scores")
-    config = load_config(_project(root, views=LAST_SCORES + RUNNING_SCORES, conf=conf))
+    config = load_config(_project(root, views=LAST_SCORES + RUNNING_TOTALS + RUNNING_SCORES, conf=conf))
     catalog = load_catalog(config)
-    assert catalog.plans["last_scores"].bounded_state and not catalog.plans["running_scores"].bounded_state
+    assert catalog.plans["last_scores"].bounded_state and catalog.plans["running_totals"].bounded_state
+    assert not catalog.plans["running_scores"].bounded_state
     refresher = Refresher(spark, config, catalog, report=(reports := []).append)
     refresher.refresh()  # (the source made, empty)
     now = 0
@@ -486,7 +577,11 @@ def test_window_functions_with_lateness_equal_their_sql_over_the_rows_on_time(
         )
         refresher.refresh()
     assert {r.engine for r in reports[2:] if r.rows_in} == {engine}
-    for name, sql in (("last_scores", LAST_SCORES_SQL), ("running_scores", RUNNING_SCORES_SQL)):
+    for name, sql in (
+        ("last_scores", LAST_SCORES_SQL),
+        ("running_totals", RUNNING_TOTALS_SQL),
+        ("running_scores", RUNNING_SCORES_SQL),
+    ):
         _assert_on_time(spark, catalog, view_tables(catalog.plans[name], {}), "scores", sql)
 
 
@@ -509,6 +604,24 @@ SELECT team, ts, big, x,
        LAG(money) OVER (PARTITION BY team ORDER BY ts, big) AS prev_money
 FROM readings;
 """
+RUNNING_READINGS = """
+CREATE MATERIALIZED VIEW running_readings WITH ('allowed_lateness' = '30 seconds') AS
+SELECT team, ts, big, x,
+       SUM(x) OVER (PARTITION BY team ORDER BY ts, big) AS xs,
+       SUM(big) OVER (PARTITION BY team ORDER BY ts, big ROWS UNBOUNDED PRECEDING) AS bigs,
+       AVG(big) OVER (PARTITION BY team ORDER BY ts, big) AS mean_big,
+       COUNT(x) OVER (PARTITION BY team ORDER BY ts, big) AS xn,
+       MAX(money) OVER (PARTITION BY team ORDER BY ts, big) AS top_money,
+       DENSE_RANK() OVER (PARTITION BY team ORDER BY ts, big) AS dr
+FROM readings;
+"""
+RUNNING_READINGS_SQL = """SELECT team, unix_micros(ts), big, x,
+       SUM(x) OVER (PARTITION BY team ORDER BY ts, big),
+       SUM(big) OVER (PARTITION BY team ORDER BY ts, big ROWS UNBOUNDED PRECEDING),
+       AVG(big) OVER (PARTITION BY team ORDER BY ts, big),
+       COUNT(x) OVER (PARTITION BY team ORDER BY ts, big),
+       MAX(money) OVER (PARTITION BY team ORDER BY ts, big),
+       DENSE_RANK() OVER (PARTITION BY team ORDER BY ts, big) FROM readings_on_time"""
 READING_SESSIONS_SQL = """SELECT team, unix_micros(session_window.start), unix_micros(session_window.end),
        COUNT(*), SUM(big), MAX(money), MIN(big), COUNT(x)
        FROM readings_on_time GROUP BY team, session_window(ts, '20 seconds')"""
@@ -579,14 +692,20 @@ def test_lateness_over_the_values_real_tables_hold(spark, tmp_path, engine):
     conf = "[plan]\nrequire_bounded_state = true\n" + (
         "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
     )
-    config = load_config(_project(tmp_path, views=READING_VIEWS, conf=conf, sources=READINGS))
+    config = load_config(
+        _project(tmp_path, views=READING_VIEWS + RUNNING_READINGS, conf=conf, sources=READINGS)
+    )
     catalog = load_catalog(config)
     refresher = Refresher(spark, config, catalog, report=(reports := []).append)
     refresher.refresh()  # (the source made, empty)
     for rows in READING_BATCHES:
         _add_readings(catalog, rows)
         refresher.refresh()
-        for name, sql in (("reading_sessions", READING_SESSIONS_SQL), ("last_readings", LAST_READINGS_SQL)):
+        for name, sql in (
+            ("reading_sessions", READING_SESSIONS_SQL),
+            ("last_readings", LAST_READINGS_SQL),
+            ("running_readings", RUNNING_READINGS_SQL),
+        ):
             tables = view_tables(catalog.plans[name], {})
             _assert_on_time(spark, catalog, tables, "readings", sql, READINGS_COLUMNS)
     assert {r.engine for r in reports[2:] if r.rows_in} == {engine}

@@ -457,8 +457,28 @@ def test_an_or_whose_branches_repeat_a_conjunct_keeps_its_value_when_it_is_taken
             "each with the time of the row 5 after it",
             True,
         ),
-        (  # (a running count reads every row before)
-            "SELECT user_id, ts, COUNT(*) OVER (PARTITION BY user_id ORDER BY ts) AS n FROM clicks",
+        (  # (a running count reads every row before, through what they count up to)
+            "SELECT user_id, ts, COUNT(*) OVER (PARTITION BY user_id ORDER BY ts) AS n, "
+            "RANK() OVER (PARTITION BY user_id ORDER BY ts) AS r FROM clicks",
+            "then folded into one row of its windows' running values",
+            True,
+        ),
+        (  # (a running count beside a frame that ends before the current row)
+            "SELECT user_id, ts, COUNT(*) OVER (PARTITION BY user_id ORDER BY ts) AS n, "
+            "COUNT(*) OVER (PARTITION BY user_id ORDER BY ts ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS m "
+            "FROM clicks",
+            "its input rows, to evaluate its windows again",
+            False,
+        ),
+        (  # (running windows in two orders)
+            "SELECT user_id, ts, COUNT(*) OVER (PARTITION BY user_id ORDER BY ts) AS n, "
+            "ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts, url) AS r FROM clicks",
+            "its input rows, to evaluate its windows again",
+            False,
+        ),
+        (  # (a DECIMAL's average: Spark keeps its sum as a DECIMAL)
+            "SELECT user_id, ts, AVG(CAST(url AS DECIMAL(10, 2))) OVER (PARTITION BY user_id ORDER BY ts) AS a "
+            "FROM clicks",
             "its input rows, to evaluate its windows again",
             False,
         ),

@@ -16,12 +16,19 @@ from mvengine.plan.operators.base import Claim, Operator, never_append_only, no_
 
 def state(node: Over, claim: Claim, purged: bool) -> tuple[str, bool]:
     partition = ", ".join(show(p, node.child.fields) for p in node.partition)
-    rows = f"per partition ({partition}): its input rows, to evaluate its windows again"
+    per = f"per partition ({partition})" if partition else "of the one partition (no PARTITION BY)"
+    rows = f"{per}: its input rows, to evaluate its windows again"
     back = rows_back(node)
     if purged and back is not None and event_time_order(node) is not None:
         return (
             f"{rows}, each with the time of the row {back} after it, dropped once the watermark is past that "
             "and the lateness",
+            True,
+        )
+    if purged and back is None and running(node) and event_time_order(node) is not None:
+        return (
+            f"{per}: its input rows until the watermark less the lateness passes them, "
+            "then folded into one row of its windows' running values (row count, sums, extremes)",
             True,
         )
     return rows, False
@@ -76,6 +83,38 @@ def rows_back(node: Over) -> int | None:
             return None
         most = max(most, int(start.name))
     return most
+
+
+_RUNNING = (exp.Count, exp.Sum, exp.Min, exp.Max, exp.Avg)
+_RANKS = (exp.RowNumber, exp.Rank, exp.DenseRank)
+_AVERAGED = {*exp.DataType.INTEGER_TYPES, exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE}
+
+
+def running(node: Over) -> bool:
+    """Whether every window folds the rows of its partition up to the current row and its peers, in one order
+    for all: ROW_NUMBER, RANK, DENSE_RANK, and COUNT, SUM, MIN, MAX and AVG (of numbers; a DECIMAL's AVG is
+    not) from UNBOUNDED PRECEDING to CURRENT ROW. A row's values then depend on the rows before it only
+    through what they fold to, so with the view's allowed_lateness the rows behind the late cutoff fold into
+    one row of running values per partition (incremental/over_carry.py)."""
+    orders = set()
+    for window in node.windows:
+        f, order, spec = window.this, window.args.get("order"), window.args.get("spec")
+        if order is None or not order.expressions:
+            return False
+        orders.add(order.sql("spark"))
+        if isinstance(f, _RANKS):
+            continue
+        if not isinstance(f, _RUNNING) or isinstance(f.this, exp.Distinct):
+            return False
+        if isinstance(f, exp.Avg) and not (f.this.type is not None and f.this.type.this in _AVERAGED):
+            return False  # (the carry keeps an AVG's sum as a DOUBLE, as Spark adds these up)
+        if spec is not None and not (
+            str(spec.args.get("start")).upper() == "UNBOUNDED"
+            and str(spec.args.get("start_side")).upper() == "PRECEDING"
+            and str(spec.args.get("end") or "CURRENT ROW").upper() == "CURRENT ROW"
+        ):
+            return False
+    return len(orders) == 1
 
 
 OPERATOR = Operator(Over, True, True, never_append_only, state, no_reasons)
