@@ -368,8 +368,9 @@ def tables_page() -> str:
         "| `_state/` | what the delta rules keep, as Delta tables: per group accumulators (`n<i>_acc`), value "
         "multisets for MIN/MAX over inputs that delete and for DISTINCT aggregates (`n<i>_ms<j>`), row counts of "
         "DISTINCT (`n<i>_rows`), the prefix and row count of each top-N partition (`n<i>_top`, `n<i>_count`), "
-        "the input rows of window-function and session partitions (`n<i>_rows`), and the revision of every key "
-        "(`emit`) |",
+        "the input rows of window-function and session partitions (`n<i>_rows`), a row per partition of the "
+        "running values of the rows running windows folded behind the late cutoff (`n<i>_carry`), and the "
+        "revision of every key (`emit`) |",
         "| `late/` | rows set aside as too late for a windowed view (allowed_lateness) |",
         "| `quarantine/` | the view's rows its QUARANTINE expectations refused |",
         "",
