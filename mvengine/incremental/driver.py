@@ -56,6 +56,9 @@ class DriverState(Protocol):
     def read_all(self, name: str) -> pa.Table | None:
         """The whole state table (None as for lookup)."""
 
+    def read_within(self, name: str, within: Bounds) -> pa.Table | None:
+        """At least the state rows whose column is within the bounds (None as for lookup)."""
+
     def expired_arrow(self, name: str, through: int) -> pa.Table | None:
         """The state rows last touched at or before `through` (a view's state_ttl); None when none can be."""
 

@@ -84,10 +84,19 @@ def _carried_delta(
     carry = carry_of(node)
     i = batch.node_id(node)
     time = F.unix_micros(F.col(quote(names[time_position(node)])).cast("timestamp"))
-    fold = None if batch.late_before is None else F.coalesce(time < F.lit(batch.late_before), F.lit(True))
-    old, new, _, folded = partition_rows(batch, f"n{i}_rows", changed, names, parts, lambda: None, fold=fold)
+    fold, swept = None, None
+    if batch.late_before is not None:
+        fold = F.coalesce(time < F.lit(batch.late_before), F.lit(True))
+        template = changed.select(*[quote(c) for c in names], F.col(WEIGHT).alias(COUNT)).limit(0)
+        swept = batch.state.read(f"n{i}_rows", template).where(time < F.lit(batch.late_before))
+    old, new, _, folded = partition_rows(
+        batch, f"n{i}_rows", changed, names, parts, lambda: None, fold=fold, swept=swept
+    )
     keys = list(carry.parts)
-    touched = batch.keep_small(changed.select(*[p.alias(k) for p, k in zip(parts, keys)]).distinct())
+    touched = changed.select(*[p.alias(k) for p, k in zip(parts, keys)])
+    if folded is not None:
+        touched = touched.unionByName(folded.select(*[p.alias(k) for p, k in zip(parts, keys)]))
+    touched = batch.keep_small(touched.distinct())
     template = touched.select(
         *keys, *[F.lit(None).cast(f.type.sql("spark")).alias(f.name) for f in carry.carries]
     ).limit(0)
@@ -234,12 +243,23 @@ def _carried_on_driver(
 
     name = f"n{i}_rows"
     old, new, folded = partition_rows_on_driver(
-        batch, name, changed, columns, node.partition, fields, fold=None if cutoff is None else fold
+        batch,
+        name,
+        changed,
+        columns,
+        node.partition,
+        fields,
+        fold=None if cutoff is None else fold,
+        swept=None if cutoff is None else _behind(batch, name, columns[t], cutoff),
     )
     keys = list(carry.parts)
-    held = _held_carries(batch, f"n{i}_carry", carry, evaluate_all(node.partition, changed, fields))
+    parts = evaluate_all(node.partition, folded, fields)
+    touched = [
+        pa.chunked_array([*c.chunks, *p.chunks], c.type)
+        for c, p in zip(evaluate_all(node.partition, changed, fields), parts)
+    ]
+    held = _held_carries(batch, f"n{i}_carry", carry, touched)
     if folded.num_rows:
-        parts = evaluate_all(node.partition, folded, fields)
         before = held
         if keys:
             before = held.take(
@@ -269,6 +289,26 @@ def _carried_on_driver(
         )
 
     return pa.concat_tables([emitted(new, 1), emitted(old, -1)])
+
+
+_YEAR_ONE = -62_135_596_800_000_000  # (µs: the least time a Python datetime holds)
+
+
+def _behind(batch: DriverBatch, name: str, time: str, cutoff: int) -> pa.Table | None:
+    """The rows of state table `name` whose `time` is before `cutoff` (µs), in any partition: read by the files'
+    statistics, which a table clustered by its key (its timestamps first) keeps narrow."""
+    schema = batch.state.schema(name)
+    if schema is None or not pa.types.is_timestamp(schema.field(time).type):
+        return None
+    kind = schema.field(time).type
+    low, high = (pa.scalar(v, pa.int64()).cast(kind) for v in (_YEAR_ONE, cutoff - 1))
+    found = batch.state.read_within(name, (time, low, high))
+    if found is None:
+        return None
+    most = batch.state.policy.driver_read_rows
+    if found.num_rows > most:
+        raise NotOnDriver(f"more than {most} rows of state {name} are behind the late cutoff")
+    return found.filter(pc.fill_null(pc.less(pc.cast(found.column(time), pa.int64()), cutoff), False))
 
 
 def _held_carries(batch: DriverBatch, name: str, carry: Carry, touched: list[pa.ChunkedArray]) -> pa.Table:

@@ -69,13 +69,15 @@ def partition_rows(
     ends: Callable[[DataFrame], DataFrame] | None = None,
     slack: int = 0,
     fold: Column | None = None,
+    swept: DataFrame | None = None,
 ) -> Partitions:
     """The partitions that `changed` (a consolidated Z-set over `columns`) touches, before and after the batch;
     the change of state table `name` is staged. `prior` gives the input's rows before the batch (`columns`,
     `_w`, `_mtime`; None when the view starts), read only when the view has a state_ttl and a touched
     partition has no state. `ends` (when the view allows a lateness) adds each row's exact NEEDED_UNTIL to rows
     of the partitions (their columns and more), which the state keeps beside them with `slack` µs added. The
-    touched partitions' rows that `fold` holds for leave state, and come back as `folded`."""
+    touched partitions' rows that `fold` holds for leave state, and come back as `folded`; so do `swept`, rows of
+    the state table that `fold` holds for, whatever their partition."""
     clock = batch.clock
     now = None if clock is None or clock.state_ttl is None else clock.now
     parts = [p.alias(f"_p{i}") for i, p in enumerate(partition)]
@@ -89,6 +91,9 @@ def partition_rows(
     old = batch.state.read(name, template)
     if partition:
         old = old.join(touched, _matches(old, touched, partition), "left_semi")
+    if swept is not None:  # (those of untouched partitions: the others are read above)
+        swept = swept.join(touched, _matches(swept, touched, partition), "left_anti") if partition else None
+        old = old if swept is None else old.unionByName(swept.select(*old.columns))
     old = batch.keep_small(old.select(*[quote(c) for c in columns], *held))
     folded = None
     if fold is not None:  # (their removal, as a change: none of the batch's rows is among them)
@@ -235,17 +240,30 @@ def partition_rows_on_driver(
     ends: Callable[[pa.Table], pa.Array] | None = None,
     slack: int = 0,
     fold: Callable[[pa.Table], pa.Array] | None = None,
+    swept: pa.Table | None = None,
 ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """`partition_rows` on the driver: the rows of the partitions that `changed` (a consolidated Z-set whose
     columns are state table `name`'s `columns`, of `fields`) touches, before and after the batch, as Z-sets
     weighted by multiplicity (at no time); the change of the state table is staged. `ends` gives the exact
     NEEDED_UNTIL of each row of such a Z-set, held with `slack` added, as `partition_rows`'s. The rows of the
     touched partitions that `fold` (a mask over such a Z-set) holds for leave state: they are returned third
-    (empty without `fold`), and in neither of the others."""
+    (empty without `fold`), and in neither of the others. So do `swept`, rows of the state table (as read) that
+    `fold` holds for, whatever their partition."""
     if batch.clock is not None and batch.clock.state_ttl is not None:
         raise NotOnDriver("partitions expiring (state_ttl)")
     old, old_ends = _held_rows(batch, name, changed, columns, partition, fields, ends is not None)
     remaining = old
+    if swept is not None and swept.num_rows:  # (those of untouched partitions: the others are held already)
+        swept = _as_zset(swept, columns, changed)
+        theirs = evaluate_all(partition, swept, fields)
+        if partition:
+            at = align(
+                [normalized(c) for c in theirs], distinct_values(evaluate_all(partition, changed, fields))
+            )
+            swept = swept.filter(pc.is_null(at))
+        else:
+            swept = swept.slice(0, 0)  # (the one partition is touched)
+        old = pa.concat_tables([old, swept])
     if fold is not None:  # (their removal, as a change: none of the batch's rows is among them)
         folding = fold(old)
         remaining = old.filter(pc.invert(folding))
@@ -346,11 +364,7 @@ def _held_rows(
     most = batch.state.policy.driver_read_rows
     if found.num_rows > most:
         raise NotOnDriver(f"the batch's partitions hold more than {most} rows of state {name}")
-    rows = zset(
-        [cast(found.column(c), changed.schema.field(j).type) for j, c in enumerate(columns)],
-        found.column(COUNT),
-        pa.nulls(found.num_rows, changed.schema.field(MTIME).type),
-    )
+    rows = _as_zset(found, columns, changed)
     ends = pc.cast(found.column(NEEDED_UNTIL), pa.int64()).combine_chunks() if with_ends else None
     if partition and len(keys) < len(partition):  # (the partitions `changed` touches, by their values)
         mine = evaluate_all(partition, rows, fields)
@@ -359,6 +373,15 @@ def _held_rows(
         rows = rows.filter(pc.is_valid(at))
         ends = None if ends is None else ends.filter(pc.is_valid(at))
     return rows, ends
+
+
+def _as_zset(found: pa.Table, columns: list[str], changed: pa.Table) -> pa.Table:
+    """State rows (`columns`, `_n`, ...) as a Z-set of `changed`'s types, weighted by multiplicity (at no time)."""
+    return zset(
+        [cast(found.column(c), changed.schema.field(j).type) for j, c in enumerate(columns)],
+        found.column(COUNT),
+        pa.nulls(found.num_rows, changed.schema.field(MTIME).type),
+    )
 
 
 def _position(column: exp.Column, fields: Sequence[Field]) -> int:

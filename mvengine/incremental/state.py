@@ -22,7 +22,7 @@ from mvengine.incremental.driver import match
 from mvengine.incremental.purge import Purge
 from mvengine.incremental.zset import null_safe_equal, quote
 from mvengine.policy import DEFAULT_POLICY, ExecutionPolicy
-from mvengine.storage.api import arrow_schema, merge_into, read_arrow, read_table, write_table
+from mvengine.storage.api import Bounds, arrow_schema, merge_into, read_arrow, read_table, write_table
 from mvengine.storage.tables import TableRef, table_rows, version_before
 
 TOUCHED = "_touched"  # µs: the batch clock when a key's state last changed (views with a state_ttl)
@@ -122,6 +122,12 @@ class StateStore:
     def read_all(self, name: str) -> pa.Table | None:
         version = self._version(name)
         return None if version is None else read_arrow(self.ref(name), version=version)
+
+    def read_within(self, name: str, within: Bounds) -> pa.Table | None:
+        """At least the state rows whose column is within the bounds (the files and row groups whose statistics
+        exclude them are skipped); None as `lookup`."""
+        version = self._version(name)
+        return None if version is None else read_arrow(self.ref(name), version=version, within=within)
 
     def lookup(self, name: str, rows: pa.Table, keys: Sequence[str]) -> pa.Table | None:
         """The state rows whose keys equal (NULL matching NULL) those of `rows`: the files are narrowed by the
