@@ -78,9 +78,9 @@ def delta(node: Over, batch: Batch, child_delta: ChildDelta) -> DataFrame:
 def _carried_delta(
     node: Over, batch: Batch, changed: DataFrame, names: list[str], parts: list[Column]
 ) -> DataFrame:
-    """`delta` for running windows under a lateness (incremental/over_carry.py): the touched partitions' rows
-    behind the late cutoff are folded into their carry rows; the rest are evaluated after those, before and
-    after the batch."""
+    """`delta` for running windows under a lateness (incremental/over_carry.py): the state rows behind the late
+    cutoff, of any partition, are folded into their carry rows; the touched partitions' other rows are
+    evaluated after those, before and after the batch."""
     carry = carry_of(node)
     i = batch.node_id(node)
     time = F.unix_micros(F.col(quote(names[time_position(node)])).cast("timestamp"))

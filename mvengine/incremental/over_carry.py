@@ -1,12 +1,12 @@
 """Running windows under a lateness (plan/operators/over.running): ROW_NUMBER, RANK, DENSE_RANK, and COUNT, SUM,
 MIN, MAX and AVG from UNBOUNDED PRECEDING to the current row, all in one order that starts with the event time.
 A row's values depend on the rows before it only through what they fold to, and once the late cutoff passes a
-row no row to come sorts before it (incremental/lateness.py sets those aside). So the rule (incremental/over.py)
-folds the touched partitions' rows behind the cutoff out of state (incremental/partition_rows.py's `fold`) into
-one carry row per partition, state table `n<i>_carry` keyed by the partition's values (`_p0`, `_p1`, ...): per
-window, its running value at the last row folded (the rows folded, for ROW_NUMBER and RANK; the peer groups, for
-DENSE_RANK; an AVG's sum and count). A partition's state is then the rows on time since it was last touched,
-and that row.
+row no row to come sorts before it (incremental/lateness.py sets those aside). So each batch the rule
+(incremental/over.py) folds every state row behind the cutoff out of state (incremental/partition_rows.py's
+`fold` and `swept`), whether or not the batch touches its partition, into one carry row per partition, state
+table `n<i>_carry` keyed by the partition's values (`_p0`, `_p1`, ...): per window, its running value at the last
+row folded (the rows folded, for ROW_NUMBER and RANK; the peer groups, for DENSE_RANK; an AVG's sum and count).
+A partition's state is then its rows on time, and that row.
 
 The windows are rewritten here to be evaluated over the carry row and the rows after it by either engine's
 evaluator of windows: the carry row sorts first (`_row` 0), and each window reads its carry on that row and the

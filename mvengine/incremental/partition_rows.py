@@ -21,8 +21,8 @@ rows it would serve are late, so it leaves state by that column alone (runtime/e
 whether or not its partition is touched.
 
 Window functions that fold the rows before a row (running sums, ranks: incremental/over_carry.py) take the
-rows of the touched partitions behind the late cutoff out of state instead (`fold`): the rule folds them into
-one row per partition, and evaluates the rest after it."""
+rows behind the late cutoff out of state instead, those of the touched partitions (`fold`) and of the others
+(`swept`): the rule folds them into one row per partition, and evaluates the rest after it."""
 
 from __future__ import annotations
 
