@@ -56,6 +56,9 @@ class DriverState(Protocol):
     def read_all(self, name: str) -> pa.Table | None:
         """The whole state table (None as for lookup)."""
 
+    def rows_before(self, name: str, column: str, before: int) -> int:
+        """How many rows the files of the state table hold whose `column` is all before `before` (µs)."""
+
     def read_within(self, name: str, within: Bounds) -> pa.Table | None:
         """At least the state rows whose column is within the bounds (None as for lookup)."""
 

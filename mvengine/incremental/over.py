@@ -88,7 +88,9 @@ def _carried_delta(
     if batch.late_before is not None:
         fold = F.coalesce(time < F.lit(batch.late_before), F.lit(True))
         template = changed.select(*[quote(c) for c in names], F.col(WEIGHT).alias(COUNT)).limit(0)
-        swept = batch.state.read(f"n{i}_rows", template).where(time < F.lit(batch.late_before))
+        behind = batch.state.rows_before(f"n{i}_rows", names[time_position(node)], batch.late_before)
+        if behind >= batch.state.policy.fold_sweep_rows:  # (as _behind on the driver)
+            swept = batch.state.read(f"n{i}_rows", template).where(time < F.lit(batch.late_before))
     old, new, _, folded = partition_rows(
         batch, f"n{i}_rows", changed, names, parts, lambda: None, fold=fold, swept=swept
     )
@@ -213,15 +215,12 @@ def driver_delta(
     changed = consolidated(arriving)
     if batch.state.allows_lateness and running(node):
         emitted = _carried_on_driver(node, batch, changed, fields, columns)
-        latest = pc.max(changed.column(MTIME))
-        return consolidated(
-            emitted.set_column(emitted.num_columns - 1, MTIME, pa.repeat(latest, emitted.num_rows))
-        )
-    name = f"n{batch.node_id(node)}_rows"
-    back = rows_back(node) if batch.state.allows_lateness else None
-    ends = None if back is None else partial(_ends, node, fields, back)
-    old, new, _ = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields, ends)
-    emitted = pa.concat_tables([_windowed(node, new, fields, 1), _windowed(node, old, fields, -1)])
+    else:
+        name = f"n{batch.node_id(node)}_rows"
+        back = rows_back(node) if batch.state.allows_lateness else None
+        ends = None if back is None else partial(_ends, node, fields, back)
+        old, new, _ = partition_rows_on_driver(batch, name, changed, columns, node.partition, fields, ends)
+        emitted = pa.concat_tables([_windowed(node, new, fields, 1), _windowed(node, old, fields, -1)])
     latest = pc.max(changed.column(MTIME))
     return consolidated(
         emitted.set_column(emitted.num_columns - 1, MTIME, pa.repeat(latest, emitted.num_rows))
@@ -295,10 +294,13 @@ _YEAR_ONE = -62_135_596_800_000_000  # (µs: the least time a Python datetime ho
 
 
 def _behind(batch: DriverBatch, name: str, time: str, cutoff: int) -> pa.Table | None:
-    """The rows of state table `name` whose `time` is before `cutoff` (µs), in any partition: read by the files'
-    statistics, which a table clustered by its key (its timestamps first) keeps narrow."""
+    """The rows of state table `name` whose `time` is before `cutoff` (µs), in any partition, once files wholly
+    before it hold policy.fold_sweep_rows (None until then): read by the files' statistics, which a table
+    clustered by its key (its timestamps first) keeps narrow."""
     schema = batch.state.schema(name)
     if schema is None or not pa.types.is_timestamp(schema.field(time).type):
+        return None
+    if batch.state.rows_before(name, time, cutoff) < batch.state.policy.fold_sweep_rows:
         return None
     kind = schema.field(time).type
     low, high = (pa.scalar(v, pa.int64()).cast(kind) for v in (_YEAR_ONE, cutoff - 1))

@@ -29,6 +29,7 @@ CARRY_ROW, INPUT_ROW = 0, 1
 _BIGINT = exp.DataType.build("BIGINT")
 _DOUBLE = exp.DataType.build("DOUBLE")
 _INT = exp.DataType.build("INT")
+_GROWING = exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="CURRENT ROW")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def carry_of(node: Over) -> Carry:
     order = node.windows[0].args["order"].expressions  # (plan/operators/over.running: one order for all)
     windows: list[exp.Window] = []
 
-    def evaluated(f: exp.Expression, spec: exp.Expression | None = None, ordered: bool = True) -> exp.Column:
+    def evaluated(f: exp.Expression, spec: exp.Expression | None = None) -> exp.Column:
         windows.append(
             exp.Window(
                 this=f,
@@ -71,9 +72,7 @@ def carry_of(node: Over) -> Carry:
                         exp.Ordered(this=_column(ROW), desc=False, nulls_first=True),
                         *(o.copy() for o in order),
                     ]
-                )
-                if ordered
-                else None,
+                ),
                 spec=spec.copy() if spec is not None else None,
             )
         )
@@ -88,15 +87,10 @@ def carry_of(node: Over) -> Carry:
         on_carry_row = exp.EQ(this=_column(ROW), expression=exp.Literal.number(CARRY_ROW))
         if isinstance(f, (exp.RowNumber, exp.Rank, exp.DenseRank)):
             # The carry row ranks first, alone: the rows after it rank one further on than they would, and
-            # the folded rows (their peer groups, for DENSE_RANK) before them make up the rest.
-            offset = evaluated(
-                exp.Max(
-                    this=_case(
-                        on_carry_row, exp.Sub(this=_column(carry), expression=exp.Literal.number(1)), 0
-                    )
-                ),
-                ordered=False,
-            )
+            # the folded rows (their peer groups, for DENSE_RANK) before them make up the rest: a running sum
+            # of what the carry row alone adds (in the windows' one order, so that no other sort is needed).
+            less_one = exp.Sub(this=_column(carry), expression=exp.Literal.number(1))
+            offset = evaluated(exp.Sum(this=_case(on_carry_row, less_one, 0)), _GROWING)
             value = evaluated(f.copy())
             carries.append(Field(carry, _BIGINT, True))
             outputs.append(exp.Cast(this=exp.Add(this=value, expression=offset.copy()), to=_INT))

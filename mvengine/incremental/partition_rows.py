@@ -253,17 +253,14 @@ def partition_rows_on_driver(
         raise NotOnDriver("partitions expiring (state_ttl)")
     old, old_ends = _held_rows(batch, name, changed, columns, partition, fields, ends is not None)
     remaining = old
-    if swept is not None and swept.num_rows:  # (those of untouched partitions: the others are held already)
-        swept = _as_zset(swept, columns, changed)
-        theirs = evaluate_all(partition, swept, fields)
-        if partition:
-            at = align(
-                [normalized(c) for c in theirs], distinct_values(evaluate_all(partition, changed, fields))
-            )
-            swept = swept.filter(pc.is_null(at))
-        else:
-            swept = swept.slice(0, 0)  # (the one partition is touched)
-        old = pa.concat_tables([old, swept])
+    # The swept rows of untouched partitions (the others are held already) only leave state: they take no part
+    # in the partitions' rows before and after.
+    elsewhere = changed.slice(0, 0)
+    if swept is not None and swept.num_rows and partition:
+        elsewhere = _as_zset(swept, columns, changed)
+        theirs = evaluate_all(partition, elsewhere, fields)
+        at = align([normalized(c) for c in theirs], distinct_values(evaluate_all(partition, changed, fields)))
+        elsewhere = elsewhere.filter(pc.is_null(at))
     if fold is not None:  # (their removal, as a change: none of the batch's rows is among them)
         folding = fold(old)
         remaining = old.filter(pc.invert(folding))
@@ -279,9 +276,21 @@ def partition_rows_on_driver(
     new = consolidated(pa.concat_tables([old, changed]))
     new = new.filter(pc.greater(new.column(WEIGHT), 0))
     if ends is None:
-        staged = pa.table(
-            [*changed.columns[:-2], count, pc.less_equal(count, 0)], names=[*columns, COUNT, DELETE]
-        ).filter(held)
+        staged = pa.concat_tables(
+            [
+                pa.table(
+                    [*changed.columns[:-2], count, pc.less_equal(count, 0)], names=[*columns, COUNT, DELETE]
+                ).filter(held),
+                pa.table(
+                    [
+                        *elsewhere.columns[:-2],
+                        pa.repeat(pa.scalar(0, count.type), elsewhere.num_rows),
+                        pa.repeat(True, elsewhere.num_rows),
+                    ],
+                    names=[*columns, COUNT, DELETE],
+                ),
+            ]
+        )
     else:
         assert old_ends is not None
         # The rows whose count moved or whose exact NEEDED_UNTIL passed the one held (as _stage_ends), and the
@@ -331,7 +340,7 @@ def partition_rows_on_driver(
             names=[*schema.names, DELETE],
         )
     batch.state.stage(name, staged, columns, DELETE)
-    return remaining, new, old.slice(0, 0) if fold is None else folded
+    return remaining, new, pa.concat_tables([old.slice(0, 0) if fold is None else folded, elsewhere])
 
 
 def _held_rows(

@@ -123,6 +123,19 @@ class StateStore:
         version = self._version(name)
         return None if version is None else read_arrow(self.ref(name), version=version)
 
+    def rows_before(self, name: str, column: str, before: int) -> int:
+        """How many rows the files of state table `name` hold whose `column` is all before `before` (µs), by the
+        statistics of its log (a file without them counts none)."""
+        version = self._version(name)
+        if version is None:
+            return 0
+        actions = pa.table(self.ref(name).open(version=version).get_add_actions(flatten=True))
+        highest = f"max.{column}"
+        if not actions.num_rows or highest not in actions.column_names:
+            return 0
+        behind = pc.fill_null(pc.less(pc.cast(actions.column(highest), pa.int64()), before), False)
+        return int(pc.sum(actions.column("num_records").filter(behind)).as_py() or 0)
+
     def read_within(self, name: str, within: Bounds) -> pa.Table | None:
         """At least the state rows whose column is within the bounds (the files and row groups whose statistics
         exclude them are skipped); None as `lookup`."""

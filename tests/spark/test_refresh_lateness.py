@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -418,6 +419,7 @@ def test_running_windows_fold_the_rows_behind_the_late_cutoff_into_one_row(spark
         engine,
         OVER_BATCHES,
         both_equal_their_sql,
+        fold_sweep_rows=1,  # (the untouched partitions' rows fold as soon as a file of them is behind)
     )
     assert plan.bounded_state and "folded into one row of its windows' running values" in plan.state
     x = [
@@ -447,12 +449,13 @@ def test_running_windows_fold_the_rows_behind_the_late_cutoff_into_one_row(spark
     assert sorted(int((r["ts"] - SCORES_DAY).total_seconds()) for r in kept) == [200, 201]
 
 
-def _refreshed(spark, root: Path, views: str, name: str, engine: str, batches, after_each=None):
+def _refreshed(spark, root: Path, views: str, name: str, engine: str, batches, after_each=None, **policy):
     """View `name` of `views` (its state bounded, as `require_bounded_state` checks), refreshed on `engine` after
     each batch of scores is added; its plan, its tables, and the rows of its `n<i>_rows` state after each batch.
-    `after_each(catalog, tables)` checks more after each."""
+    `after_each(catalog, tables)` checks more after each; `policy`, thresholds of the execution policy."""
     conf = "[plan]\nrequire_bounded_state = true\n" + _ENGINE_CONF[engine]
     config = load_config(_project(root, views=views, conf=conf))
+    config = replace(config, policy=replace(config.policy, **policy))
     catalog = load_catalog(config)
     plan = catalog.plans[name]
     tables = view_tables(plan, {})
@@ -564,6 +567,7 @@ def test_window_functions_with_lateness_equal_their_sql_over_the_rows_on_time(
     conf = "" if engine == "driver" else "[refresh]\ndriver_max_changes = 0\n"
     root = tmp_path_factory.mktemp("scores")
     config = load_config(_project(root, views=LAST_SCORES + RUNNING_TOTALS + RUNNING_SCORES, conf=conf))
+    config = replace(config, policy=replace(config.policy, fold_sweep_rows=1))  # (sweeping whenever it can)
     catalog = load_catalog(config)
     assert catalog.plans["last_scores"].bounded_state and catalog.plans["running_totals"].bounded_state
     assert not catalog.plans["running_scores"].bounded_state
