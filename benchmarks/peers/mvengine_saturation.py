@@ -8,7 +8,7 @@ recomputes the view over all the events (`refresh(full=True)`, mvengine's own re
 the incremental snapshot is compared with the recomputed one in Spark (no rows gathered on the driver).
 
 Prints one JSON object: events, refresh seconds (each batch), events/s (all events over the refreshes' sum),
-the phase medians of the batches (runtime/profile.py), where each batch ran, the driver's peak resident memory
+the phase medians of the batches (runtime/profile.py) and the slowest batch's phases, where each batch ran, the driver's peak resident memory
 (Python and its Spark JVM), the recomputation's seconds and whether the two snapshots are equal.
 
     .venv/bin/python benchmarks/peers/mvengine_saturation.py /tmp/nexmark-events q5 --files-per-batch 10 --full
@@ -196,6 +196,10 @@ def run(
         "median_batch_s": statistics.median(seconds),
         "engines": dict(engines),
         "phases": phase_medians(rounds),
+        # (the slowest batch's phases, ms: where a batch that stands out, a sweep or a recomputation, goes)
+        "slowest_batch_phases": {
+            f"{r.view} {p.name}": p.millis for r in rounds[seconds.index(max(seconds))] for p in r.phases
+        },
         "peak_rss_mib": peak_rss_mib(),
         "lateness": lateness,
         "state_rows": state_rows(view_tables(plan, {}).state),
