@@ -8,8 +8,9 @@ recomputes the view over all the events (`refresh(full=True)`, mvengine's own re
 the incremental snapshot is compared with the recomputed one in Spark (no rows gathered on the driver).
 
 Prints one JSON object: events, refresh seconds (each batch), events/s (all events over the refreshes' sum),
-the phase medians of the batches (runtime/profile.py) and the slowest batch's phases, where each batch ran, the driver's peak resident memory
-(Python and its Spark JVM), the recomputation's seconds and whether the two snapshots are equal.
+the phase medians of the batches (runtime/profile.py) and the slowest batch's phases, where each batch ran, the
+driver's peak resident memory (Python and its Spark JVM), the recomputation's seconds and whether the two
+snapshots are equal.
 
     .venv/bin/python benchmarks/peers/mvengine_saturation.py /tmp/nexmark-events q5 --files-per-batch 10 --full
 """
