@@ -55,10 +55,11 @@ class ExecutionPolicy:
     # table of n times this many rows is purged in every n-th batch (by batch id), so that the batches read about
     # this many rows a batch for it (benchmarks/README.md, "Issue 39, point 3": 0.5 s a purge at 2-3M rows).
     purge_scan_rows: int = 500_000
-    # Running windows under a lateness fold the state rows behind the late cutoff of the partitions a batch does
-    # not touch once the files wholly behind it hold this many rows: the MERGE that removes them spans the
-    # whole state table, so fewer, larger sweeps cost less a row (benchmarks/README.md, "Issue 39, point 3:
-    # running windows": 100k rows a sweep, 1.15 s every batch; 500k, 2.7-3.0 s every sixth, 0.5 s between).
+    # Running windows under a lateness fold the state rows behind the late cutoff into a row per partition in a
+    # sweep, once the files wholly behind it hold this many rows; the batches between fold none. A sweep's MERGE
+    # spans the whole state table, so fewer, larger sweeps cost less a row (benchmarks/README.md, "Issue 39,
+    # point 3: running windows": 100k rows a sweep, 1.15 s every batch; 500k, about 3 s every sixth, 0.5 s
+    # between).
     fold_sweep_rows: int = 500_000
     # A pipeline batch commits this many views computed on the driver at once, on threads, while it computes
     # the next (runtime/background_commits.py): their commits are most of a small batch, and delta-rs writes

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from mvengine.incremental.batch import Batch, ChildDelta
-from mvengine.incremental.driver import DriverBatch, consolidated, data, match, normalized, zset
+from mvengine.incremental.driver import DriverBatch, DriverState, consolidated, data, match, normalized, zset
 from mvengine.incremental.driver_expressions import NotOnDriver, cast, evaluate_all
 from mvengine.incremental.lateness import on_time, on_time_on_driver, time_position
 from mvengine.incremental.over_carry import CARRY_ROW, INPUT_ROW, ROW, Carry, carry_of
@@ -85,12 +85,12 @@ def _carried_delta(
     i = batch.node_id(node)
     time = F.unix_micros(F.col(quote(names[time_position(node)])).cast("timestamp"))
     fold, swept = None, None
-    if batch.late_before is not None:
+    if batch.late_before is not None and _sweeps(
+        batch.state, f"n{i}_rows", names[time_position(node)], batch
+    ):
         fold = F.coalesce(time < F.lit(batch.late_before), F.lit(True))
         template = changed.select(*[quote(c) for c in names], F.col(WEIGHT).alias(COUNT)).limit(0)
-        behind = batch.state.rows_before(f"n{i}_rows", names[time_position(node)], batch.late_before)
-        if behind >= batch.state.policy.fold_sweep_rows:  # (as _behind on the driver)
-            swept = batch.state.read(f"n{i}_rows", template).where(time < F.lit(batch.late_before))
+        swept = batch.state.read(f"n{i}_rows", template).where(time < F.lit(batch.late_before))
     old, new, _, folded = partition_rows(
         batch, f"n{i}_rows", changed, names, parts, lambda: None, fold=fold, swept=swept
     )
@@ -98,7 +98,7 @@ def _carried_delta(
     touched = changed.select(*[p.alias(k) for p, k in zip(parts, keys)])
     if folded is not None:
         touched = touched.unionByName(folded.select(*[p.alias(k) for p, k in zip(parts, keys)]))
-    touched = batch.keep_small(touched.distinct())
+    touched = touched.distinct()
     template = touched.select(
         *keys, *[F.lit(None).cast(f.type.sql("spark")).alias(f.name) for f in carry.carries]
     ).limit(0)
@@ -150,7 +150,7 @@ def _carried_delta(
         batch.state.stage(f"n{i}_carry", last, keys)
         h, n = held.alias("h"), last.alias("n")
         held = held.join(last, null_safe_equal(h, n, keys), "left_anti").unionByName(last)
-    carried = carry_rows(held)
+    carried = carry_rows(batch.keep_small(held))  # (read once: the rows before and after both start from it)
     outputs = [f.name for f in node.fields]
 
     def emitted(partition_rows: DataFrame, sign: int) -> DataFrame:
@@ -241,6 +241,7 @@ def _carried_on_driver(
         return pc.fill_null(pc.less(pc.cast(rows.column(t), pa.int64()), cutoff), True)
 
     name = f"n{i}_rows"
+    sweep = cutoff is not None and _sweeps(batch.state, name, columns[t], batch)
     old, new, folded = partition_rows_on_driver(
         batch,
         name,
@@ -248,8 +249,8 @@ def _carried_on_driver(
         columns,
         node.partition,
         fields,
-        fold=None if cutoff is None else fold,
-        swept=None if cutoff is None else _behind(batch, name, columns[t], cutoff),
+        fold=fold if sweep else None,
+        swept=_behind(batch, name, columns[t], cutoff) if sweep and cutoff is not None else None,
     )
     keys = list(carry.parts)
     parts = evaluate_all(node.partition, folded, fields)
@@ -293,14 +294,21 @@ def _carried_on_driver(
 _YEAR_ONE = -62_135_596_800_000_000  # (µs: the least time a Python datetime holds)
 
 
+def _sweeps(state: DriverState, name: str, time: str, batch: Batch | DriverBatch) -> bool:
+    """Whether the batch folds the rows behind its late cutoff, of every partition, into their carries: once
+    the files of state table `name` wholly behind it (by `time`, their statistics) hold policy.fold_sweep_rows
+    rows. A batch between sweeps folds none and costs what the windows without a carry cost; the state holds
+    the rows within the lateness and about that many more. (By the table's version before the batch: a batch
+    replayed decides as its first attempt did.)"""
+    cutoff = batch.late_before
+    return cutoff is not None and state.rows_before(name, time, cutoff) >= state.policy.fold_sweep_rows
+
+
 def _behind(batch: DriverBatch, name: str, time: str, cutoff: int) -> pa.Table | None:
-    """The rows of state table `name` whose `time` is before `cutoff` (µs), in any partition, once files wholly
-    before it hold policy.fold_sweep_rows (None until then): read by the files' statistics, which a table
-    clustered by its key (its timestamps first) keeps narrow."""
+    """The rows of state table `name` whose `time` is before `cutoff` (µs), in any partition: read by the files'
+    statistics, which a table clustered by its key (its timestamps first) keeps narrow."""
     schema = batch.state.schema(name)
     if schema is None or not pa.types.is_timestamp(schema.field(time).type):
-        return None
-    if batch.state.rows_before(name, time, cutoff) < batch.state.policy.fold_sweep_rows:
         return None
     kind = schema.field(time).type
     low, high = (pa.scalar(v, pa.int64()).cast(kind) for v in (_YEAR_ONE, cutoff - 1))
