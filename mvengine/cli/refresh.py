@@ -66,25 +66,29 @@ def run_refresh(
             console.out(f"warning: {warning}")
         console.out("every view is up to date")
         return 0
-    endpoint = None
     if continuous:  # the query needs Spark: start it now, before Ctrl-C is taken over
         started = time.monotonic()
         project.spark  # noqa: B018
-        console.out(f"Spark started in {time.monotonic() - started:.1f} s")
-        endpoint = serve(project.spark, config)
-        if endpoint is not None:
-            console.out(f"serving this Spark to mv query and mv changes at {endpoint.url} (loopback only)")
+        ready = time.monotonic() - started
     # (Otherwise Spark starts when a batch first needs it, if one does: batches on the driver need none.)
     status = _Status(console, profile)
-    if metrics_port is not None:
-        status.metrics = _metrics(project, console, metrics_port)
     stops = (
         stop_on_signal(lambda: console.out("stopping after the current batch (Ctrl-C again to stop at once)"))
         if continuous
         else contextlib.nullcontext(lambda: False)
     )
-    with stops as stopping:
+    endpoint = None
+    with stops as stopping:  # (from Spark's start on: a SIGTERM while the server starts stops cleanly too)
         try:
+            if continuous:
+                console.out(f"Spark started in {ready:.1f} s")  # (said once a SIGTERM stops cleanly)
+                endpoint = serve(project.spark, config)
+                if endpoint is not None:
+                    console.out(
+                        f"serving this Spark to mv query and mv changes at {endpoint.url} (loopback only)"
+                    )
+            if metrics_port is not None:
+                status.metrics = _metrics(project, console, metrics_port)
             while True:
                 watch = _Watch(config, continuous)
                 project.refresh(
